@@ -1,0 +1,56 @@
+"""The ``grpo`` command line: a thin argparse shell whose sub-commands come from plugins.
+
+Every command (ours included) is added through the ``grpo_register_commands`` hook,
+so a plugin can add ``grpo <its-command>`` the same way. Config problems exit with
+status 2 and one line per problem, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from grpo_rewards.plugins import PluginError, get_registry
+from grpo_rewards.tomlfile import ConfigError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="grpo", description="GRPO toolkit: reward plugins and a lean trainer.")
+    parser.add_argument("--strict-plugins", action="store_true", help="fail if any plugin cannot be loaded")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    get_registry().hook.grpo_register_commands(subparsers=sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    logging.basicConfig(
+        level=logging.DEBUG if ("-v" in argv or "--verbose" in argv) else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        if "--strict-plugins" in argv:
+            from grpo_rewards.plugins import load_registry
+            import grpo_rewards.plugins as plugins
+
+            plugins._default = load_registry(strict=True)
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if not getattr(args, "func", None):
+            parser.print_help()
+            return 0
+        return int(args.func(args) or 0)
+    except ConfigError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    except PluginError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,137 @@
+"""Built-in ``grpo`` commands for the reward side: ``plugins`` and ``rewards list|show|score``.
+
+Registered through the ``grpo`` entry-point group like any plugin's commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from grpo_rewards.hookspecs import hookimpl
+
+
+@hookimpl
+def grpo_register_commands(subparsers: Any) -> None:
+    p = subparsers.add_parser("plugins", help="list installed plugins and what each registers")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_plugins)
+
+    rewards = subparsers.add_parser("rewards", help="list, inspect and run rewards")
+    rsub = rewards.add_subparsers(dest="rewards_command", metavar="SUBCOMMAND", required=True)
+    p = rsub.add_parser("list", help="list registered rewards and verifiers")
+    p.set_defaults(func=cmd_rewards_list)
+    p = rsub.add_parser("show", help="parameters, defaults and an example of one reward")
+    p.add_argument("name")
+    p.set_defaults(func=cmd_rewards_show)
+    p = rsub.add_parser("score", help="score a JSONL file of completions with a reward config")
+    p.add_argument("config", help="TOML file with [rewards.<alias>] tables")
+    p.add_argument("--input", "-i", required=True, help="JSONL rows with 'completion' and dataset columns")
+    p.add_argument("--output", "-o", help="JSONL output (default: stdout)")
+    p.add_argument("--batch-size", type=int, default=1024)
+    p.set_defaults(func=cmd_rewards_score)
+
+
+def cmd_plugins(args: argparse.Namespace) -> int:
+    import json
+
+    from grpo_rewards.plugins import get_registry
+
+    registry = get_registry()
+    if args.json:
+        print(json.dumps([p.__dict__ for p in registry.plugins], indent=2))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="grpo plugins")
+    for col in ("plugin", "distribution", "version", "registers"):
+        table.add_column(col)
+    for p in registry.plugins:
+        what = "; ".join(f"{kind}: {', '.join(names)}" for kind, names in p.registers.items())
+        if not what:
+            what = ", ".join(h for h in p.hooks if not h.startswith("grpo_register_")) or ", ".join(p.hooks)
+        if p.error:
+            what = f"[red]FAILED: {p.error}[/red]"
+        table.add_row(p.name, p.distribution, p.version, what)
+    Console().print(table)
+    for problem in registry.problems:
+        print(f"warning: {problem}", file=sys.stderr)
+    return 0
+
+
+def cmd_rewards_list(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from grpo_rewards.plugins import get_registry
+
+    registry = get_registry()
+    table = Table(title="rewards (use = NAME) and verifiers (use = \"verify:NAME\")")
+    for col in ("name", "kind", "plugin", "description"):
+        table.add_column(col)
+    for name, spec in sorted(registry.rewards.items()):
+        table.add_row(name, "reward", spec.plugin, spec.summary)
+    for name, spec in sorted(registry.verifiers.items()):
+        table.add_row(f"verify:{name}", "verifier", spec.plugin, spec.summary)
+    Console().print(table)
+    return 0
+
+
+def cmd_rewards_show(args: argparse.Namespace) -> int:
+    import inspect
+
+    from grpo_rewards.plugins import get_registry
+    from grpo_rewards.specs import REQUIRED
+
+    registry = get_registry()
+    name = args.name.removeprefix("verify:")
+    spec = registry.verifier(name) if args.name.startswith("verify:") else registry.reward(name)
+    print(f"{args.name}  (plugin {spec.plugin})")
+    doc = inspect.getdoc(spec.factory) or spec.summary
+    print()
+    print(doc)
+    print("\nparameters:")
+    for p in spec.params.values():
+        default = "(required)" if p.default is REQUIRED else f"= {p.default!r}"
+        print(f"  {p.name}: {p.annotation} {default}")
+    if getattr(spec, "columns", ()):
+        print(f"\ndataset columns read: {', '.join(spec.columns)}")
+    if spec.example:
+        print("\nexample:\n" + spec.example.strip("\n"))
+    return 0
+
+
+def cmd_rewards_score(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from grpo_rewards.reward_config import load_rewards
+    from grpo_rewards.scoring import describe, score_file
+
+    composed = load_rewards(args.config)
+    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
+    try:
+        summary = score_file(composed, args.input, out, batch_size=args.batch_size)
+    except OSError as exc:
+        print(f"error: {args.input}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    for problem in summary.skipped:
+        print(f"skipped {problem}", file=sys.stderr)
+    console = Console(stderr=args.output is None)
+    table = Table(title=f"{summary.scored} rows scored, {len(summary.skipped)} skipped")
+    for col in ("reward", "use", "weight", "mean", "std", "None", "failures", "time (s)"):
+        table.add_column(col, justify="right" if col not in ("reward", "use") else "left")
+    for entry in composed.entries:
+        d = describe(summary.values[entry.alias])
+        st = entry.fn.stats
+        table.add_row(entry.alias, entry.use, f"{entry.weight:g}", f"{d['mean']:.4f}", f"{d['std']:.4f}",
+                      f"{d['none_share']:.1%}", str(st.failures), f"{st.seconds:.3f}")
+    d = describe(summary.values["total"])
+    table.add_row("total", "", "", f"{d['mean']:.4f}", f"{d['std']:.4f}", f"{d['none_share']:.1%}", "", "")
+    console.print(table)
+    return 0

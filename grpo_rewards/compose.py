@@ -1,0 +1,98 @@
+"""Weighted composition of rewards: the total a trainer optimises plus one column per reward.
+
+``ComposedReward`` is itself a TRL-style batch reward (its ``__call__`` returns the
+weighted total), and ``trl_reward_funcs()`` gives the separate functions and weights
+for ``trl.GRPOTrainer(reward_funcs=..., args=GRPOConfig(reward_weights=...))``.
+
+Totals follow TRL: ``None`` scores are skipped (a NaN-sum), and a row where every
+reward is ``None`` has total ``None`` (the trainer gives it advantage 0).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from grpo_rewards.contract import SafeReward
+
+
+@dataclass
+class RewardEntry:
+    alias: str
+    fn: SafeReward
+    weight: float = 1.0
+    use: str = ""
+
+
+@dataclass
+class Scores:
+    """Scores of one batch: ``total[i]`` and ``columns[alias][i]``."""
+
+    total: list[float | None]
+    columns: dict[str, list[float | None]]
+
+    def rows(self) -> list[dict[str, float | None]]:
+        """One dict per completion: each alias and ``total``."""
+        return [
+            {**{alias: col[i] for alias, col in self.columns.items()}, "total": self.total[i]}
+            for i in range(len(self.total))
+        ]
+
+
+class ComposedReward:
+    """A weighted sum of rewards (see module docs)."""
+
+    __name__ = "total"
+
+    def __init__(self, entries: list[RewardEntry]):
+        aliases = [e.alias for e in entries]
+        dupes = sorted({a for a in aliases if aliases.count(a) > 1})
+        if dupes:
+            raise ValueError(f"reward aliases must be unique: {', '.join(dupes)}")
+        if not entries:
+            raise ValueError("a composed reward needs at least one reward")
+        self.entries = entries
+
+    @property
+    def aliases(self) -> list[str]:
+        return [e.alias for e in self.entries]
+
+    @property
+    def weights(self) -> list[float]:
+        return [e.weight for e in self.entries]
+
+    def score(self, completions: list[Any], **columns: Any) -> Scores:
+        per_reward = {e.alias: e.fn(completions, **columns) for e in self.entries}
+        total: list[float | None] = []
+        for i in range(len(completions)):
+            parts = [e.weight * per_reward[e.alias][i] for e in self.entries if per_reward[e.alias][i] is not None]
+            total.append(math.fsum(parts) if parts else None)
+        return Scores(total, per_reward)
+
+    def __call__(self, completions: list[Any], **columns: Any) -> list[float | None]:
+        return self.score(completions, **columns).total
+
+    def trl_reward_funcs(self) -> tuple[list[Callable[..., list[float | None]]], list[float]]:
+        """``(reward_funcs, reward_weights)`` for ``trl.GRPOTrainer``; each function is named by its alias."""
+        return [e.fn for e in self.entries], self.weights
+
+
+def compose(
+    rewards: Mapping[str, Callable[..., Any] | tuple[Callable[..., Any], float]],
+    *,
+    on_error: str = "none",
+    timeout: float | None = None,
+) -> ComposedReward:
+    """Compose rewards in Python: ``compose({"fmt": (xml_count(), 0.5), "correct": exact_match()})``.
+
+    A value is a reward function (weight 1) or a ``(function, weight)`` pair. Each
+    function is wrapped in :class:`SafeReward` with ``on_error`` and ``timeout``.
+    """
+    entries = []
+    for alias, value in rewards.items():
+        fn, weight = value if isinstance(value, tuple) else (value, 1.0)
+        inner = fn.fn if isinstance(fn, SafeReward) else fn
+        entries.append(RewardEntry(alias, SafeReward(inner, alias, on_error=on_error, timeout=timeout), float(weight)))
+    return ComposedReward(entries)

@@ -1,0 +1,156 @@
+"""``[rewards.<alias>]`` tables: validate them all at once and build the composed reward.
+
+    [rewards]                 # optional defaults for every reward below
+    on_error = "none"         # none | zero | raise
+    timeout = 60              # seconds before a reward call is abandoned
+
+    [rewards.correct]
+    use = "exact_match"       # a registered reward, or "verify:<verifier>"
+    weight = 1.0
+    value = 2.0               # any parameter of the reward's factory
+
+Every problem is reported as ``file:line: key: what is wrong`` (with a did-you-mean
+for unknown names and keys) in one :class:`ConfigError`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from grpo_rewards.compose import ComposedReward, RewardEntry
+from grpo_rewards.contract import ON_ERROR, SafeReward
+from grpo_rewards.plugins import PluginError, Registry, get_registry
+from grpo_rewards.specs import Param
+from grpo_rewards.suggest import did_you_mean
+from grpo_rewards.tomlfile import TomlDoc, load_toml
+from grpo_rewards.verdict import reward_from_verifier
+
+ENTRY_KEYS = ("use", "weight", "on_error", "timeout")
+DEFAULT_KEYS = ("on_error", "timeout")
+VERIFIER_PREFIX = "verify:"
+VERIFIER_REWARD_KEYS = ("value", "wrong_value", "extract", "pattern", "reference_column")
+
+
+def _type_error(param: Param, value: Any) -> str | None:
+    """Why ``value`` does not fit ``param`` (judged from its annotation and default), or None."""
+    ann = param.annotation.replace(" ", "")
+    default = param.default
+    allowed: list[type] = []
+    for name, types in (("bool", [bool]), ("int", [int]), ("float", [int, float]), ("str", [str]),
+                        ("list", [list]), ("tuple", [list]), ("dict", [dict])):
+        if name in ann.split("|") or ann.startswith(f"{name}[") or any(p.startswith(f"{name}[") for p in ann.split("|")):
+            allowed += types
+    if not allowed and not param.required and default is not None:
+        allowed = [int, float] if isinstance(default, float) else [type(default)]
+    if not allowed:
+        return None
+    if isinstance(value, bool) and bool not in allowed:
+        return f"expected {param.annotation or type(default).__name__}, got a boolean"
+    if not isinstance(value, tuple(allowed)):
+        return f"expected {param.annotation or type(default).__name__}, got {type(value).__name__} {value!r}"
+    return None
+
+
+def build_reward_fn(use: str, params: dict[str, Any], registry: Registry) -> Any:
+    """Build one reward function from a registered name (or ``verify:<name>``) and its parameters."""
+    if use.startswith(VERIFIER_PREFIX):
+        spec = registry.verifier(use[len(VERIFIER_PREFIX):])
+        reward_params = {k: params[k] for k in VERIFIER_REWARD_KEYS if k in params}
+        verifier_params = {k: v for k, v in params.items() if k not in VERIFIER_REWARD_KEYS}
+        return reward_from_verifier(spec.factory(**verifier_params), name=spec.name, **reward_params)
+    return registry.reward(use).build(**params)
+
+
+def _known_params(use: str, registry: Registry) -> dict[str, Param]:
+    if use.startswith(VERIFIER_PREFIX):
+        spec = registry.verifier(use[len(VERIFIER_PREFIX):])
+        from grpo_rewards.specs import _params_of
+
+        return {**spec.params, **{k: v for k, v in _params_of(reward_from_verifier).items() if k in VERIFIER_REWARD_KEYS}}
+    return registry.reward(use).params
+
+
+def rewards_from_doc(doc: TomlDoc, registry: Registry | None = None, *, section: str = "rewards") -> ComposedReward | None:
+    """Validate ``doc``'s ``[rewards.*]`` tables and build the composed reward.
+
+    Problems are added to ``doc.problems``; the caller raises (so a run config can
+    report reward and trainer problems together). Returns None when there are problems.
+    """
+    registry = registry or get_registry()
+    table = doc.data.get(section)
+    if table is None:
+        doc.problem((section,), "no rewards configured: add at least one [rewards.<alias>] table with `use = ...`")
+        return None
+    if not isinstance(table, dict):
+        doc.problem((section,), "must be a table of [rewards.<alias>] tables")
+        return None
+    defaults = {k: v for k, v in table.items() if not isinstance(v, dict)}
+    for key in defaults:
+        if key not in DEFAULT_KEYS:
+            doc.problem((section, key), f"unknown key{did_you_mean(key, DEFAULT_KEYS)} (each reward goes in its own [rewards.<alias>] table)")
+    on_error_default = defaults.get("on_error", "none")
+    timeout_default = defaults.get("timeout")
+
+    entries: list[RewardEntry] = []
+    aliases = [k for k, v in table.items() if isinstance(v, dict)]
+    if not aliases:
+        doc.problem((section,), "no rewards configured: add at least one [rewards.<alias>] table with `use = ...`")
+    before = len(doc.problems)
+    for alias in aliases:
+        entry = table[alias]
+        key = (section, alias)
+        use = entry.get("use")
+        if not isinstance(use, str):
+            doc.problem(key + ("use",) if "use" in entry else key, "`use` must name a reward (see `grpo rewards list`)")
+            continue
+        try:
+            known = _known_params(use, registry)
+        except PluginError as exc:
+            doc.problem(key + ("use",), str(exc))
+            continue
+        weight = entry.get("weight", 1.0)
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)):
+            doc.problem(key + ("weight",), f"must be a number, got {weight!r}")
+        on_error = entry.get("on_error", on_error_default)
+        if on_error not in ON_ERROR:
+            doc.problem(key + ("on_error",), f"must be one of {', '.join(ON_ERROR)}, got {on_error!r}")
+        timeout = entry.get("timeout", timeout_default)
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
+            doc.problem(key + ("timeout",), f"must be a positive number of seconds, got {timeout!r}")
+        params = {k: v for k, v in entry.items() if k not in ENTRY_KEYS}
+        ok = True
+        for name, value in params.items():
+            if name not in known:
+                doc.problem(key + (name,), f"unknown parameter of {use!r}{did_you_mean(name, known)}")
+                ok = False
+            elif (why := _type_error(known[name], value)) is not None:
+                doc.problem(key + (name,), why)
+                ok = False
+        for name, param in known.items():
+            if param.required and name not in params:
+                doc.problem(key, f"missing required parameter {name!r} of {use!r}")
+                ok = False
+        if not ok or len(doc.problems) > before:
+            before = len(doc.problems)
+            continue
+        try:
+            fn = build_reward_fn(use, params, registry)
+        except (ValueError, TypeError, KeyError, PluginError) as exc:
+            doc.problem(key, f"{use}: {exc}")
+            before = len(doc.problems)
+            continue
+        plugin = "" if use.startswith(VERIFIER_PREFIX) else registry.reward(use).plugin
+        safe = SafeReward(fn, alias, on_error=on_error, timeout=timeout, plugin=plugin)
+        entries.append(RewardEntry(alias, safe, float(weight), use))
+    if doc.problems:
+        return None
+    return ComposedReward(entries)
+
+
+def load_rewards(path: str, registry: Registry | None = None) -> ComposedReward:
+    """Load and validate a rewards (or run) file; raises :class:`ConfigError` listing every problem."""
+    doc = load_toml(path)
+    composed = rewards_from_doc(doc, registry)
+    doc.raise_if_problems()
+    assert composed is not None
+    return composed

@@ -1,0 +1,108 @@
+"""Score a JSONL file of completions with a composed reward (``grpo rewards score``).
+
+Each input row holds ``completion`` (text or a list of chat messages) plus any
+dataset columns the rewards read (``answer``, ``tests``, ...); ``prompt`` is passed
+as TRL's ``prompts``. Each output row is the input row plus one field per reward
+alias and ``total``. A malformed row is reported by line number and skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from grpo_rewards.compose import ComposedReward
+
+
+@dataclass
+class ScoreSummary:
+    scored: int = 0
+    skipped: list[str] = field(default_factory=list)
+    values: dict[str, list[float | None]] = field(default_factory=dict)
+
+
+def _row_problem(row: Any) -> str | None:
+    if not isinstance(row, dict):
+        return f"expected a JSON object, got {type(row).__name__}"
+    if "completion" not in row:
+        return "missing field 'completion'"
+    c = row["completion"]
+    if isinstance(c, str):
+        return None
+    if isinstance(c, list) and all(isinstance(m, dict) and isinstance(m.get("content", ""), (str, list)) for m in c):
+        return None
+    return "'completion' must be text or a list of chat messages ({'role', 'content'})"
+
+
+def read_rows(path: str | Path, problems: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield ``(line_number, row)`` for each well-formed row; malformed ones go to ``problems``."""
+    with open(path, encoding="utf-8") as fh:
+        for number, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                problems.append(f"{path}:{number}: invalid JSON: {exc.msg} (column {exc.colno})")
+                continue
+            why = _row_problem(row)
+            if why:
+                problems.append(f"{path}:{number}: {why}")
+                continue
+            yield number, row
+
+
+def _columns(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    keys = {k for r in rows for k in r if k != "completion"}
+    columns = {k: [r.get(k) for r in rows] for k in keys}
+    if "prompt" in columns:
+        columns["prompts"] = columns.pop("prompt")
+    return columns
+
+
+def score_rows(composed: ComposedReward, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Score a list of rows; returns each row with one field per alias and ``total``."""
+    if not rows:
+        return []
+    scores = composed.score([r["completion"] for r in rows], **_columns(rows))
+    return [{**row, **extra} for row, extra in zip(rows, scores.rows(), strict=True)]
+
+
+def score_file(
+    composed: ComposedReward,
+    input_path: str | Path,
+    output: TextIO,
+    *,
+    batch_size: int = 1024,
+) -> ScoreSummary:
+    summary = ScoreSummary(values={a: [] for a in [*composed.aliases, "total"]})
+    batch: list[dict[str, Any]] = []
+
+    def flush() -> None:
+        for row in score_rows(composed, batch):
+            output.write(json.dumps(row, ensure_ascii=False) + "\n")
+            for key in summary.values:
+                summary.values[key].append(row[key])
+        summary.scored += len(batch)
+        batch.clear()
+
+    for _, row in read_rows(input_path, summary.skipped):
+        batch.append(row)
+        if len(batch) >= batch_size:
+            flush()
+    flush()
+    return summary
+
+
+def describe(values: list[float | None]) -> dict[str, float]:
+    present = [v for v in values if v is not None]
+    return {
+        "mean": statistics.fmean(present) if present else math.nan,
+        "std": statistics.pstdev(present) if len(present) > 1 else (0.0 if present else math.nan),
+        "none_share": 1 - len(present) / len(values) if values else math.nan,
+    }

@@ -1,0 +1,104 @@
+"""What a plugin registers: reward and verifier specifications, and their parameters.
+
+A spec names a *factory*. The factory's keyword parameters (with type hints and
+defaults) are the reward's parameters: config validation, ``grpo rewards show``
+and the docs all read them from the signature, so there is one source of truth.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+REQUIRED = inspect.Parameter.empty
+
+
+class RewardFunction(Protocol):
+    """TRL's reward signature: one score per completion, ``None`` where it does not apply."""
+
+    __name__: str
+
+    def __call__(self, completions: list[Any], **columns: Any) -> list[float | None]: ...
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of a reward or verifier factory."""
+
+    name: str
+    default: Any
+    annotation: str
+    doc: str = ""
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED
+
+
+def _params_of(factory: Callable[..., Any]) -> dict[str, Param]:
+    params: dict[str, Param] = {}
+    for p in inspect.signature(factory).parameters.values():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        ann = p.annotation
+        ann_text = ann if isinstance(ann, str) else getattr(ann, "__name__", repr(ann))
+        params[p.name] = Param(p.name, p.default, "" if ann is REQUIRED else str(ann_text))
+    return params
+
+
+def _first_line(doc: str | None) -> str:
+    return (inspect.cleandoc(doc).splitlines() or [""])[0] if doc else ""
+
+
+@dataclass(frozen=True)
+class RewardSpec:
+    """A named reward: ``factory(**params)`` returns a :class:`RewardFunction`.
+
+    ``columns`` lists the dataset columns the reward reads (``answer``, ``tests``...),
+    so tools can check a dataset before a run; ``example`` is a TOML snippet shown by
+    ``grpo rewards show``.
+    """
+
+    name: str
+    factory: Callable[..., RewardFunction]
+    description: str = ""
+    columns: tuple[str, ...] = ()
+    example: str = ""
+    plugin: str = field(default="", compare=False)  # filled in by the plugin manager
+
+    @property
+    def params(self) -> dict[str, Param]:
+        return _params_of(self.factory)
+
+    @property
+    def summary(self) -> str:
+        return self.description or _first_line(self.factory.__doc__)
+
+    def build(self, **params: Any) -> RewardFunction:
+        fn = self.factory(**params)
+        if not getattr(fn, "__name__", None):
+            try:
+                fn.__name__ = self.name  # type: ignore[attr-defined]
+            except AttributeError:
+                pass
+        return fn
+
+
+@dataclass(frozen=True)
+class VerifierSpec:
+    """A named verifier: ``factory(**params)`` returns ``verify(answer, reference) -> Verdict``."""
+
+    name: str
+    factory: Callable[..., Callable[[str, str], Any]]
+    description: str = ""
+    example: str = ""
+    plugin: str = field(default="", compare=False)
+
+    @property
+    def params(self) -> dict[str, Param]:
+        return _params_of(self.factory)
+
+    @property
+    def summary(self) -> str:
+        return self.description or _first_line(self.factory.__doc__)

@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Sets up .venv if needed, then runs the main job on the embedded default.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+exec .venv/bin/grpo rewards score examples/rewards.toml --input examples/completions.jsonl --output runs/scored.jsonl "$@"

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Creates .venv and installs the toolkit, its plugins and the test tools. Idempotent:
+# re-runs only when a pyproject changed. Torch is pinned to the CPU build first
+# (TORCH_SPEC overrides), so nothing pulls CUDA wheels on a machine without a GPU.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}
+[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+stamp=.venv/.setup-stamp
+want=$(cat pyproject.toml plugins/*/pyproject.toml 2>/dev/null | sha256sum | cut -c1-16)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "setting up .venv (first run takes a few minutes)..." >&2
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q "$TORCH_SPEC"
+  constraints=$(mktemp)
+  .venv/bin/python -c 'import torch; print(f"torch=={torch.__version__.split(\"+\")[0]}")' > "$constraints"
+  plugin_args=()
+  for d in plugins/*/; do [ -f "$d/pyproject.toml" ] && plugin_args+=(-e "$d"); done
+  .venv/bin/python -m pip install -q -c "$constraints" -e ".[train,dev]" "${plugin_args[@]}"
+  rm -f "$constraints"
+  echo "$want" > "$stamp"
+fi
