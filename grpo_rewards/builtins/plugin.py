@@ -11,7 +11,7 @@ from grpo_rewards.hookspecs import hookimpl
 def grpo_register_rewards(register: Callable[..., None]) -> None:
     from grpo_rewards.builtins import catalogue
 
-    for spec in catalogue.REWARDS:
+    for spec in catalogue.reward_specs():
         register(spec)
 
 
@@ -19,5 +19,5 @@ def grpo_register_rewards(register: Callable[..., None]) -> None:
 def grpo_register_verifiers(register: Callable[..., None]) -> None:
     from grpo_rewards.builtins import catalogue
 
-    for spec in catalogue.VERIFIERS:
+    for spec in catalogue.verifier_specs():
         register(spec)

@@ -1,0 +1,1 @@
+"""Registers the trainer's commands (``grpo train``, ``grpo demo``, ...) and backends (filled in by the trainer work)."""

@@ -1,0 +1,1 @@
+"""Sandboxed execution of untrusted, model-written programs (see issue 3)."""
