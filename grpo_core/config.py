@@ -1,0 +1,441 @@
+"""The run config: one TOML file (``grpo train run.toml``) or one dict (the Python API) -> :class:`RunConfig`.
+
+Sections: ``[model] [data] [generation] [grpo] [lora] [quantization] [logging] [checkpoint]``
+and the reward side's ``[rewards.*]`` tables (validated by ``grpo_rewards.rewards_from_doc`` so
+trainer and reward problems are reported together). Every problem is collected before one
+:class:`grpo_rewards.ConfigError` is raised, each as ``file:line: section.key: what is wrong``,
+with a did-you-mean for unknown sections and keys. ``--set section.key=value`` overrides are
+parsed with TOML value syntax (``3``, ``1e-5``, ``true``, ``"x"``, ``[1, 2]``), falling back to
+a bare string; a problem in an overridden value names the override instead of the file.
+
+No torch/transformers import here: validating a config is cheap and needs no network.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import types
+import typing
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tomllib
+
+from grpo_rewards.compose import ComposedReward
+from grpo_rewards.plugins import Registry, get_registry
+from grpo_rewards.reward_config import rewards_from_doc
+from grpo_rewards.suggest import did_you_mean
+from grpo_rewards.tomlfile import ConfigError, Problem, TomlDoc, load_toml
+
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+COMPUTE_DTYPES = ("float32", "bfloat16", "float16")
+LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
+SCALE_REWARDS = ("group", "batch", "none")
+QUANT_TYPES = ("nf4", "fp4")
+LR_SCHEDULERS = ("linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup",
+                 "inverse_sqrt", "cosine_with_min_lr", "warmup_stable_decay")
+LOCAL_DATA_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9_\-]*):(?!//)")
+
+
+@dataclass
+class ModelConfig:
+    name_or_path: str = ""
+    dtype: str = "auto"
+    trust_remote_code: bool = False
+    attn_implementation: str | None = None
+    revision: str | None = None
+    gradient_checkpointing: bool = True
+    offload_activations: bool = False
+
+
+@dataclass
+class DataConfig:
+    source: str = ""
+    subset: str | None = None  # the hub dataset's config name (``main`` for openai/gsm8k)
+    split: str = "train"
+    prompt_field: str = "prompt"
+    answer_field: str | None = "answer"
+    columns: dict[str, str] = field(default_factory=dict)  # rename map: {source column: new name}
+    system_prompt: str | None = None
+    chat_template: bool = True
+    max_prompt_length: int | None = 512
+    eval_source: str | None = None
+    eval_split: str | None = None
+    eval_size: int = 0
+    shuffle: bool = True
+    seed: int = 0
+    limit: int | None = None  # use only the first N rows (after loading; before shuffling)
+
+
+@dataclass
+class GenerationConfig:
+    backend: str = "transformers"
+    num_generations: int = 8
+    max_completion_length: int = 256
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    repetition_penalty: float = 1.0
+
+
+@dataclass
+class GRPOConfig:
+    learning_rate: float = 1e-6
+    prompts_per_step: int = 4
+    gradient_accumulation_steps: int = 1
+    max_steps: int = 100
+    num_iterations: int = 1
+    beta: float = 0.0
+    epsilon: float = 0.2
+    epsilon_high: float | None = None  # None -> epsilon (resolved at load)
+    delta: float | None = None
+    loss_type: str = "dapo"
+    scale_rewards: str = "group"
+    mask_truncated_completions: bool = False
+    max_grad_norm: float = 1.0
+    lr_scheduler: str = "linear"
+    warmup_ratio: float = 0.0
+    weight_decay: float = 0.0
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.99
+    seed: int = 0
+    logprob_chunk_size: int = 1024
+
+
+@dataclass
+class LoraConfig:
+    enabled: bool = False
+    r: int = 16
+    alpha: int = 32
+    dropout: float = 0.0
+    target_modules: str | list[str] = "all-linear"
+
+
+@dataclass
+class QuantizationConfig:
+    load_in_4bit: bool = False
+    quant_type: str = "nf4"
+    compute_dtype: str = "bfloat16"
+    double_quant: bool = True
+
+
+@dataclass
+class LoggingConfig:
+    output_dir: str = ""  # "" -> runs/<config file stem> (resolved at load)
+    log_every: int = 1
+    sample_every: int = 10
+    num_samples: int = 4
+    plot: bool = True
+    wandb: bool = False
+    wandb_project: str = "grpo"
+    tensorboard: bool = False
+    progress: bool = True
+
+
+@dataclass
+class CheckpointConfig:
+    every: int = 0  # 0 = only at the end and on SIGINT
+    keep_last: int = 2
+    save_merged: bool = False
+
+
+SECTIONS: dict[str, type] = {
+    "model": ModelConfig,
+    "data": DataConfig,
+    "generation": GenerationConfig,
+    "grpo": GRPOConfig,
+    "lora": LoraConfig,
+    "quantization": QuantizationConfig,
+    "logging": LoggingConfig,
+    "checkpoint": CheckpointConfig,
+}
+REQUIRED: dict[str, tuple[str, ...]] = {"model": ("name_or_path",), "data": ("source",)}
+
+
+@dataclass
+class RunConfig:
+    """A validated run: one dataclass per section, the composed reward and where it came from."""
+
+    model: ModelConfig
+    data: DataConfig
+    generation: GenerationConfig
+    grpo: GRPOConfig
+    lora: LoraConfig
+    quantization: QuantizationConfig
+    logging: LoggingConfig
+    checkpoint: CheckpointConfig
+    rewards: ComposedReward
+    path: str = "<dict>"
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)  # the merged input (file + overrides)
+
+    @property
+    def output_dir(self) -> Path:
+        return Path(self.logging.output_dir)
+
+    @property
+    def sequences_per_step(self) -> int:
+        return self.grpo.prompts_per_step * self.generation.num_generations
+
+    def to_dict(self) -> dict[str, Any]:
+        """The sections as plain data (JSON/TOML-able) plus the raw ``rewards`` tables."""
+        out: dict[str, Any] = {name: dataclasses.asdict(getattr(self, name)) for name in SECTIONS}
+        out["rewards"] = self.raw.get("rewards", {})
+        return out
+
+
+# ------------------------------------------------------------------ types ----
+
+def _type_problem(annotation: Any, value: Any) -> str | None:
+    """Why ``value`` does not fit ``annotation`` (a resolved dataclass field type), or None."""
+    options = typing.get_args(annotation) if isinstance(annotation, types.UnionType) else (annotation,)
+    for opt in options:
+        if opt is type(None) and value is None:
+            return None
+        origin = typing.get_origin(opt) or opt
+        if origin is bool and isinstance(value, bool):
+            return None
+        if isinstance(value, bool):
+            continue
+        if origin is int and isinstance(value, int):
+            return None
+        if origin is float and isinstance(value, (int, float)):
+            return None
+        if origin is str and isinstance(value, str):
+            return None
+        if origin is list and isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return None
+        if origin is dict and isinstance(value, dict) and all(isinstance(v, str) for v in value.values()):
+            return None
+    names = {type(None): "nothing", list: "a list of strings", dict: "a table of strings"}
+    wanted = " or ".join(names.get(typing.get_origin(o) or o, getattr(o, "__name__", str(o))) for o in options)
+    got = "a boolean" if isinstance(value, bool) else f"{type(value).__name__} {value!r}"
+    return f"expected {wanted}, got {got}"
+
+
+def _coerce(annotation: Any, value: Any) -> Any:
+    """An integer given for a float field becomes a float (``learning_rate = 1`` -> ``1.0``)."""
+    options = typing.get_args(annotation) if isinstance(annotation, types.UnionType) else (annotation,)
+    if float in options and int not in options and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
+_HINTS: dict[type, dict[str, Any]] = {cls: typing.get_type_hints(cls) for cls in SECTIONS.values()}
+
+
+# -------------------------------------------------------------- overrides ----
+
+def parse_override(text: str) -> tuple[tuple[str, ...], Any]:
+    """``"grpo.learning_rate=1e-5"`` -> ``(("grpo", "learning_rate"), 1e-05)``; a non-TOML value stays a string."""
+    key, sep, value = text.partition("=")
+    path = tuple(p.strip() for p in key.strip().split("."))
+    if not sep or len(path) < 2 or not all(path):
+        raise ValueError("expected section.key=value")
+    value = value.strip()
+    try:
+        parsed = tomllib.loads(f"v = {value}")["v"]
+    except tomllib.TOMLDecodeError:
+        parsed = value
+    return path, parsed
+
+
+def apply_overrides(doc: TomlDoc, overrides: Sequence[str]) -> dict[str, str]:
+    """Apply ``--set`` overrides to ``doc.data``; returns ``{dotted key: "--set ..."}`` for error attribution."""
+    origins: dict[str, str] = {}
+    for text in overrides:
+        label = f"--set {text}"
+        try:
+            path, value = parse_override(text)
+        except ValueError as exc:
+            doc.problems.append(Problem(label, None, "", str(exc)))
+            continue
+        table = doc.data
+        for i, part in enumerate(path[:-1]):
+            nxt = table.setdefault(part, {})
+            if not isinstance(nxt, dict):
+                doc.problems.append(Problem(label, None, ".".join(path[: i + 1]), "is not a table"))
+                break
+            table = nxt
+        else:
+            table[path[-1]] = value
+            origins[".".join(path)] = label
+    return origins
+
+
+def _attribute(problems: list[Problem], origins: dict[str, str]) -> list[Problem]:
+    """Point problems about overridden keys at the override rather than the file."""
+    out = []
+    for p in problems:
+        label = next((lab for key, lab in origins.items() if p.key == key or p.key.startswith(key + ".")), None)
+        out.append(Problem(label, None, p.key, p.message) if label else p)
+    return out
+
+
+# ------------------------------------------------------------- validation ----
+
+def _build_section(doc: TomlDoc, name: str) -> Any:
+    cls = SECTIONS[name]
+    table = doc.data.get(name, {})
+    if not isinstance(table, dict):
+        doc.problem((name,), f"must be a table [{name}]")
+        return cls()
+    hints = _HINTS[cls]
+    kwargs = {}
+    for key, value in table.items():
+        if key not in hints:
+            doc.problem((name, key), f"unknown key{did_you_mean(key, hints)}")
+        elif (why := _type_problem(hints[key], value)) is not None:
+            doc.problem((name, key), why)
+        else:
+            kwargs[key] = _coerce(hints[key], value)
+    for key in REQUIRED.get(name, ()):
+        if not table.get(key):
+            doc.problem((name,), f"missing required key {key!r}")
+    return cls(**kwargs)
+
+
+def _choice(doc: TomlDoc, key: tuple[str, ...], value: Any, allowed: Sequence[str]) -> None:
+    if value not in allowed:
+        doc.problem(key, f"must be one of {', '.join(allowed)}, got {value!r}{did_you_mean(str(value), allowed)}")
+
+
+def _positive(doc: TomlDoc, key: tuple[str, ...], value: float, *, zero_ok: bool = False) -> None:
+    if value < 0 or (value == 0 and not zero_ok):
+        doc.problem(key, f"must be {'>= 0' if zero_ok else '> 0'}, got {value!r}")
+
+
+def resolve_local_path(source: str, config_path: str) -> Path | None:
+    """A local data file named by ``source``: as given (cwd), else next to the config file; None if neither."""
+    candidates = [Path(source).expanduser()]
+    if config_path not in ("<dict>", "<string>"):
+        candidates.append(Path(config_path).parent / source)
+    return next((p.resolve() for p in candidates if p.exists()), None)
+
+
+def _check_source(doc: TomlDoc, key: tuple[str, ...], source: str, registry: Registry) -> str:
+    """Validate a data source; returns it with a local path made absolute."""
+    scheme = _SCHEME.match(source)
+    if scheme:
+        if scheme.group(1) not in registry.dataset_sources:
+            doc.problem(key, f"unknown dataset source {scheme.group(1)!r}"
+                             f"{did_you_mean(scheme.group(1), registry.dataset_sources)} (registered: "
+                             f"{', '.join(sorted(registry.dataset_sources)) or 'none'})")
+        return source
+    local = resolve_local_path(source, doc.path)
+    if local is not None:
+        if local.is_file() and local.suffix.lower() not in LOCAL_DATA_SUFFIXES:
+            doc.problem(key, f"unsupported file type {local.suffix!r} (use {', '.join(LOCAL_DATA_SUFFIXES)})")
+        return str(local)
+    if source.lower().endswith(LOCAL_DATA_SUFFIXES) or source.startswith((".", "/", "~")):
+        doc.problem(key, f"file not found: {source}")
+    return source  # a hub dataset name, fetched when the run starts
+
+
+def _cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None:
+    m, d, g, o, lo, q, lg, ck = (cfg[n] for n in SECTIONS)
+    _choice(doc, ("model", "dtype"), m.dtype, DTYPES)
+    if d.source:
+        d.source = _check_source(doc, ("data", "source"), d.source, registry)
+    if d.eval_source:
+        d.eval_source = _check_source(doc, ("data", "eval_source"), d.eval_source, registry)
+    if d.max_prompt_length is not None:
+        _positive(doc, ("data", "max_prompt_length"), d.max_prompt_length)
+    _positive(doc, ("data", "eval_size"), d.eval_size, zero_ok=True)
+    if d.limit is not None:
+        _positive(doc, ("data", "limit"), d.limit)
+
+    backends = set(registry.generation_backends) | {"transformers"}
+    if g.backend not in backends:
+        doc.problem(("generation", "backend"), f"unknown generation backend {g.backend!r}"
+                                               f"{did_you_mean(g.backend, backends)}")
+    if g.num_generations < 2:
+        doc.problem(("generation", "num_generations"), f"must be >= 2 (advantages compare a group), got {g.num_generations}")
+    _positive(doc, ("generation", "max_completion_length"), g.max_completion_length)
+    _positive(doc, ("generation", "temperature"), g.temperature)
+    if not 0 < g.top_p <= 1:
+        doc.problem(("generation", "top_p"), f"must be in (0, 1], got {g.top_p}")
+    _positive(doc, ("generation", "top_k"), g.top_k, zero_ok=True)
+    _positive(doc, ("generation", "repetition_penalty"), g.repetition_penalty)
+
+    for key in ("learning_rate", "prompts_per_step", "gradient_accumulation_steps", "max_steps", "num_iterations",
+                "max_grad_norm", "logprob_chunk_size"):
+        _positive(doc, ("grpo", key), getattr(o, key))
+    for key in ("beta", "epsilon", "weight_decay"):
+        _positive(doc, ("grpo", key), getattr(o, key), zero_ok=True)
+    if o.epsilon_high is None:
+        o.epsilon_high = o.epsilon
+    elif o.epsilon_high < 0:
+        doc.problem(("grpo", "epsilon_high"), f"must be >= 0, got {o.epsilon_high}")
+    if o.delta is not None and o.delta <= 1:
+        doc.problem(("grpo", "delta"), f"must be > 1 (two-sided clipping bound), got {o.delta}")
+    _choice(doc, ("grpo", "loss_type"), o.loss_type, LOSS_TYPES)
+    _choice(doc, ("grpo", "scale_rewards"), o.scale_rewards, SCALE_REWARDS)
+    _choice(doc, ("grpo", "lr_scheduler"), o.lr_scheduler, LR_SCHEDULERS)
+    if not 0 <= o.warmup_ratio < 1:
+        doc.problem(("grpo", "warmup_ratio"), f"must be in [0, 1), got {o.warmup_ratio}")
+    for key in ("adam_beta1", "adam_beta2"):
+        if not 0 <= getattr(o, key) < 1:
+            doc.problem(("grpo", key), f"must be in [0, 1), got {getattr(o, key)}")
+    if o.prompts_per_step > 0 and o.gradient_accumulation_steps > 0 and g.num_generations > 0:
+        seqs = o.prompts_per_step * g.num_generations
+        if seqs % o.gradient_accumulation_steps:
+            doc.problem(("grpo", "gradient_accumulation_steps"),
+                        f"must divide prompts_per_step * num_generations = {seqs} (each step's sequences are "
+                        f"split into that many micro-batches), got {o.gradient_accumulation_steps}")
+
+    _positive(doc, ("lora", "r"), lo.r)
+    _positive(doc, ("lora", "alpha"), lo.alpha)
+    if not 0 <= lo.dropout < 1:
+        doc.problem(("lora", "dropout"), f"must be in [0, 1), got {lo.dropout}")
+    _choice(doc, ("quantization", "quant_type"), q.quant_type, QUANT_TYPES)
+    _choice(doc, ("quantization", "compute_dtype"), q.compute_dtype, COMPUTE_DTYPES)
+    if q.load_in_4bit and not lo.enabled:
+        doc.problem(("quantization", "load_in_4bit"),
+                    "4-bit weights cannot be trained directly: set [lora] enabled = true (QLoRA)")
+
+    for key in ("log_every", "sample_every"):
+        _positive(doc, ("logging", key), getattr(lg, key))
+    _positive(doc, ("logging", "num_samples"), lg.num_samples, zero_ok=True)
+    _positive(doc, ("checkpoint", "every"), ck.every, zero_ok=True)
+    _positive(doc, ("checkpoint", "keep_last"), ck.keep_last)
+    if ck.save_merged and not lo.enabled:
+        doc.problem(("checkpoint", "save_merged"), "only meaningful with [lora] enabled = true")
+
+
+def config_from_doc(doc: TomlDoc, overrides: Sequence[str] = (), registry: Registry | None = None) -> RunConfig:
+    """Validate a parsed run file (plus ``--set`` overrides); raises :class:`ConfigError` with every problem."""
+    registry = registry or get_registry()
+    origins = apply_overrides(doc, overrides)
+    for name in doc.data:
+        if name not in SECTIONS and name != "rewards":
+            doc.problem((name,), f"unknown section{did_you_mean(name, [*SECTIONS, 'rewards'])}")
+    sections = {name: _build_section(doc, name) for name in SECTIONS}
+    _cross_checks(doc, sections, registry)
+    rewards = doc.data.get("rewards")
+    composed = rewards if isinstance(rewards, ComposedReward) else rewards_from_doc(doc, registry)
+    if doc.problems:
+        raise ConfigError(_attribute(doc.problems, origins))
+    assert composed is not None
+    if not sections["logging"].output_dir:
+        stem = Path(doc.path).stem if doc.path not in ("<dict>", "<string>") else "run"
+        sections["logging"].output_dir = str(Path("runs") / stem)
+    raw = {k: v for k, v in doc.data.items() if k != "rewards" or not isinstance(v, ComposedReward)}
+    return RunConfig(**sections, rewards=composed, path=doc.path, raw=raw)
+
+
+def load_config(path: str | Path, overrides: Sequence[str] = (), registry: Registry | None = None) -> RunConfig:
+    """Load, override and validate a run file; raises :class:`ConfigError` listing every problem."""
+    return config_from_doc(load_toml(path), overrides, registry)
+
+
+def config_from_dict(data: dict[str, Any], path: str = "<dict>", overrides: Sequence[str] = (),
+                     registry: Registry | None = None) -> RunConfig:
+    """The Python API: the same sections as a dict. ``data["rewards"]`` may also be a ready ComposedReward."""
+    import copy
+
+    plain = {k: (v if isinstance(v, ComposedReward) else copy.deepcopy(v)) for k, v in data.items()}
+    return config_from_doc(TomlDoc(path, plain), overrides, registry)
