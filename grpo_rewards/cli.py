@@ -32,8 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         if "--strict-plugins" in argv:
-            from grpo_rewards.plugins import load_registry
             import grpo_rewards.plugins as plugins
+            from grpo_rewards.plugins import load_registry
 
             plugins._default = load_registry(strict=True)
         parser = build_parser()

@@ -6,6 +6,7 @@ Registered through the ``grpo`` entry-point group like any plugin's commands.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from typing import Any
 
@@ -111,15 +112,13 @@ def cmd_rewards_score(args: argparse.Namespace) -> int:
     from grpo_rewards.scoring import describe, score_file
 
     composed = load_rewards(args.config)
-    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
     try:
-        summary = score_file(composed, args.input, out, batch_size=args.batch_size)
+        with contextlib.ExitStack() as stack:
+            out = stack.enter_context(open(args.output, "w", encoding="utf-8")) if args.output else sys.stdout
+            summary = score_file(composed, args.input, out, batch_size=args.batch_size)
     except OSError as exc:
-        print(f"error: {args.input}: {exc.strerror or exc}", file=sys.stderr)
+        print(f"error: {exc.filename or args.input}: {exc.strerror or exc}", file=sys.stderr)
         return 2
-    finally:
-        if out is not sys.stdout:
-            out.close()
     for problem in summary.skipped:
         print(f"skipped {problem}", file=sys.stderr)
     console = Console(stderr=args.output is None)

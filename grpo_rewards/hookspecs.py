@@ -22,7 +22,8 @@ every implementation is called and return values are ignored.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pluggy
 

@@ -7,9 +7,11 @@ and the docs all read them from the signature, so there is one source of truth.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 REQUIRED = inspect.Parameter.empty
 
@@ -78,10 +80,8 @@ class RewardSpec:
     def build(self, **params: Any) -> RewardFunction:
         fn = self.factory(**params)
         if not getattr(fn, "__name__", None):
-            try:
+            with contextlib.suppress(AttributeError):
                 fn.__name__ = self.name  # type: ignore[attr-defined]
-            except AttributeError:
-                pass
         return fn
 
 

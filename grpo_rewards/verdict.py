@@ -8,8 +8,9 @@ parsed and why, so a user can see *why* a completion scored as it did.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from grpo_rewards.completions import completion_text
 from grpo_rewards.extraction import extract_answer
