@@ -1,0 +1,112 @@
+"""grpo_core.models: loading (full, LoRA, QLoRA on CPU), the reference model, saving adapter and merged."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from grpo_core.config import config_from_dict
+from grpo_core.models import load_model_and_tokenizer, reference_model, save_model
+
+
+def run_config(model_dir: Path, registry: Any, **sections: dict[str, Any]) -> Any:
+    data: dict[str, Any] = {
+        "model": {"name_or_path": str(model_dir), "dtype": "float32", "gradient_checkpointing": False},
+        "data": {"source": "hub/some-dataset"},
+        "rewards": {"len": {"use": "core_len"}},
+    }
+    for name, table in sections.items():
+        data.setdefault(name, {}).update(table)
+    return config_from_dict(data, registry=registry)
+
+
+def _batch(tok: Any) -> dict[str, torch.Tensor]:
+    return tok(["What is 12 plus 7?", "The answer"], return_tensors="pt", padding=True)
+
+
+def test_full_finetune_loads_left_padded_and_reference_is_frozen_copy(tiny_model_dir: Path, core_registry: Any) -> None:
+    cfg = run_config(tiny_model_dir, core_registry)
+    model, tok = load_model_and_tokenizer(cfg)
+    assert tok.padding_side == "left" and tok.pad_token == "<pad>"
+    assert model.dtype == torch.float32 and model.training
+    assert all(p.requires_grad for p in model.parameters())
+    batch = _batch(tok)
+    assert batch["attention_mask"][1, 0] == 0  # the shorter row is padded on the left
+    with torch.no_grad():
+        model.lm_head.weight.add_(1.0)  # the policy moves; the reference must not
+        with reference_model(model, cfg) as ref:
+            assert ref is not model and not any(p.requires_grad for p in ref.parameters())
+            ref_logits = ref(**batch).logits
+        with reference_model(model, cfg) as ref2:
+            assert ref2 is ref  # loaded once
+        assert not torch.allclose(model(**batch).logits, ref_logits)
+
+
+def test_lora_reference_disables_adapter_and_saves_adapter_and_merged(
+    tiny_model_dir: Path, core_registry: Any, tmp_path: Path
+) -> None:
+    from peft import AutoPeftModelForCausalLM
+    from transformers import AutoModelForCausalLM
+
+    cfg = run_config(tiny_model_dir, core_registry, lora={"enabled": True, "r": 4, "alpha": 8},
+                     model={"gradient_checkpointing": True})
+    model, tok = load_model_and_tokenizer(cfg)
+    trainable = [n for n, p in model.named_parameters() if p.requires_grad]
+    assert trainable and all("lora_" in n for n in trainable)
+    batch = _batch(tok)
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            if "lora_B" in n:
+                p.normal_(0, 0.5)  # a non-zero update so merged != base
+        model.eval()
+        policy = model(**batch).logits
+        with reference_model(model, cfg) as ref:
+            assert ref is model
+            torch.testing.assert_close(ref(**batch).logits, base(**batch).logits)
+        assert not torch.allclose(policy, base(**batch).logits, atol=1e-3)
+
+    save_model(model, tok, tmp_path / "adapter")
+    assert (tmp_path / "adapter" / "adapter_config.json").exists()
+    assert (tmp_path / "adapter" / "tokenizer_config.json").exists()
+    loaded = AutoPeftModelForCausalLM.from_pretrained(tmp_path / "adapter", dtype=torch.float32).eval()
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(**batch).logits, policy, atol=1e-5, rtol=1e-5)
+
+    save_model(model, tok, tmp_path / "merged", merged=True)
+    assert not (tmp_path / "merged" / "adapter_config.json").exists()
+    merged = AutoModelForCausalLM.from_pretrained(tmp_path / "merged", dtype=torch.float32).eval()
+    assert not hasattr(merged, "peft_config")
+    with torch.no_grad():
+        torch.testing.assert_close(merged(**batch).logits, policy, atol=1e-4, rtol=1e-4)
+    assert any(n for n, p in model.named_parameters() if "lora_A" in n)  # the training model is untouched
+
+
+def test_qlora_nf4_on_cpu_quantizes_and_trains(tiny_model_dir: Path, core_registry: Any, tmp_path: Path) -> None:
+    pytest.importorskip("bitsandbytes")
+    from bitsandbytes.nn import Linear4bit
+    from transformers import AutoModelForCausalLM
+
+    cfg = run_config(tiny_model_dir, core_registry, lora={"enabled": True, "r": 4},
+                     quantization={"load_in_4bit": True, "compute_dtype": "float32"},
+                     model={"gradient_checkpointing": True, "dtype": "auto"})
+    model, tok = load_model_and_tokenizer(cfg)
+    quantized = [m for m in model.modules() if isinstance(m, Linear4bit)]
+    assert len(quantized) == 2 * 7  # q,k,v,o,gate,up,down per layer
+    assert quantized[0].weight.dtype == torch.uint8 and quantized[0].weight.quant_state.quant_type == "nf4"
+    batch = _batch(tok)
+    out = model(**batch, labels=batch["input_ids"])
+    out.loss.backward()
+    grads = {n: p.grad for n, p in model.named_parameters() if p.requires_grad}
+    assert grads and all(g is not None for g in grads.values())
+    assert any(g.abs().sum() > 0 for n, g in grads.items() if "lora_A" in n or "lora_B" in n)
+    with torch.no_grad(), reference_model(model, cfg) as ref:
+        assert torch.isfinite(ref(**batch).logits).all()
+
+    save_model(model, tok, tmp_path / "merged", merged=True)
+    merged = AutoModelForCausalLM.from_pretrained(tmp_path / "merged")
+    assert not any(isinstance(m, Linear4bit) for m in merged.modules())
+    assert merged.dtype == torch.float32
