@@ -7,7 +7,7 @@ import importlib
 from grpo_rewards.specs import RewardSpec, VerifierSpec
 
 # Add a module here when it exists; each is imported when the built-in plugin registers.
-MODULES: list[str] = []
+MODULES: list[str] = ["exact_match", "integer_format", "xml_count", "formats", "numeric_proximity"]
 
 
 def _collect(attr: str) -> list:

@@ -1,0 +1,60 @@
+"""``integer_format`` reward: the extracted answer is written as a bare integer.
+
+Unsloth's GSM8K notebook (``int_reward_func``) scores 0.5 when the text inside
+``<answer>`` satisfies ``str.isdigit()``. Defaults match that (0.5, no sign), with
+these deliberate differences: the answer is found with ``extract`` (``auto`` by
+default, so ``#### 72`` counts too); only ASCII digits count (``isdigit`` also
+accepts ``²`` and ``٣``); ``allow_negative = true`` also accepts ``-7`` / ``−7``;
+and ``strict = false`` judges the value instead of the writing, so ``1,000``,
+``$72`` and ``4.0`` count as integers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from grpo_rewards.completions import completion_text
+from grpo_rewards.extraction import check_extraction, extract_answer
+from grpo_rewards.normalize import is_integer_literal, parse_number
+from grpo_rewards.specs import RewardFunction, RewardSpec
+
+
+def integer_format(
+    value: float = 0.5,
+    wrong_value: float = 0.0,
+    allow_negative: bool = False,
+    strict: bool = True,
+    extract: str = "auto",
+    pattern: str | None = None,
+) -> RewardFunction:
+    """Reward an answer written as an integer (Unsloth's int_reward_func: 0.5 when it is digits)."""
+    check_extraction(extract, pattern)
+
+    def is_integer(answer: str | None) -> bool:
+        if answer is None:
+            return False
+        if strict:
+            return is_integer_literal(answer, allow_negative=allow_negative)
+        number = parse_number(answer)
+        return number is not None and number.denominator == 1 and (allow_negative or number >= 0)
+
+    def integer_format(completions: list[Any], **columns: Any) -> list[float | None]:
+        answers = (extract_answer(completion_text(c), extract, pattern=pattern) for c in completions)
+        return [value if is_integer(a) else wrong_value for a in answers]
+
+    return integer_format
+
+
+REWARD_SPECS = [
+    RewardSpec(
+        name="integer_format",
+        factory=integer_format,
+        example='''[rewards.integer]
+use = "integer_format"
+weight = 1.0
+value = 0.5            # Unsloth's int_reward_func
+allow_negative = false # true also rewards -7
+strict = true          # false: judge the value, so "1,000" and "4.0" count
+''',
+    ),
+]
