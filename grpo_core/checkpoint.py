@@ -1,0 +1,169 @@
+"""Training checkpoints: atomic (write to a temp folder, then rename), keep the last K, exact resume.
+
+Layout of ``RUN_DIR/checkpoints/step-00000010/``::
+
+    weights.safetensors   the trainable parameters (LoRA weights, or the whole model), bit-exact
+    adapter/              LoRA only: the adapter in the peft layout (``PeftModel.from_pretrained``)
+    optimizer.pt          optimizer.state_dict()
+    scheduler.pt          scheduler.state_dict() (when there is a scheduler)
+    rng.pt                python, numpy, torch CPU (and CUDA) generator states
+    state.pt              the trainer's own ``state`` dict (data position, ...), plus ``step``
+    meta.json             step and time, for people
+
+A folder named ``step-*`` is complete by construction (the rename is the last thing done), so a run
+killed at any moment resumes from the newest one. Everything loads with ``torch.load(weights_only=True)``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+CHECKPOINTS = "checkpoints"
+_NAME = re.compile(r"^step-(\d+)$")
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    path: Path
+    step: int
+
+
+def checkpoints_dir(run_dir: str | Path) -> Path:
+    return Path(run_dir) / CHECKPOINTS
+
+
+def list_checkpoints(run_dir: str | Path) -> list[Checkpoint]:
+    """Complete checkpoints of a run, oldest first."""
+    root = checkpoints_dir(run_dir)
+    if not root.is_dir():
+        return []
+    found = [Checkpoint(p, int(m.group(1))) for p in root.iterdir() if p.is_dir() and (m := _NAME.match(p.name))]
+    return sorted(found, key=lambda c: c.step)
+
+
+def load_latest_checkpoint(run_dir: str | Path) -> Checkpoint | None:
+    """The newest complete checkpoint of ``run_dir``, or None."""
+    found = list_checkpoints(run_dir)
+    return found[-1] if found else None
+
+
+def rng_state() -> dict[str, Any]:
+    """Every random generator the loop draws from, in a form ``torch.load(weights_only=True)`` accepts."""
+    import numpy as np
+    import torch
+
+    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    state: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": (kind, torch.from_numpy(np.asarray(keys, dtype=np.int64)), int(pos), int(has_gauss), float(gauss)),
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    import numpy as np
+    import torch
+
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    kind, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _trainable(model: Any) -> dict[str, Any]:
+    return {n: p for n, p in model.named_parameters() if p.requires_grad}
+
+
+def _fsync_tree(folder: Path) -> None:
+    for path in folder.rglob("*"):
+        if path.is_file():
+            with open(path, "rb") as fh:
+                os.fsync(fh.fileno())
+
+
+def save_checkpoint(
+    run_dir: str | Path,
+    step: int,
+    *,
+    model: Any,
+    optimizer: Any,
+    scheduler: Any = None,
+    state: dict[str, Any] | None = None,
+    keep_last: int = 2,
+) -> Path:
+    """Write checkpoint ``step`` atomically and delete all but the newest ``keep_last``; returns its folder."""
+    import torch
+    from safetensors.torch import save_file
+
+    root = checkpoints_dir(run_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / f"step-{step:08d}"
+    tmp = root / f".tmp-step-{step:08d}-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    weights = {n: p.detach().to("cpu").contiguous() for n, p in _trainable(model).items()}
+    save_file(weights, tmp / "weights.safetensors")
+    if hasattr(model, "peft_config") and hasattr(model, "save_pretrained"):
+        model.save_pretrained(tmp / "adapter")
+    torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+    if scheduler is not None:
+        torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
+    torch.save(rng_state(), tmp / "rng.pt")
+    torch.save({**(state or {}), "step": step}, tmp / "state.pt")
+    (tmp / "meta.json").write_text(json.dumps({"step": step, "time": time.time()}) + "\n")
+    _fsync_tree(tmp)
+    if final.exists():  # the same step written twice (e.g. SIGINT right after a periodic save)
+        old = root / f".old-{final.name}-{os.getpid()}"
+        final.rename(old)
+        tmp.rename(final)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        tmp.rename(final)
+    dir_fd = os.open(root, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+    for old in list_checkpoints(run_dir)[:-keep_last] if keep_last > 0 else []:
+        shutil.rmtree(old.path, ignore_errors=True)
+    for stale in root.glob(".tmp-step-*"):  # left by a run killed mid-write
+        if stale != tmp:
+            shutil.rmtree(stale, ignore_errors=True)
+    return final
+
+
+def restore(checkpoint: Checkpoint, model: Any, optimizer: Any = None, scheduler: Any = None) -> dict[str, Any]:
+    """Load weights, optimizer, scheduler and RNG states from ``checkpoint``; returns the saved ``state``."""
+    import torch
+    from safetensors.torch import load_file
+
+    path = checkpoint.path
+    weights = load_file(path / "weights.safetensors")
+    params = _trainable(model)
+    missing, unexpected = sorted(set(params) - set(weights)), sorted(set(weights) - set(params))
+    if missing or unexpected:
+        raise ValueError(f"{path}: checkpoint does not match the model's trainable parameters "
+                         f"(missing {missing[:3]}, unexpected {unexpected[:3]}); was the [lora] config changed?")
+    with torch.no_grad():
+        for name, param in params.items():
+            param.copy_(weights[name].to(param.device, param.dtype))
+    if optimizer is not None:
+        optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=True, map_location="cpu"))
+    if scheduler is not None and (path / "scheduler.pt").exists():
+        scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=True))
+    set_rng_state(torch.load(path / "rng.pt", weights_only=True))
+    return torch.load(path / "state.pt", weights_only=True)
