@@ -1,0 +1,168 @@
+"""``email_rules``: a rule-based reward for writing emails, the sum of five rules.
+
+=============  ==========================================================  ===================
+rule           when it fires                                               amount (parameter)
+=============  ==========================================================  ===================
+keywords       every keyword of the row's ``keywords`` column appears      ``keyword_reward``
+exact          the email equals the row's ``ideal`` reply                  ``exact_reward``
+too long       the email has more than ``max_words`` words                 ``too_long_penalty``
+name           a part of the row's ``recipient`` name appears in the body  ``name_reward``
+signature      the signature block holds a phone, email or postal address  ``signature_reward``
+=============  ==========================================================  ===================
+
+Details:
+
+* A rule whose column is missing, or whose value is ``None`` or empty in a row,
+  does not apply to that row (it adds 0). ``too long`` and ``signature`` read no
+  column and always apply (``max_words = 0`` turns ``too long`` off).
+* keywords: a list of strings, or one string of comma-separated keywords. Matched
+  case-insensitively, as whole words where the keyword starts/ends with a letter
+  or digit. With ``keyword_partial = true`` the rule scores ``keyword_reward``
+  times the share of keywords present instead of all-or-nothing.
+* exact: both texts are compared after stripping and collapsing each run of
+  whitespace to one space; case matters.
+* words: whitespace-separated tokens (``str.split``).
+* name: the recipient's name is split into parts on spaces, dots, commas and
+  hyphens; titles (Mr, Mrs, Ms, Miss, Dr, Prof, Sir, Madam) and one-letter parts
+  are dropped; the rule fires when any remaining part appears, as a whole word and
+  ignoring case, in the body (the email before its signature block).
+* signature block and contact details: see :mod:`grpo_rewards.builtins.email_signature`
+  (phone numbers through ``phonenumbers``, read in ``phone_region``).
+
+With non-negative rewards and a non-positive penalty a score lies in
+``[too_long_penalty, keyword_reward + exact_reward + name_reward + signature_reward]``.
+A completion that is not text or chat messages scores ``None``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import phonenumbers
+
+from grpo_rewards.builtins.email_signature import contact_kinds, split_signature
+from grpo_rewards.completions import completion_text
+from grpo_rewards.specs import RewardSpec
+
+TITLES = frozenset({"mr", "mrs", "ms", "miss", "dr", "prof", "sir", "madam", "mx"})
+_NAME_SPLIT = re.compile(r"[\s.,\-]+")
+
+
+def _keyword_list(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = value.split(",")
+    elif not isinstance(value, (list, tuple)):
+        value = [value]
+    return [str(k).strip() for k in value if k is not None and str(k).strip()]
+
+
+def _word_pattern(word: str) -> re.Pattern[str]:
+    left = r"\b" if re.match(r"\w", word) else ""
+    right = r"\b" if re.search(r"\w$", word) else ""
+    return re.compile(left + re.escape(word) + right, re.IGNORECASE)
+
+
+def keyword_share(text: str, keywords: list[str]) -> float:
+    """The share of ``keywords`` found in ``text`` (whole words, any case); 1.0 for no keywords."""
+    if not keywords:
+        return 1.0
+    return sum(_word_pattern(k).search(text) is not None for k in keywords) / len(keywords)
+
+
+def name_parts(name: str) -> list[str]:
+    return [p for p in _NAME_SPLIT.split(name) if len(p) > 1 and p.lower() not in TITLES]
+
+
+def _normalize(text: str) -> str:
+    return " ".join(text.split())
+
+
+def email_rules(
+    keyword_reward: float = 1.0,
+    keyword_partial: bool = False,
+    exact_reward: float = 1.0,
+    too_long_penalty: float = -1.0,
+    max_words: int = 250,
+    name_reward: float = 1.0,
+    signature_reward: float = 1.0,
+    phone_region: str = "US",
+    keywords_column: str = "keywords",
+    ideal_column: str = "ideal",
+    recipient_column: str = "recipient",
+) -> Any:
+    """Rule-based email reward: keywords, exact ideal reply, length, recipient's name, signature with contact.
+
+    Each rule adds its amount when it fires (see the module docs for exact
+    definitions); a rule whose column is missing or empty in a row adds nothing.
+    """
+    if isinstance(max_words, bool) or not isinstance(max_words, int) or max_words < 0:
+        raise ValueError(f"max_words must be a whole number >= 0 (0 = no limit), got {max_words!r}")
+    if phone_region.upper() not in phonenumbers.SUPPORTED_REGIONS:
+        raise ValueError(f"phone_region must be a two-letter region code such as 'US' or 'GB', got {phone_region!r}")
+    region = phone_region.upper()
+
+    def score(text: str, keywords: Any, ideal: Any, recipient: Any) -> float:
+        total = 0.0
+        wanted = _keyword_list(keywords)
+        if wanted:
+            share = keyword_share(text, wanted)
+            total += keyword_reward * share if keyword_partial else (keyword_reward if share == 1.0 else 0.0)
+        if isinstance(ideal, str) and ideal.strip() and _normalize(text) == _normalize(ideal):
+            total += exact_reward
+        if max_words and len(text.split()) > max_words:
+            total += too_long_penalty
+        body, block = split_signature(text)
+        parts = name_parts(recipient) if isinstance(recipient, str) else []
+        if parts and any(_word_pattern(p).search(body) for p in parts):
+            total += name_reward
+        if block and contact_kinds(block, region):
+            total += signature_reward
+        return total
+
+    def reward(completions: list[Any], **columns: Any) -> list[float | None]:
+        n = len(completions)
+
+        def column(name: str) -> list[Any]:
+            values = columns.get(name)
+            if values is None:
+                return [None] * n
+            if len(values) != n:
+                raise ValueError(f"{n} completions but {len(values)} values in column {name!r}")
+            return list(values)
+
+        out: list[float | None] = []
+        for completion, kw, ideal, recipient in zip(
+            completions, column(keywords_column), column(ideal_column), column(recipient_column), strict=True
+        ):
+            try:
+                text = completion_text(completion)
+            except TypeError:
+                out.append(None)
+                continue
+            out.append(score(text, kw, ideal, recipient))
+        return out
+
+    reward.__name__ = "email_rules"
+    return reward
+
+
+REWARD_SPECS = [
+    RewardSpec(
+        name="email_rules",
+        factory=email_rules,
+        columns=("keywords", "ideal", "recipient"),
+        example='''[rewards.email]
+use = "email_rules"
+keyword_reward = 1.0     # every keyword of the row's `keywords` appears
+exact_reward = 1.0       # the reply equals the row's `ideal` (whitespace-normalized)
+too_long_penalty = -1.0  # added when the reply has more than max_words words
+max_words = 250
+name_reward = 1.0        # the row's `recipient` is named in the body
+signature_reward = 1.0   # a signature block with a phone number, email or postal address
+phone_region = "US"      # how numbers without +country code are read
+''',
+    ),
+]

@@ -1,0 +1,81 @@
+"""Find an email's signature block and whether it holds contact details (phone, email address, postal address).
+
+Signature block
+    The lines after the *last* closing line. A closing line is, once stripped and
+    compared case-insensitively, one of: ``--`` (the usenet signature separator),
+    ``Best regards``, ``Kind regards``, ``Warm regards``, ``Warmest regards``,
+    ``Regards``, ``Best``, ``Best wishes``, ``All the best``, ``Sincerely``,
+    ``Yours sincerely``, ``Sincerely yours``, ``Yours truly``, ``Yours faithfully``,
+    ``Respectfully``, ``Thanks``, ``Thanks again``, ``Thank you``, ``Many thanks``,
+    ``Cheers``, ``Take care``, each optionally followed by one ``,`` ``.`` ``!``
+    or ``-`` and nothing else on the line. No closing line means no signature
+    block (a phone number in the body is not a signature).
+
+Contact details (any one is enough)
+    phone          a valid number found by ``phonenumbers.PhoneNumberMatcher``
+                   (Google's libphonenumber); numbers without a ``+`` country code
+                   are read in ``region`` (an ISO 3166 code such as ``US``, ``GB``)
+    email address  ``local@domain.tld`` (local part of letters, digits and
+                   ``._%+-``; a domain of dot-separated labels; a TLD of 2+ letters)
+    postal address a line with a house number then up to four words then a
+                   street type (``12 Baker Street``, ``1600 Pennsylvania Ave``),
+                   a US ``City, ST 12345`` line, a UK postcode (``NW1 6XE``) or a
+                   ``P.O. Box 123``
+"""
+
+from __future__ import annotations
+
+import re
+
+import phonenumbers
+
+_CLOSING = re.compile(
+    r"^[ \t]*(?:--|(?:best|kind|warm|warmest)[ \t]+regards|regards|best(?:[ \t]+wishes)?|all[ \t]+the[ \t]+best"
+    r"|(?:yours[ \t]+)?sincerely(?:[ \t]+yours)?|yours[ \t]+(?:truly|faithfully)|respectfully"
+    r"|thanks(?:[ \t]+again)?|thank[ \t]+you|many[ \t]+thanks|cheers|take[ \t]+care)[ \t]*[,.!-]?[ \t]*$",
+    re.IGNORECASE | re.MULTILINE,
+)
+_EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b")
+_STREET_TYPES = (
+    "street|st|avenue|ave|road|rd|boulevard|blvd|lane|ln|drive|dr|way|court|ct|place|pl|square|sq"
+    "|terrace|parkway|pkwy|highway|hwy|circle|cir"
+)
+_ADDRESS_PATTERNS = (
+    re.compile(rf"\b\d{{1,6}}[A-Za-z]?\s+(?:[A-Za-z0-9.'-]+\s+){{0,4}}(?:{_STREET_TYPES})\b", re.IGNORECASE),  # 221B Baker St
+    re.compile(r"\b[A-Z][A-Za-z .'-]*,\s*[A-Z]{2}\s+\d{5}(?:-\d{4})?\b"),  # Springfield, IL 62704
+    re.compile(r"\b[A-Z]{1,2}\d[A-Z\d]?\s+\d[A-Z]{2}\b"),  # NW1 6XE (capitals only)
+    re.compile(r"\bP\.?\s?O\.?\s+Box\s+\d+", re.IGNORECASE),  # P.O. Box 12
+)
+
+
+def split_signature(text: str) -> tuple[str, str]:
+    """``(body, signature_block)``; the block is ``""`` when no closing line ends the body (see module docs)."""
+    closings = list(_CLOSING.finditer(text))
+    if not closings:
+        return text, ""
+    last = closings[-1]
+    return text[: last.start()], text[last.end() :].strip()
+
+
+def has_phone(text: str, region: str) -> bool:
+    return any(True for _ in phonenumbers.PhoneNumberMatcher(text, region, leniency=phonenumbers.Leniency.VALID))
+
+
+def has_email(text: str) -> bool:
+    return _EMAIL.search(text) is not None
+
+
+def has_address(text: str) -> bool:
+    return any(p.search(text) for p in _ADDRESS_PATTERNS)
+
+
+def contact_kinds(block: str, region: str = "US") -> list[str]:
+    """Which kinds of contact detail ``block`` holds: a sublist of ``["phone", "email", "address"]``."""
+    kinds = []
+    if block and has_phone(block, region):
+        kinds.append("phone")
+    if block and has_email(block):
+        kinds.append("email")
+    if block and has_address(block):
+        kinds.append("address")
+    return kinds

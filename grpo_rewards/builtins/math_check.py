@@ -1,0 +1,72 @@
+"""The math-verify side of ``math_equivalence``: parse a gold answer and a candidate, compare them.
+
+Runs inside the worker processes of :mod:`grpo_rewards.builtins.timeout_pool`
+(the parent process never imports sympy for this). math-verify's own signal
+timeouts are disabled (``parsing_timeout=None``, ``timeout_seconds=None``): the
+pool enforces the time limit.
+
+Text is parsed as it is first (math-verify finds ``$...$``, ``\\boxed{}`` and
+plain numbers or expressions such as ``1,234``, ``$12``, ``3/4``). Text with no
+math delimiters that still looks like LaTeX (it holds a ``\\``, ``^``, ``_`` or
+``{``) and did not parse is then wrapped in ``$...$``, so that a bare gold such as
+``\\sqrt{2}`` or ``x^2+1`` parses. A gold with ``####`` (GSM8K) is compared on the
+text after its last ``####``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+_DELIMITED = re.compile(r"\$|\\\(|\\\[|\\begin\{")
+_LATEX_HINT = re.compile(r"[\\^_{]")
+REPR_CHARS = 120
+
+
+def init_worker() -> None:
+    """Import math-verify once per worker and silence its 'timeout is disabled' warning."""
+    logging.getLogger("math_verify").setLevel(logging.ERROR)
+    import math_verify  # noqa: F401
+
+
+def _parse(text: str) -> list[Any]:
+    from math_verify import parse
+    from sympy import Basic, MatrixBase
+
+    def sympy_only(found: list[Any]) -> list[Any]:
+        return [x for x in found if isinstance(x, (Basic, MatrixBase))]
+
+    found = sympy_only(parse(text, fallback_mode="no_fallback", parsing_timeout=None))
+    if not found and not _DELIMITED.search(text) and _LATEX_HINT.search(text):
+        found = sympy_only(parse(f"${text}$", fallback_mode="no_fallback", parsing_timeout=None))
+    return found
+
+
+def gold_text(gold: str) -> str:
+    """The part of a gold answer to compare: the text after the last ``####`` when there is one."""
+    return gold.rsplit("####", 1)[1].strip() if "####" in gold else gold.strip()
+
+
+def _show(parsed: list[Any]) -> str:
+    text = str(parsed[0]) if parsed else ""
+    return text if len(text) <= REPR_CHARS else text[: REPR_CHARS - 1] + "…"
+
+
+def check(gold: str, answer: str) -> tuple[str, str, str, str]:
+    """``(status, parsed_gold, parsed_answer, reason)`` with status ``ok``, ``wrong`` or ``undecided``.
+
+    An unparseable gold is ``undecided`` (the row must not count), never ``ok``;
+    an unparseable answer is ``wrong``.
+    """
+    from math_verify import verify
+
+    gold_parsed = _parse(gold_text(gold))
+    if not gold_parsed:
+        return "undecided", "", "", f"could not parse the reference {gold[:80]!r}"
+    answer_parsed = _parse(answer)
+    if not answer_parsed:
+        return "wrong", _show(gold_parsed), "", f"could not parse the answer {answer[:80]!r}"
+    if verify(gold_parsed, answer_parsed, timeout_seconds=None):
+        return "ok", _show(gold_parsed), _show(answer_parsed), "equivalent"
+    return "wrong", _show(gold_parsed), _show(answer_parsed), "not equivalent"
