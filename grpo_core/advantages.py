@@ -1,0 +1,75 @@
+"""Group-relative advantages: ``(R - group mean) / (std + 1e-4)``, TRL's maths (``sum_then_normalize``).
+
+Rewards arrive as one float per completion, ``num_generations`` consecutive completions
+per prompt, with ``NaN`` where every reward returned ``None`` (an unscorable row). Such
+rows are left out of the means and standard deviations and get advantage 0.
+
+``scale_rewards``:
+``"group"``  divide by the Bessel-corrected std of the group (GRPO)
+``"batch"``  divide by the Bessel-corrected std of the whole batch (the mean stays per group)
+``"none"``   no division (Dr. GRPO)
+"""
+
+from __future__ import annotations
+
+import torch
+
+SCALE_REWARDS = ("group", "batch", "none")
+EPS = 1e-4
+
+
+def nanstd(x: torch.Tensor, dim: int | None = None) -> torch.Tensor:
+    """Bessel-corrected standard deviation ignoring NaNs (NaN where fewer than two values)."""
+    mean = torch.nanmean(x, dim=dim, keepdim=True)
+    var = torch.nanmean((x - mean) ** 2, dim=dim, keepdim=True)
+    count = (~torch.isnan(x)).sum(dim=dim, keepdim=True)
+    var = var * torch.where(count > 1, count / (count - 1), torch.full_like(var, float("nan")))
+    std = var.sqrt()
+    return std.squeeze(dim) if dim is not None else std.reshape(())
+
+
+def group_advantages(
+    rewards: torch.Tensor, num_generations: int, scale_rewards: str = "group"
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """Advantages for ``rewards [N]`` (``N = prompts * num_generations``) and statistics for logging.
+
+    Stats: ``reward_mean``, ``reward_std`` (over scored rows), ``frac_reward_zero_std`` (groups
+    whose rewards are all equal: no learning signal), ``advantage_mean/std/abs_max`` and
+    ``frac_unscored``.
+    """
+    if scale_rewards not in SCALE_REWARDS:
+        raise ValueError(f"scale_rewards must be one of {', '.join(SCALE_REWARDS)}, got {scale_rewards!r}")
+    if rewards.dim() != 1 or num_generations < 1 or rewards.numel() % num_generations:
+        raise ValueError(
+            f"rewards must be a flat tensor whose length ({rewards.numel()}) is a multiple of "
+            f"num_generations ({num_generations})"
+        )
+    rewards = rewards.float()
+    grouped = rewards.view(-1, num_generations)
+    mean = torch.nanmean(grouped, dim=1).repeat_interleave(num_generations)
+    if scale_rewards == "batch":
+        std = nanstd(rewards).expand_as(rewards) if rewards.numel() > 1 else torch.zeros_like(rewards)
+    elif num_generations > 1:
+        std = nanstd(grouped, dim=1).repeat_interleave(num_generations)
+    else:
+        std = torch.zeros_like(rewards)
+    advantages = rewards - mean
+    if scale_rewards != "none":
+        advantages = advantages / (std + EPS)
+    advantages = torch.nan_to_num(advantages, nan=0.0)
+
+    scored = ~torch.isnan(rewards)
+    valid = rewards[scored]
+    group_std = nanstd(grouped, dim=1) if num_generations > 1 else torch.zeros(grouped.size(0))
+    stats = {
+        "reward_mean": valid.mean().item() if valid.numel() else float("nan"),
+        "reward_std": valid.std().item() if valid.numel() > 1 else 0.0,
+        "frac_reward_zero_std": torch.isclose(
+            torch.nan_to_num(group_std, nan=0.0), torch.zeros_like(group_std)
+        ).float().mean().item(),
+        "advantage_mean": advantages.mean().item(),
+        "advantage_std": advantages.std().item() if advantages.numel() > 1 else 0.0,
+        "advantage_abs_max": advantages.abs().max().item(),
+        "frac_unscored": 1.0 - scored.float().mean().item(),
+    }
+    return advantages, stats
