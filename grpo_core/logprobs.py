@@ -1,28 +1,208 @@
-"""Per-token log-probabilities of completions under a causal LM.
+"""Per-token log-probabilities of completions under a causal LM, without ever holding the full logits.
 
 INTERFACE (owned by the memory work, issue 5; the trainer calls only these):
 
 ``completion_logprobs(model, input_ids, attention_mask, logits_to_keep, *, temperature=1.0,
-chunk_size=..., with_entropy=False) -> (logps [B, K], entropy [B, K] | None)``
+chunk_size=1024, with_entropy=False) -> (logps [B, K], entropy [B, K] | None)``
     log p(token_t | tokens_<t) for the last ``K = logits_to_keep`` tokens of each row, with
     logits divided by ``temperature`` first (TRL's ``_get_per_token_logps_and_entropies``).
+    Runs the model's backbone once, then :class:`ChunkedLogProbs` on the final hidden states.
 
-``plain_completion_logprobs(...)``: same, through full logits (reference for tests).
+``chunked_token_logprobs(hidden [N, H], weight [V, H], bias, targets [N], ...)``: the kernel itself.
+
+``plain_completion_logprobs(...)``: same maths through full ``[B, K, V]`` logits (reference for tests).
+
+How the kernel works: the logits are built one tile at a time (``chunk_size`` tokens x a vocabulary
+slice sized so a tile holds ~8M values), folded into an fp32 online logsumexp (running max, rescaled
+sum of exponentials, and the rescaled sum of ``e * z`` for the entropy); the target logit is gathered
+from the tile that holds it. Nothing of size ``N x V`` is kept.
+
+Gradients: ``d logp_i / d h_i = (W[t_i] - E_p[W]) / T`` does not depend on the upstream gradient
+except through the per-token scalar ``g_i``. So when only the hidden states need a gradient (LoRA: the
+head is frozen), the forward accumulates ``E_p[W] = softmax(z) @ W`` tile by tile as well (the same GEMM
+count as a plain backward, Liger-style) and the backward is one multiply; no tile is recomputed. When the
+head weight (or bias) is trainable, the backward recomputes each tile's softmax from the saved
+logsumexp and accumulates ``grad_W`` (and ``grad_h``) chunk by chunk in fp32. The entropy output is
+non-differentiable (like TRL's GRPO, where it feeds metrics and masks only).
 """
 
 from __future__ import annotations
 
+import warnings
+from typing import Any
+
 import torch
+
+# Values per logits tile (fp32): 8M values = 32 MiB; the few temporaries of one tile stay ~100 MiB.
+TILE_VALUES = 1 << 23
 
 
 def selective_log_softmax(logits: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    """log_softmax(logits)[..., index] without keeping a second full-size tensor alive."""
+    """log_softmax(logits)[..., index] (the plain path; builds a second full-size tensor)."""
     return torch.gather(logits.float().log_softmax(-1), -1, index.unsqueeze(-1)).squeeze(-1)
 
 
 def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
     logp = logits.float().log_softmax(-1)
     return -(logp.exp() * logp).sum(-1)
+
+
+def vocab_chunk_for(chunk_size: int, vocab_size: int) -> int:
+    """Vocabulary slice per tile so that ``chunk_size x slice`` stays near :data:`TILE_VALUES`."""
+    return max(256, min(vocab_size, TILE_VALUES // max(1, chunk_size)))
+
+
+def _tile_logits(
+    h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, v0: int, v1: int, inv_t: float
+) -> torch.Tensor:
+    """fp32 ``(h @ W[v0:v1]^T + b) / T`` for one tile (GEMM in the weights' dtype, like the plain head)."""
+    z = torch.mm(h, weight[v0:v1].t())
+    if bias is not None:
+        z = z + bias[v0:v1]
+    z = z.float()
+    if inv_t != 1.0:
+        z.mul_(inv_t)
+    return z
+
+
+class ChunkedLogProbs(torch.autograd.Function):
+    """``log_softmax(h @ W^T + b) / T)[target]`` (and the entropy) tile by tile; see the module docstring."""
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: Any,
+        hidden: torch.Tensor,
+        weight: torch.Tensor,
+        bias: torch.Tensor | None,
+        targets: torch.Tensor,
+        temperature: float,
+        chunk_size: int,
+        with_entropy: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        ctx.set_materialize_grads(False)
+        need_h, need_w, need_b = ctx.needs_input_grad[:3]
+        # Only the hidden states need a gradient: fold it into the forward, keep no tile for backward.
+        precompute = need_h and not (need_w or need_b)
+        n_tok, vocab = hidden.shape[0], weight.shape[0]
+        inv_t = 1.0 / temperature
+        v_chunk = vocab_chunk_for(chunk_size, vocab)
+        f32 = dict(device=hidden.device, dtype=torch.float32)
+        lse = torch.empty(n_tok, **f32)
+        target_z = torch.empty(n_tok, **f32)
+        entropy = torch.empty(n_tok, **f32) if with_entropy else None
+        grad_dir = torch.empty(n_tok, hidden.shape[1], **f32) if precompute else None
+        for t0 in range(0, n_tok, chunk_size):
+            t1 = min(t0 + chunk_size, n_tok)
+            h, tg = hidden[t0:t1], targets[t0:t1]
+            m = torch.full((t1 - t0,), float("-inf"), **f32)
+            s = torch.zeros(t1 - t0, **f32)
+            sz = torch.zeros(t1 - t0, **f32) if with_entropy else None
+            ew = torch.zeros(t1 - t0, hidden.shape[1], **f32) if precompute else None
+            tz = torch.zeros(t1 - t0, **f32)
+            for v0 in range(0, vocab, v_chunk):
+                v1 = min(v0 + v_chunk, vocab)
+                z = _tile_logits(h, weight, bias, v0, v1, inv_t)
+                local = tg - v0
+                inside = (local >= 0) & (local < v1 - v0)
+                picked = z.gather(1, local.clamp(0, v1 - v0 - 1).unsqueeze(1)).squeeze(1)
+                tz = torch.where(inside, picked, tz)
+                new_m = torch.maximum(m, z.amax(1))
+                rescale = torch.exp(m - new_m)
+                e = torch.exp(z - new_m.unsqueeze(1))
+                s = s * rescale + e.sum(1)
+                if sz is not None:
+                    sz = sz * rescale + (e * z).sum(1)
+                if ew is not None:
+                    ew = ew * rescale.unsqueeze(1) + torch.mm(e, weight[v0:v1].float())
+                m = new_m
+            lse[t0:t1] = m + torch.log(s)
+            target_z[t0:t1] = tz
+            if entropy is not None:
+                entropy[t0:t1] = lse[t0:t1] - sz / s
+            if grad_dir is not None:
+                # d logp / d h = (W[target] - E_p[W]) / T, waiting only for the upstream scalar.
+                grad_dir[t0:t1] = (weight[tg].float() - ew / s.unsqueeze(1)) * inv_t
+        logps = target_z - lse
+        ctx.precompute = precompute
+        ctx.hidden_dtype = hidden.dtype
+        ctx.shape = (temperature, chunk_size, v_chunk)
+        if precompute:
+            ctx.save_for_backward(grad_dir)
+        elif need_h or need_w or need_b:
+            ctx.save_for_backward(hidden, weight, bias, targets, lse)
+        if entropy is None:
+            entropy = logps.new_zeros(0)
+        ctx.mark_non_differentiable(entropy)
+        return logps, entropy
+
+    @staticmethod
+    def backward(ctx: Any, grad_logps: torch.Tensor | None, grad_entropy: torch.Tensor | None):  # type: ignore[override]
+        del grad_entropy  # the entropy is non-differentiable
+        none7 = [None] * 7
+        if grad_logps is None:
+            return tuple(none7)
+        g = grad_logps.float()
+        if ctx.precompute:
+            (grad_dir,) = ctx.saved_tensors
+            return ((grad_dir * g.unsqueeze(1)).to(ctx.hidden_dtype), *none7[1:])
+        hidden, weight, bias, targets, lse = ctx.saved_tensors
+        temperature, chunk_size, v_chunk = ctx.shape
+        inv_t = 1.0 / temperature
+        need_h, need_w, need_b = ctx.needs_input_grad[:3]
+        n_tok, vocab = hidden.shape[0], weight.shape[0]
+        grad_h = torch.zeros(hidden.shape, device=hidden.device, dtype=torch.float32) if need_h else None
+        grad_w = torch.zeros(weight.shape, device=weight.device, dtype=torch.float32) if need_w else None
+        grad_b = torch.zeros(vocab, device=weight.device, dtype=torch.float32) if need_b else None
+        for t0 in range(0, n_tok, chunk_size):
+            t1 = min(t0 + chunk_size, n_tok)
+            h, tg, gc = hidden[t0:t1], targets[t0:t1], g[t0:t1].unsqueeze(1)
+            rows = torch.arange(t1 - t0, device=hidden.device)
+            for v0 in range(0, vocab, v_chunk):
+                v1 = min(v0 + v_chunk, vocab)
+                z = _tile_logits(h, weight, bias, v0, v1, inv_t)
+                # dz = g * (onehot(target) - p) / T, in place over the tile
+                dz = torch.exp(z.sub_(lse[t0:t1].unsqueeze(1))).mul_(-gc)
+                local = tg - v0
+                inside = (local >= 0) & (local < v1 - v0)
+                dz[rows[inside], local[inside]] += gc.squeeze(1)[inside]
+                dz.mul_(inv_t)
+                if grad_h is not None:
+                    grad_h[t0:t1] += torch.mm(dz, weight[v0:v1].float())
+                if grad_w is not None:
+                    grad_w[v0:v1] += torch.mm(dz.t(), h.float())
+                if grad_b is not None:
+                    grad_b[v0:v1] += dz.sum(0)
+        return (
+            grad_h.to(hidden.dtype) if grad_h is not None else None,
+            grad_w.to(weight.dtype) if grad_w is not None else None,
+            grad_b.to(bias.dtype) if grad_b is not None else None,
+            *none7[3:],
+        )
+
+
+def chunked_token_logprobs(
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    targets: torch.Tensor,
+    *,
+    temperature: float = 1.0,
+    chunk_size: int = 1024,
+    with_entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Per-row ``log_softmax((hidden @ weight^T + bias) / temperature)[targets]`` in tiles.
+
+    ``hidden`` is ``[N, H]``, ``weight`` ``[V, H]``, ``targets`` ``[N]``. Returns fp32 ``logps [N]``
+    and, with ``with_entropy``, the (non-differentiable) fp32 entropy ``[N]``.
+    """
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    logps, entropy = ChunkedLogProbs.apply(
+        hidden, weight, bias, targets, float(temperature), int(chunk_size), bool(with_entropy)
+    )
+    return logps, (entropy if with_entropy else None)
 
 
 def plain_completion_logprobs(
@@ -34,12 +214,41 @@ def plain_completion_logprobs(
     temperature: float = 1.0,
     with_entropy: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Reference path: materialises ``[B, K, V]`` logits exactly as TRL does."""
+    """Reference path: materialises ``[B, K, V]`` logits exactly as TRL did before its fused head."""
     logits = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=logits_to_keep + 1).logits
     logits = logits[:, :-1, :] / temperature
     targets = input_ids[:, -logits_to_keep:]
     logps = selective_log_softmax(logits, targets)
     return logps, (entropy_from_logits(logits) if with_entropy else None)
+
+
+# Config keys that change the logits after the head; such models take the plain path.
+_LOGIT_TRANSFORMS = ("final_logit_softcapping", "logit_scale", "output_multiplier", "lm_head_multiplier", "logits_scaling")
+_warned: set[str] = set()
+
+
+def _warn_once(key: str, message: str) -> None:
+    if key not in _warned:
+        _warned.add(key)
+        warnings.warn(message, stacklevel=3)
+
+
+def lm_parts(model: torch.nn.Module) -> tuple[torch.nn.Module, torch.nn.Linear] | None:
+    """``(backbone, lm_head)`` of a HF causal LM, peft-wrapped or not; None when the head is not a plain
+    linear map of the backbone's last hidden state (LoRA on the head, logit scaling/softcapping)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    get_head = getattr(base, "get_output_embeddings", None)
+    head = get_head() if callable(get_head) else None
+    backbone = getattr(base, "base_model", None)
+    if head is None or backbone is None or backbone is base:
+        return None
+    if type(head) is not torch.nn.Linear:
+        return None  # peft LoRA/modules_to_save wrapper on the head, or a custom head
+    config = getattr(base, "config", None)
+    text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
+    if any(getattr(text_config, key, None) not in (None, 1.0) for key in _LOGIT_TRANSFORMS):
+        return None
+    return backbone, head
 
 
 def completion_logprobs(
@@ -52,8 +261,35 @@ def completion_logprobs(
     chunk_size: int = 1024,
     with_entropy: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Default path used by the trainer (placeholder: plain until the chunked version lands)."""
-    del chunk_size
-    return plain_completion_logprobs(
-        model, input_ids, attention_mask, logits_to_keep, temperature=temperature, with_entropy=with_entropy
+    """Default path used by the trainer: backbone once, then the chunked head (no ``[B, K, V]`` tensor).
+
+    Falls back to :func:`plain_completion_logprobs` (with a one-time warning) for models whose head is
+    not a plain linear layer over the backbone output.
+    """
+    if logits_to_keep < 1 or logits_to_keep >= input_ids.shape[1]:
+        raise ValueError(f"logits_to_keep must be in [1, {input_ids.shape[1] - 1}], got {logits_to_keep}")
+    parts = lm_parts(model)
+    if parts is None:
+        _warn_once(
+            type(model).__name__,
+            f"completion_logprobs: {type(model).__name__} has no plain linear LM head over its backbone; "
+            "using the full-logits path",
+        )
+        return plain_completion_logprobs(
+            model, input_ids, attention_mask, logits_to_keep, temperature=temperature, with_entropy=with_entropy
+        )
+    backbone, head = parts
+    hidden = backbone(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
+    hidden = hidden[:, -(logits_to_keep + 1) : -1, :].to(head.weight.device)
+    targets = input_ids[:, -logits_to_keep:].to(head.weight.device)
+    batch = input_ids.shape[0]
+    logps, entropy = chunked_token_logprobs(
+        hidden.reshape(-1, hidden.shape[-1]),
+        head.weight,
+        head.bias,
+        targets.reshape(-1),
+        temperature=temperature,
+        chunk_size=chunk_size,
+        with_entropy=with_entropy,
     )
+    return logps.view(batch, -1), (entropy.view(batch, -1) if entropy is not None else None)
