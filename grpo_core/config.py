@@ -38,7 +38,7 @@ QUANT_TYPES = ("nf4", "fp4")
 LR_SCHEDULERS = ("linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup",
                  "inverse_sqrt", "cosine_with_min_lr", "warmup_stable_decay")
 LOCAL_DATA_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
-_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9_\-]*):(?!//)")
+SOURCE_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9_\-]*):(?!//)")
 
 
 @dataclass
@@ -58,7 +58,7 @@ class DataConfig:
     subset: str | None = None  # the hub dataset's config name (``main`` for openai/gsm8k)
     split: str = "train"
     prompt_field: str = "prompt"
-    answer_field: str | None = "answer"
+    answer_field: str | None = None  # the reference column; copied to `answer` (what rewards read) if named otherwise
     columns: dict[str, str] = field(default_factory=dict)  # rename map: {source column: new name}
     system_prompt: str | None = None
     chat_template: bool = True
@@ -318,7 +318,7 @@ def resolve_local_path(source: str, config_path: str) -> Path | None:
 
 def _check_source(doc: TomlDoc, key: tuple[str, ...], source: str, registry: Registry) -> str:
     """Validate a data source; returns it with a local path made absolute."""
-    scheme = _SCHEME.match(source)
+    scheme = SOURCE_SCHEME.match(source)
     if scheme:
         if scheme.group(1) not in registry.dataset_sources:
             doc.problem(key, f"unknown dataset source {scheme.group(1)!r}"
