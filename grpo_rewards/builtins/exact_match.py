@@ -14,7 +14,7 @@ extracted == answer``; the answer taken from ``<answer>`` tags by splitting): sa
 default value (2.0), but the answer is found with ``extract`` (``auto``: tags, then
 ``####``, ``\\boxed{}``, ``Answer:``, last number) and compared after normalisation,
 so ``<answer>1,080</answer>`` counts for reference ``1080`` and ``72.0`` for ``72``.
-An empty reference scores ``None`` (the row does not count).
+An empty or missing (``None``) reference scores ``None``: the row does not count.
 """
 
 from __future__ import annotations
@@ -97,10 +97,17 @@ def exact_match(
     """The extracted answer equals the reference after normalisation (numbers exactly, text case-folded)."""
     check_extraction(extract, pattern)
     verify = make_exact_verifier(case_sensitive=case_sensitive, reference_extract=reference_extract)
-    return reward_from_verifier(
+    scored = reward_from_verifier(
         verify, value=value, wrong_value=wrong_value, extract=extract, pattern=pattern,
         reference_column=reference_column, name="exact_match",
     )
+
+    def exact_match(completions: list[Any], **columns: Any) -> list[float | None]:
+        scores = scored(completions, **columns)  # raises KeyError naming a missing column
+        refs = columns[reference_column]
+        return [None if ref is None or not str(ref).strip() else s for s, ref in zip(scores, refs, strict=True)]
+
+    return exact_match
 
 
 REWARD_SPECS = [

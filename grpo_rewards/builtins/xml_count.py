@@ -19,7 +19,7 @@ at all, the third term's split finds no separator and charges the *whole text*
 
 ``mode = "lenient"`` counts each of the four tags when it occurs exactly once,
 wherever the newlines are, and charges ``per_trailing_char`` per character after the
-closing answer tag, ignoring trailing whitespace. Bounds: ``[-per_trailing_char *
+closing answer tag, not counting whitespace at either end of that text. Bounds: ``[-per_trailing_char *
 len(text), 4 * per_tag]``.
 """
 
@@ -64,7 +64,7 @@ def xml_count(
     def lenient(text: str) -> float:
         count = per_tag * sum(text.count(tag) == 1 for tag in (r_open, r_close, a_open))
         if text.count(a_close) == 1:
-            count += per_tag - len(text.split(a_close)[-1].rstrip()) * per_trailing_char
+            count += per_tag - len(text.split(a_close)[-1].strip()) * per_trailing_char
         return count
 
     score = unsloth if mode == "unsloth" else lenient

@@ -1,0 +1,162 @@
+"""Answer extraction (grpo_rewards.extraction): every method, the auto order, and bad parameters."""
+
+import re
+
+import pytest
+
+from grpo_rewards.extraction import AUTO_ORDER, METHODS, check_extraction, extract_answer
+
+UNSLOTH = "<reasoning>\nStep one.\nStep two.\n</reasoning>\n<answer>\n72\n</answer>\n"
+GSM8K = "Natalia sold 48/2 = <<48/2=24>>24 clips in May.\nShe sold 48+24 = <<48+24=72>>72 clips.\n#### 72"
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (UNSLOTH, "72"),
+        ("<answer>4</answer>", "4"),
+        ("<ANSWER> 4 </Answer>", "4"),
+        ("<answer>1</answer> no wait <answer>2</answer>", "2"),
+        ("<answer>4</answer> then <answer>", "4"),  # an empty last tag falls back to the previous one
+        ("<answer>4</answer> then <answer>  </answer>", "4"),
+        ("<answer>\n  17", "17"),  # unclosed (generation cut at max length)
+        ("<answer>\nfoo <answer>bar", "bar"),  # the last opening tag wins
+        ("<answer></answer>", None),
+        ("no tags at all", None),
+    ],
+)
+def test_answer_tag(text, expected):
+    assert extract_answer(text, "answer_tag") == expected
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (GSM8K, "72"),
+        ("####72", "72"),
+        ("#### $1,080  \n", "$1,080"),
+        ("#### 1\n#### 2", "2"),
+        ("####   \n", None),
+        ("no hashes", None),
+    ],
+)
+def test_gsm8k(text, expected):
+    assert extract_answer(text, "gsm8k") == expected
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("so \\boxed{42}.", "42"),
+        ("\\boxed{1} then \\boxed{2}", "2"),
+        ("\\boxed{\\frac{1}{2}}", "\\frac{1}{2}"),
+        ("\\boxed{ {a}{b} }", "{a}{b}"),
+        ("\\fbox{7}", "7"),
+        ("\\boxed {7}", "7"),
+        ("\\boxed 5", "5"),
+        ("\\boxed{unbalanced", None),
+        ("\\boxed{}", None),
+        ("no box", None),
+    ],
+)
+def test_boxed(text, expected):
+    assert extract_answer(text, "boxed") == expected
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("Answer: 42", "42"),
+        ("some work\nA: 17", "17"),
+        ("Final answer: $18", "$18"),
+        ("**Answer:** 42", "42"),
+        ("**Answer: 42**", "42"),
+        ("## Final Answer:\n  12", "12"),
+        ("Answer: 1\nmore\nAnswer: 2\n", "2"),
+        ("answer：5", "5"),  # full-width colon
+        ("The answer is 5", None),  # no colon: not this method
+        ("Answer:\n\nnothing", None),
+    ],
+)
+def test_answer_prefix(text, expected):
+    assert extract_answer(text, "answer_prefix") == expected
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("I have 3 apples and 4 pears, so 7.", "7"),
+        ("It costs $1,234.50 in total", "$1,234.50"),
+        ("it is -5", "-5"),
+        ("it is −5", "−5"),
+        ("ratio 3/4", "3/4"),
+        ("tiny 1.5e-3", "1.5e-3"),
+        ("x = .5", ".5"),
+        ("on 2023-05-01", "01"),  # a hyphen between digits is not a minus sign
+        ("10-3=7", "7"),
+        ("3x5=15", "15"),
+        ("version 1.2.3", "1.2"),
+        ("no numbers", None),
+    ],
+)
+def test_last_number(text, expected):
+    assert extract_answer(text, "last_number") == expected
+
+
+def test_regex_group_and_whole_match():
+    assert extract_answer("foo=12 bar=13 foo=14", "regex", pattern=r"foo=(\d+)") == "14"
+    assert extract_answer("foo=12 bar=13", "regex", pattern=r"bar=\d+") == "bar=13"
+    assert extract_answer("nothing", "regex", pattern=r"foo=(\d+)") is None
+    assert extract_answer("<sol>\n9\n</sol>", "regex", pattern=r"<sol>(.*?)</sol>") == "9"  # DOTALL
+    assert extract_answer("a=1", "regex", pattern=re.compile(r"a=(\d)")) == "1"
+    assert extract_answer("a=", "regex", pattern=r"a=(\d)?") is None  # empty/unmatched group: no answer
+
+
+@pytest.mark.parametrize(
+    "text, expected, method",
+    [
+        (UNSLOTH, "72", "answer_tag"),
+        ("<answer>5</answer>\n#### 6", "5", "answer_tag"),  # tag beats ####
+        (GSM8K, "72", "gsm8k"),
+        ("#### 6\n\\boxed{7}", "7", "boxed"),  # a #### heading before a box is not the answer
+        ("\\boxed{7}\n#### 6", "6", "gsm8k"),
+        ("\\boxed{7}\nAnswer: 8", "7", "boxed"),  # boxed beats Answer:
+        ("work\nAnswer: 8 apples\nthe end 9", "8 apples", "answer_prefix"),
+        ("I think it is 9 or maybe 10", "10", "last_number"),
+        ("nothing numeric", None, None),
+        ("", None, None),
+    ],
+)
+def test_auto_order(text, expected, method):
+    assert extract_answer(text) == expected
+    if method:
+        assert extract_answer(text, method) == expected
+        earlier = AUTO_ORDER[: AUTO_ORDER.index(method)]
+        assert all(extract_answer(text, m) in (None, expected) or m == "gsm8k" for m in earlier)
+
+
+def test_bad_parameters():
+    with pytest.raises(ValueError, match="unknown extract method 'xml'"):
+        extract_answer("x", "xml")
+    with pytest.raises(ValueError, match="needs a 'pattern'"):
+        extract_answer("x", "regex")
+    with pytest.raises(ValueError, match="not a valid regular expression"):
+        extract_answer("x", "regex", pattern="(")
+    with pytest.raises(ValueError, match="unknown extract method"):
+        check_extraction("boxd", None)
+    with pytest.raises(ValueError, match="needs a 'pattern'"):
+        check_extraction("regex", None)
+    with pytest.raises(ValueError, match="only used with extract = 'regex'"):
+        check_extraction("auto", r"(\d+)")
+    assert check_extraction("regex", r"(\d+)").pattern == r"(\d+)"
+    assert all(check_extraction(m, None) is None for m in METHODS if m != "regex")
+
+
+def test_long_junk_is_fast():
+    import time
+
+    junk = ("<answer>" + "{" * 5000 + "\\boxed{" + "9" * 5000 + "####" * 1000) * 4
+    start = time.perf_counter()
+    for method in METHODS[:-1]:
+        extract_answer(junk, method)
+    assert time.perf_counter() - start < 5.0  # linear-time regexes: milliseconds in practice
