@@ -1,0 +1,145 @@
+"""``grpo train CONFIG [--set k=v]... [--resume] [--dry-run]``, ``grpo config validate CONFIG`` and
+``grpo plot RUN_DIR``; registered from :mod:`grpo_core.plugin`. Heavy imports stay inside the commands.
+
+Config problems raise ``ConfigError`` (the ``grpo`` shell prints one line per problem, exit 2); data and
+model loading problems print one ``error: ...`` line and exit 2 as well.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+
+def _add_overrides(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help="override a config value (TOML syntax, else a bare string); repeatable")
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("train", help="train with GRPO from a run config (TOML)")
+    p.add_argument("config", help="run config: [model] [data] [generation] [grpo] [lora] ... [rewards.*]")
+    _add_overrides(p)
+    p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in the run folder")
+    p.add_argument("--dry-run", action="store_true",
+                   help="validate, print the peak-memory estimate and the plan; load nothing, train nothing")
+    p.set_defaults(func=cmd_train)
+
+    config = subparsers.add_parser("config", help="check run configs")
+    csub = config.add_subparsers(dest="config_command", metavar="SUBCOMMAND", required=True)
+    p = csub.add_parser("validate", help="check a run config without running it (no network)")
+    p.add_argument("config")
+    _add_overrides(p)
+    p.add_argument("--print", dest="print_config", action="store_true", help="print the resolved config as JSON")
+    p.set_defaults(func=cmd_config_validate)
+
+    p = subparsers.add_parser("plot", help="draw a run's metric curves to a PNG")
+    p.add_argument("run_dir")
+    p.add_argument("--out", help="PNG path (default RUN_DIR/curves.png)")
+    p.set_defaults(func=cmd_plot)
+
+
+def _error(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def summary(cfg: Any) -> str:
+    g, o = cfg.generation, cfg.grpo
+    mode = "QLoRA (4-bit NF4)" if cfg.quantization.load_in_4bit else "LoRA" if cfg.lora.enabled else "full fine-tune"
+    rewards = ", ".join(f"{e.alias}={e.use} x{e.weight:g}" for e in cfg.rewards.entries)
+    return (f"{cfg.path}: model {cfg.model.name_or_path} ({mode}, {cfg.model.dtype}); data {cfg.data.source} "
+            f"[{cfg.data.split}]; {o.max_steps} steps x {o.prompts_per_step} prompts x {g.num_generations} "
+            f"generations; loss {o.loss_type}, beta {o.beta:g}; rewards: {rewards}; run folder {cfg.logging.output_dir}")
+
+
+def cmd_config_validate(args: argparse.Namespace) -> int:
+    import json
+
+    from grpo_core.config import load_config
+
+    cfg = load_config(args.config, args.overrides)
+    print(f"ok: {summary(cfg)}")
+    if args.print_config:
+        print(json.dumps(cfg.to_dict(), indent=2, default=str))
+    return 0
+
+
+def memory_estimate(cfg: Any) -> Any:
+    """Owner M's peak-memory estimate for ``cfg``; the model's config comes from ``AutoConfig`` (local
+    folder or hub cache). Raises ``OSError`` with one clear line when the config cannot be fetched."""
+    from transformers import AutoConfig
+
+    from grpo_core.memory_model import estimate_peak_memory
+
+    m = cfg.model
+    try:
+        model_config = AutoConfig.from_pretrained(m.name_or_path, revision=m.revision,
+                                                  trust_remote_code=m.trust_remote_code)
+    except (OSError, ValueError) as exc:
+        raise OSError(f"model.name_or_path: cannot fetch the config of {m.name_or_path!r} (offline, or no such "
+                      f"model?): {_first_line(exc)}") from None
+    dtype = cfg.quantization.compute_dtype if m.dtype == "auto" and cfg.quantization.load_in_4bit else m.dtype
+    if dtype == "auto":
+        dtype = str(getattr(model_config, "dtype", None) or getattr(model_config, "torch_dtype", None)
+                    or "float32").removeprefix("torch.")
+    return estimate_peak_memory(
+        model_config,
+        num_sequences=cfg.sequences_per_step // cfg.grpo.gradient_accumulation_steps,
+        prompt_length=cfg.data.max_prompt_length or 512,
+        completion_length=cfg.generation.max_completion_length,
+        dtype=dtype,
+        lora_rank=cfg.lora.r if cfg.lora.enabled else 0,
+        quantization_4bit=cfg.quantization.load_in_4bit,
+        gradient_checkpointing=m.gradient_checkpointing,
+        offload_activations=m.offload_activations,
+        chunk_size=cfg.grpo.logprob_chunk_size,
+        beta=cfg.grpo.beta,
+        num_iterations=cfg.grpo.num_iterations,
+    )
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from grpo_core.config import load_config
+
+    cfg = load_config(args.config, args.overrides)
+    print(summary(cfg), file=sys.stderr)
+    if args.dry_run:
+        try:
+            estimate = memory_estimate(cfg)
+        except OSError as exc:
+            return _error(str(exc))
+        print(estimate.table())
+        return 0
+    from grpo_core.checkpoint import load_latest_checkpoint
+    from grpo_core.data import DataError
+
+    if args.resume and load_latest_checkpoint(cfg.logging.output_dir) is None:
+        return _error(f"--resume: no checkpoint in {cfg.logging.output_dir}/checkpoints")
+    from grpo_core.trainer import Trainer
+
+    try:
+        trainer = Trainer(cfg, resume=args.resume)
+    except (DataError, OSError) as exc:
+        return _error(_first_line(exc))
+    result = trainer.train()
+    steps = result.get("step", result.get("steps")) if isinstance(result, dict) else None
+    print(f"done{f' at step {steps}' if steps is not None else ''}: {cfg.logging.output_dir}", file=sys.stderr)
+    return 130 if isinstance(result, dict) and result.get("interrupted") else 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from grpo_core.plotting import plot_run
+
+    try:
+        out = plot_run(args.run_dir, args.out)
+    except FileNotFoundError as exc:
+        return _error(str(exc))
+    print(out)
+    return 0

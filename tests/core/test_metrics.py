@@ -1,0 +1,110 @@
+"""grpo_core.metrics / plotting: JSONL metrics and samples, resume truncation, curves PNG, grpo plot."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+import torch
+
+from grpo_core.config import LoggingConfig
+from grpo_core.metrics import MetricsLogger, peak_memory_gb, read_jsonl
+from grpo_core.plotting import metric_series, plot_run
+
+
+def step_metrics(step: int) -> dict:
+    return {"reward/mean": 0.1 * step, "reward/std": torch.tensor(0.5), "rewards/correct/mean": step % 2,
+            "kl": float("nan") if step == 2 else 0.01 * step, "tokens_per_s": 100.0 + step}
+
+
+def test_metrics_jsonl_every_and_clean_values(tmp_path: Path) -> None:
+    cfg = LoggingConfig(log_every=2, progress=True, plot=False)
+    with MetricsLogger(tmp_path, cfg, total_steps=5) as logger:
+        for step in range(1, 6):
+            logger.log(step, step_metrics(step))
+    records = read_jsonl(tmp_path / "metrics.jsonl")
+    assert [r["step"] for r in records] == [2, 4, 5]  # every 2 steps, and the last one
+    assert records[0]["kl"] is None  # NaN is not valid JSON
+    assert records[1]["reward/std"] == 0.5 and records[1]["rewards/correct/mean"] == 0
+    assert records[2]["reward/mean"] == pytest.approx(0.5)
+    assert not (tmp_path / "curves.png").exists()
+
+
+def test_samples_every_n_steps_capped(tmp_path: Path) -> None:
+    cfg = LoggingConfig(sample_every=3, num_samples=2, progress=True, plot=False)
+    logger = MetricsLogger(tmp_path, cfg, total_steps=6)
+    rows = [{"prompt": f"p{i}", "completion": f"c{i}", "correct": 1.0, "fmt": None, "total": 1.0} for i in range(5)]
+    for step in range(1, 7):
+        assert logger.should_sample(step) == (step % 3 == 0)
+        logger.log_samples(step, rows)
+    logger.close()
+    samples = read_jsonl(tmp_path / "samples.jsonl")
+    assert [(s["step"], s["prompt"]) for s in samples] == [(3, "p0"), (3, "p1"), (6, "p0"), (6, "p1")]
+    assert samples[0]["fmt"] is None and samples[0]["completion"] == "c0"
+
+
+def test_resume_drops_lines_after_the_checkpoint(tmp_path: Path) -> None:
+    cfg = LoggingConfig(progress=False, plot=False, sample_every=1)
+    logger = MetricsLogger(tmp_path, cfg)
+    for step in range(1, 6):
+        logger.log(step, {"reward/mean": step})
+        logger.log_samples(step, [{"completion": str(step)}])
+    logger.close()
+    with open(tmp_path / "metrics.jsonl", "a") as fh:
+        fh.write('{"step": 6, "rew')  # killed mid-write
+    logger = MetricsLogger(tmp_path, cfg, start_step=3)
+    logger.log(4, {"reward/mean": 40})
+    logger.close()
+    assert [(r["step"], r["reward/mean"]) for r in read_jsonl(tmp_path / "metrics.jsonl")] == [(1, 1), (2, 2), (3, 3), (4, 40)]
+    assert [r["step"] for r in read_jsonl(tmp_path / "samples.jsonl")] == [1, 2, 3]
+    MetricsLogger(tmp_path, cfg).close()  # a fresh run (start_step 0) starts the files over
+    assert read_jsonl(tmp_path / "metrics.jsonl") == []
+
+
+def test_close_draws_curves_png(tmp_path: Path) -> None:
+    from PIL import Image
+
+    with MetricsLogger(tmp_path, LoggingConfig(progress=False)) as logger:
+        for step in range(1, 11):
+            logger.log(step, step_metrics(step))
+    png = tmp_path / "curves.png"
+    assert png.exists()
+    with Image.open(png) as img:
+        assert img.format == "PNG" and img.width > 600 and img.height > 200
+        colors = img.convert("RGB").getcolors(maxcolors=1 << 20)
+        assert len(colors) > 10  # actually drawn, not blank
+
+
+def test_metric_series_skips_nulls_and_text(tmp_path: Path) -> None:
+    records = [{"step": 1, "time": 5.0, "kl": None, "reward/mean": 1, "note": "x", "flag": True},
+               {"step": 2, "time": 6.0, "kl": 0.2, "reward/mean": 2}]
+    assert metric_series(records) == {"reward/mean": ([1, 2], [1.0, 2.0]), "kl": ([2], [0.2])}
+    with pytest.raises(FileNotFoundError, match="no metrics to plot"):
+        plot_run(tmp_path)
+
+
+def test_grpo_plot_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from grpo_rewards.cli import main
+
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "reward/mean": s * s}) + "\n" for s in range(5)))
+    assert main(["plot", str(tmp_path), "--out", str(tmp_path / "c.png")]) == 0
+    assert (tmp_path / "c.png").stat().st_size > 5000
+    assert str(tmp_path / "c.png") in capsys.readouterr().out
+    assert main(["plot", str(tmp_path / "missing")]) == 2
+    assert "no metrics to plot" in capsys.readouterr().err
+
+
+def test_missing_optional_trackers_warn(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("wandb") or importlib.util.find_spec("tensorboard"):
+        pytest.skip("wandb/tensorboard installed")
+    with caplog.at_level(logging.WARNING, logger="grpo.metrics"):
+        MetricsLogger(tmp_path, LoggingConfig(progress=False, plot=False, wandb=True, tensorboard=True)).close()
+    assert "wandb is not installed" in caplog.text and "tensorboard is not installed" in caplog.text
+
+
+def test_peak_memory_is_positive() -> None:
+    assert 0.01 < peak_memory_gb() < 1024
