@@ -1,0 +1,125 @@
+"""The forked child: put on every layer, say "ready" on fd 3, then run the program in this interpreter.
+
+Nothing here returns: the child ends with ``os._exit``. Anything that fails before
+"ready" is a sandbox error (the zygote reports it); anything after is the program's.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+from typing import Any
+
+from . import landlock, limits
+from .linux import PR_SET_PDEATHSIG, prctl
+
+READY_FD = 3
+SETUP_FAILED_EXIT = 111
+MEMORY_EXIT = 125
+CHILD_ENV = {
+    "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8",
+    "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+}
+
+
+def enter(req: dict[str, Any], ctx: Any, stdin_fd: int, out_w: int, err_w: int, ready_w: int, scratch: str) -> None:
+    """Sandbox this process (after fork) and run ``req['code']``; never returns."""
+    try:
+        os.setsid()
+        high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 16) for fd in (stdin_fd, out_w, err_w, ready_w)]
+        for target, fd in enumerate(high):  # 0, 1, 2 and READY_FD (3)
+            os.dup2(fd, target)
+        os.closerange(READY_FD + 1, 1 << 20)  # the zygote's socket, pipes, everything else
+        limits.apply(req["limits"])
+        os.chdir(scratch)
+        ruleset = -1
+        if ctx.landlock_abi:
+            ruleset = landlock.build_ruleset(ctx.landlock_abi, ctx.read_only, [scratch], ctx.rw_files)
+        if ctx.uid is not None:
+            os.setgroups([])
+            os.setresgid(ctx.gid, ctx.gid, ctx.gid)
+            os.setresuid(ctx.uid, ctx.uid, ctx.uid)
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # after the uid change, which clears it
+        if os.getppid() != ctx.zygote_pid:
+            raise OSError("zygote gone")
+        if ruleset >= 0:
+            from .linux import PR_SET_NO_NEW_PRIVS
+
+            prctl(PR_SET_NO_NEW_PRIVS, 1)
+            landlock.restrict_self(ruleset)
+        if ctx.seccomp is not None:
+            ctx.seccomp.install()
+        os.write(READY_FD, b"R")
+        os.close(READY_FD)
+    except BaseException as exc:  # noqa: BLE001 - reported to the zygote as a sandbox error
+        try:
+            os.write(READY_FD, b"E" + f"{type(exc).__name__}: {exc}".encode()[:400])
+        finally:
+            os._exit(SETUP_FAILED_EXIT)
+    os._exit(_run_program(req["code"], scratch))
+
+
+def _run_program(source: str, scratch: str) -> int:
+    import atexit
+    import io
+    import sys
+    import tempfile
+    import threading
+    import traceback
+    import types
+
+    os.environ.clear()
+    os.environ.update(CHILD_ENV, HOME=scratch, TMPDIR=scratch)
+    tempfile.tempdir = None
+    sys.stdin = sys.__stdin__ = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)),
+                                                 encoding="utf-8", errors="replace")
+    sys.stdout = sys.__stdout__ = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False), 1 << 16),
+                                                   encoding="utf-8", errors="backslashreplace")
+    sys.stderr = sys.__stderr__ = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8",
+                                                   errors="backslashreplace", write_through=True)
+    sys.argv = ["solution.py"]
+    main = types.ModuleType("__main__")
+    main.__file__ = os.path.join(scratch, "solution.py")
+    sys.modules["__main__"] = main
+    code = 0
+    try:
+        exec(compile(source, "solution.py", "exec"), main.__dict__)  # noqa: S102 - the sandboxed program
+    except SystemExit as exc:
+        code = _exit_code(exc)
+    except MemoryError:
+        code = MEMORY_EXIT
+        _print_exc(traceback)
+    except BaseException:  # noqa: BLE001 - the program's own failure
+        code = 1
+        _print_exc(traceback)
+    try:
+        threading._shutdown()  # type: ignore[attr-defined]  # join non-daemon threads, as Python does
+        atexit._run_exitfuncs()
+    except BaseException:  # noqa: BLE001
+        pass
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:  # noqa: BLE001 - EFBIG, a closed fd: the output is what it is
+            pass
+    return code
+
+
+def _exit_code(exc: SystemExit) -> int:
+    if exc.code is None:
+        return 0
+    if isinstance(exc.code, int):
+        return exc.code & 0xFF
+    try:
+        print(exc.code, file=__import__("sys").stderr)
+    except BaseException:  # noqa: BLE001
+        pass
+    return 1
+
+
+def _print_exc(traceback: Any) -> None:
+    try:
+        traceback.print_exc()
+    except BaseException:  # noqa: BLE001
+        pass

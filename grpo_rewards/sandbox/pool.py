@@ -1,0 +1,273 @@
+"""The local sandbox: a pool of pre-started zygotes (one per slot) running programs in parallel.
+
+    with LocalSandbox(slots=4) as box:
+        results = box.run([Program("print(input())", stdin="hi\\n")])
+
+At start-up it probes the kernel, starts the zygotes (empty environment, ``python
+-I``), checks the layers each one really got, logs them in its first line and
+refuses untrusted code below the ``default`` profile unless ``allow_unsafe=True``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from grpo_rewards.sandbox import probe as probing
+from grpo_rewards.sandbox.jail import wire
+from grpo_rewards.sandbox.program import SANDBOX_ERROR, Limits, Program, RunResult, sandbox_error
+from grpo_rewards.sandbox.uids import DEFAULT_BASE, UidClaim
+
+log = logging.getLogger("grpo.sandbox")
+
+JAIL_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jail")
+BOOT = (
+    "import sys,importlib.util as u;d=sys.argv[2];"
+    "s=u.spec_from_file_location('_grpo_jail',d+'/__init__.py',submodule_search_locations=[d]);"
+    "m=u.module_from_spec(s);sys.modules['_grpo_jail']=m;s.loader.exec_module(m);"
+    "import _grpo_jail.zygote as z;z.main(sys.argv[:2])"
+)
+
+
+class Slot:
+    """One zygote process and its socket; restarted on the next run if it dies."""
+
+    def __init__(self, index: int, cfg: dict[str, Any]):
+        self.index = index
+        self.cfg = cfg
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.sock: socket.socket | None = None
+        self.layers: list[str] = []
+        self.problems: list[str] = []
+        self.lock = threading.Lock()
+
+    def start(self) -> None:
+        parent, child = socket.socketpair()
+        cfg = {**self.cfg, "fd": child.fileno(), "parent_pid": os.getpid()}
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-I", "-c", BOOT, json.dumps(cfg), JAIL_DIR],
+                env={}, cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                pass_fds=[child.fileno()], close_fds=True,
+            )
+        finally:
+            child.close()
+        self.sock = parent
+        hello = wire.recv(parent)
+        if hello is None or "error" in hello:
+            err = self.proc.stderr.read().decode(errors="replace")[-2000:] if self.proc.stderr else ""
+            self.stop()
+            raise OSError(f"sandbox slot {self.index}: {hello and hello.get('error') or 'zygote failed to start'} {err}")
+        if self.proc.stderr:
+            self.proc.stderr.close()  # the zygote logs nothing after hello; do not hold the pipe
+        self.layers = list(hello["layers"])
+        self.problems = list(hello.get("problems", []))
+
+    def call(self, msg: dict[str, Any]) -> dict[str, Any] | None:
+        with self.lock:
+            if self.sock is None:
+                self.start()
+            assert self.sock is not None
+            try:
+                wire.send(self.sock, msg)
+                reply = wire.recv(self.sock)
+            except OSError:
+                reply = None
+            if reply is None:
+                self.stop()
+            return reply
+
+    def stop(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            self.proc = None
+
+
+class LocalSandbox:
+    """A pool of fork-server slots (see module docs). ``run`` is thread-safe."""
+
+    name = "local"
+
+    def __init__(
+        self,
+        *,
+        slots: int | None = None,
+        limits: Limits | None = None,
+        allow_unsafe: bool = False,
+        profile: str = "auto",
+        uid_base: int = DEFAULT_BASE,
+        scratch_mb: int = 64,
+        scratch_inodes: int = 4096,
+        preload: Sequence[str] | None = None,
+        read_only: Sequence[str] = (),
+    ):
+        self.limits = limits or Limits()
+        self.slots = max(1, int(slots or os.cpu_count() or 1))
+        found = probing.probe()
+        wanted = set(found.layers) if profile == "auto" else set(probing.PROFILES.get(profile, ())) & set(found.layers)
+        if profile not in ("auto", *probing.PROFILES):
+            raise ValueError(f"unknown sandbox profile {profile!r}; choose auto, {', '.join(probing.ORDER)}")
+        if profile == "strict" and "bwrap" not in found.layers:
+            raise probing.UnsafeSandboxError("sandbox profile 'strict' needs bubblewrap (bwrap), which is not installed")
+        probing.check_profile(tuple(wanted), allow_unsafe)
+        self._uids = UidClaim(self.slots, uid_base) if "uid" in wanted else None
+        self._base = tempfile.mkdtemp(prefix="grpo-sandbox-")
+        os.chmod(self._base, 0o711)
+        common: dict[str, Any] = {
+            "read_only": probing.read_only_paths(tuple(read_only)), "rw_files": list(probing.RW_FILES),
+            "namespaces": "mountns" in wanted, "landlock": "landlock-fs" in wanted, "seccomp": "seccomp" in wanted,
+            "scratch_mb": scratch_mb, "scratch_inodes": scratch_inodes,
+        }
+        if preload is not None:
+            common["preload"] = list(preload)
+        self._slots: list[Slot] = []
+        try:
+            for i in range(self.slots):
+                root = os.path.join(self._base, f"slot{i}")
+                os.mkdir(root, 0o711)
+                uid = self._uids.uids[i] if self._uids else None
+                self._slots.append(Slot(i, {**common, "scratch_root": root, "uid": uid, "gid": uid}))
+            starters = [threading.Thread(target=s.start) for s in self._slots]
+            errors: list[BaseException] = []
+            for t, s in zip(starters, self._slots, strict=True):
+                t.run = _capture(s.start, errors)  # type: ignore[method-assign]
+                t.start()
+            for t in starters:
+                t.join()
+            if errors:
+                raise errors[0]
+            self.layers = sorted(set.intersection(*(set(s.layers) for s in self._slots)), key=_layer_order)
+            self.profile = probing.check_profile(tuple(self.layers), allow_unsafe)
+        except BaseException:
+            self.close()
+            raise
+        self.notes = sorted({p for s in self._slots for p in s.problems} | set(found.notes))
+        self._free: queue.Queue[Slot] = queue.Queue()
+        for s in self._slots:
+            self._free.put(s)
+        self._executor = ThreadPoolExecutor(self.slots, thread_name_prefix="sandbox")
+        self._counts: Counter[str] = Counter()
+        self._count_lock = threading.Lock()
+        log.info("sandbox local: profile=%s layers=%s slots=%d", self.profile, ",".join(self.layers), self.slots)
+        for note in self.notes:
+            log.debug("sandbox: %s", note)
+
+    # ---------------------------------------------------------------- running ----
+
+    def run(self, programs: Sequence[Program]) -> list[RunResult]:
+        """Run every program (in parallel across the slots); results in the same order."""
+        return list(self._executor.map(self.run_one, programs))
+
+    def run_one(self, program: Program) -> RunResult:
+        if program.language not in ("python", "python3"):
+            result = sandbox_error(f"the local sandbox runs Python only, not {program.language!r}")
+        else:
+            limits = program.limits or self.limits
+            msg = {"op": "run", "code": program.code, "stdin": program.stdin.encode("utf-8", "surrogateescape"),
+                   "limits": limits.as_dict()}
+            slot = self._free.get()
+            try:
+                reply = slot.call(msg)
+            except OSError as exc:
+                reply = {"status": SANDBOX_ERROR, "error": str(exc)}
+            finally:
+                self._free.put(slot)
+            result = _result(reply)
+        with self._count_lock:
+            self._counts[result.status] += 1
+        return result
+
+    def scratch_entries(self) -> list[str]:
+        """What is left in the slots' scratch folders (should be nothing between runs)."""
+        out = []
+        for s in self._slots:
+            reply = s.call({"op": "ls"})
+            out += [f"slot{s.index}/{e}" for e in (reply or {}).get("entries", [])]
+        return out
+
+    @property
+    def slot_uids(self) -> list[int]:
+        return list(self._uids.uids) if self._uids else []
+
+    def metrics(self) -> dict[str, Any]:
+        with self._count_lock:
+            counts = dict(self._counts)
+        total = sum(counts.values())
+        return {
+            "backend": self.name, "profile": self.profile, "layers": list(self.layers), "slots": self.slots,
+            "runs": total, "status_counts": counts,
+            "sandbox_error_rate": counts.get(SANDBOX_ERROR, 0) / total if total else 0.0,
+        }
+
+    def close(self) -> None:
+        executor = getattr(self, "_executor", None)
+        if executor is not None:
+            executor.shutdown(wait=True)
+        for s in getattr(self, "_slots", []):
+            with s.lock:
+                s.stop()
+        if getattr(self, "_uids", None) is not None:
+            self._uids.release()
+        if getattr(self, "_base", None):
+            shutil.rmtree(self._base, ignore_errors=True)
+            self._base = ""
+
+    def __enter__(self) -> LocalSandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+
+def _capture(fn: Any, errors: list[BaseException]) -> Any:
+    def run() -> None:
+        try:
+            fn()
+        except BaseException as exc:  # noqa: BLE001 - re-raised by the caller
+            errors.append(exc)
+    return run
+
+
+_ORDER = ["rlimits", "setsid", "subreaper", "uid", "landlock-fs", "landlock-net", "landlock-scope", "seccomp",
+          "mountns", "netns", "ipcns", "utsns", "tmpfs-scratch", "bwrap"]
+
+
+def _layer_order(name: str) -> int:
+    return _ORDER.index(name) if name in _ORDER else len(_ORDER)
+
+
+def _result(reply: dict[str, Any] | None) -> RunResult:
+    if reply is None:
+        return sandbox_error("the zygote died (it is restarted for the next run)")
+    return RunResult(
+        status=reply.get("status", SANDBOX_ERROR),
+        stdout=reply.get("stdout", b"").decode("utf-8", "replace"),
+        stderr=reply.get("stderr", b"").decode("utf-8", "replace"),
+        exit_code=reply.get("exit_code"), signal=reply.get("signal"),
+        wall=float(reply.get("wall", 0.0)), cpu=float(reply.get("cpu", 0.0)), error=reply.get("error", ""),
+    )
