@@ -5,11 +5,14 @@ Runs inside the worker processes of :mod:`grpo_rewards.builtins.timeout_pool`
 timeouts are disabled (``parsing_timeout=None``, ``timeout_seconds=None``): the
 pool enforces the time limit.
 
-Text is parsed as it is first (math-verify finds ``$...$``, ``\\boxed{}`` and
-plain numbers or expressions such as ``1,234``, ``$12``, ``3/4``). Text with no
-math delimiters that still looks like LaTeX (it holds a ``\\``, ``^``, ``_`` or
-``{``) and did not parse is then wrapped in ``$...$``, so that a bare gold such as
-``\\sqrt{2}`` or ``x^2+1`` parses. A gold with ``####`` (GSM8K) is compared on the
+Text with no math delimiters (``$``, ``\\(``, ``\\[``, ``\\begin{``) that looks
+like LaTeX (it holds a ``\\``, ``^``, ``_`` or ``{``) is parsed wrapped in
+``$...$`` first, so that a bare gold such as ``\\sqrt{2}``, ``2^{1/2}`` or
+``x^2+1`` parses as LaTeX. Otherwise, or when that finds nothing, the text is
+parsed as it is (math-verify finds ``$...$``, ``\\boxed{}`` and plain numbers or
+expressions such as ``1,234``, ``3/4``). A lone amount of money (``$12``,
+``-$1,234.50``, ``\\$5``) is read as its number. Prose ("garbage words") is never
+wrapped, so it does not parse into a product of symbols. A gold with ``####`` (GSM8K) is compared on the
 text after its last ``####``.
 """
 
@@ -21,6 +24,7 @@ from typing import Any
 
 _DELIMITED = re.compile(r"\$|\\\(|\\\[|\\begin\{")
 _LATEX_HINT = re.compile(r"[\\^_{]")
+_CURRENCY = re.compile(r"\s*([-+−]?)\s*\\?\$\s*(\d[\d,]*(?:\.\d+)?)\s*")  # -$1,234.50 or \$5: a lone $ is money
 REPR_CHARS = 120
 
 
@@ -37,10 +41,17 @@ def _parse(text: str) -> list[Any]:
     def sympy_only(found: list[Any]) -> list[Any]:
         return [x for x in found if isinstance(x, (Basic, MatrixBase))]
 
-    found = sympy_only(parse(text, fallback_mode="no_fallback", parsing_timeout=None))
-    if not found and not _DELIMITED.search(text) and _LATEX_HINT.search(text):
-        found = sympy_only(parse(f"${text}$", fallback_mode="no_fallback", parsing_timeout=None))
-    return found
+    money = _CURRENCY.fullmatch(text)
+    if money:
+        text = money.group(1).replace("−", "-") + money.group(2)
+    attempts = [text]
+    if not _DELIMITED.search(text) and _LATEX_HINT.search(text):
+        attempts.insert(0, f"${text}$")  # bare LaTeX: "2^{1/2}" read as plain text would give 2
+    for attempt in attempts:
+        found = sympy_only(parse(attempt, fallback_mode="no_fallback", parsing_timeout=None))
+        if found:
+            return found
+    return []
 
 
 def gold_text(gold: str) -> str:

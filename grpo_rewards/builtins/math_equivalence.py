@@ -11,7 +11,8 @@ and a pathological expression cannot hang training.
 
 Scores: ``value`` when equivalent; ``wrong_value`` when not, or when the
 completion has no answer or its answer does not parse; ``None`` (the row does not
-count) when the reference does not parse, the comparison timed out or failed.
+count) when the reference does not parse (whatever the completion), the
+comparison timed out or failed, or the row's reference or completion is not text.
 Identical ``(reference, answer)`` pairs in a batch are verified once.
 """
 
@@ -88,11 +89,7 @@ def math_equivalence(
     if extract == "regex" and not pattern:
         raise ValueError("extract = 'regex' needs a 'pattern'")
 
-    def answer_of(completion: Any) -> str | None:
-        try:
-            text = completion_text(completion)
-        except TypeError:
-            return None
+    def answer_of(text: str) -> str | None:
         return text if extract == NO_EXTRACTION else extract_answer(text, extract, pattern=pattern)
 
     def reward(completions: list[Any], **columns: Any) -> list[float | None]:
@@ -107,12 +104,12 @@ def math_equivalence(
         for i, (completion, ref) in enumerate(zip(completions, refs, strict=True)):
             if ref is None or isinstance(ref, (list, dict)):
                 continue
-            answer = answer_of(completion)
-            if answer is None:
-                out[i] = wrong_value
+            try:
+                text = completion_text(completion)
+            except TypeError:
                 continue
-            todo.append(i)
-            pairs.append((str(ref), answer))
+            todo.append(i)  # a missing answer still goes: an unparseable reference must score None, not wrong
+            pairs.append((str(ref), answer_of(text) or ""))
         verdicts = verify_pairs(pairs, timeout_seconds=timeout_seconds, workers=workers, start_method=start_method)
         for i, verdict in zip(todo, verdicts, strict=True):
             out[i] = value if verdict.ok else (wrong_value if verdict.status is Status.WRONG else None)

@@ -35,6 +35,7 @@ import signal
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any
 
@@ -196,11 +197,19 @@ def run_items(
         except Exception:  # noqa: BLE001 - timed out, killed by SIGPROF, or unpicklable: rerun item by item
             retry.extend(idx)
     if retry:
-        singles = [
-            pool.schedule(_run_chunk, (fn, [items[i]], timeout), timeout=timeout + CHUNK_GRACE_S) for i in retry
-        ]
-        for i, future in zip(retry, singles, strict=True):
-            results[i] = _single_result(future, timeout)
+        pool = _get_pool(workers, start_method, initializer)  # a fresh pool if the first one broke
+        try:
+            singles = [
+                pool.schedule(_run_chunk, (fn, [items[i]], timeout), timeout=timeout + CHUNK_GRACE_S) for i in retry
+            ]
+            for i, future in zip(retry, singles, strict=True):
+                results[i] = _single_result(future, timeout)
+        except (RuntimeError, BrokenProcessPool) as exc:
+            raise RuntimeError(
+                f"the worker processes ({start_method!r} start method) keep failing: {exc}. With 'spawn' or "
+                "'forkserver' the main script must guard its top-level code with `if __name__ == \"__main__\":` "
+                "and be a file (not stdin); start_method = 'fork' avoids both"
+            ) from exc
     return [r if r is not None else Outcome("error", reason="no result") for r in results]
 
 
@@ -213,5 +222,7 @@ def _single_result(future: Any, timeout: float) -> Outcome:
         if exc.exitcode == -signal.SIGPROF:
             return Outcome("timeout", reason=f"used over {timeout + CPU_GRACE_S:g}s of CPU (worker killed)")
         return Outcome("error", reason=f"worker died (exit code {exc.exitcode})")
+    except BrokenProcessPool:
+        raise
     except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable result
         return Outcome("error", reason=f"{type(exc).__name__}: {str(exc)[:200]}")

@@ -1,0 +1,231 @@
+"""math_equivalence and verify:math: renderings, unparseable golds, timeouts from worker threads, properties."""
+
+from __future__ import annotations
+
+import math
+import random
+import threading
+import time
+from fractions import Fraction
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import grpo_rewards
+from grpo_rewards import SafeReward
+from grpo_rewards.builtins import timeout_pool
+from grpo_rewards.builtins.math_equivalence import math_equivalence, math_verifier
+from grpo_rewards.verdict import Status
+
+HANG = "9^{9^{9^{9}}}"  # math-verify tries to evaluate this tower of powers: it never finishes
+PROPERTY = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@pytest.fixture(scope="module")
+def correct():
+    yield math_equivalence(workers=2, timeout_seconds=5.0)
+    timeout_pool.shutdown()
+
+
+def score(reward, completion: str, gold: str) -> float | None:
+    return reward([completion], answer=[gold])[0]
+
+
+@pytest.mark.parametrize(
+    ("completion", "gold"),
+    [
+        ("<answer>72</answer>", "She has 9 * 8 = 72 apples.\n#### 72"),
+        ("Total: 1,234 dollars\n#### 1,234", "1234"),
+        ("So it is \\boxed{\\frac{1}{2}}.", "0.5"),
+        ("\\boxed{\\sqrt{2}}", "\\sqrt{2}"),
+        ("Answer: 2^{1/2}", "\\sqrt{2}"),
+        ("<answer>$72</answer>", "72"),
+        ("<answer>72.00</answer>", "72"),
+        ("<answer>3/4</answer>", "\\frac{3}{4}"),
+        ("<answer>x^2+1</answer>", "1+x^2"),
+        ("<answer>\\frac12</answer>", "\\frac{1}{2}"),
+        ("<answer>-5</answer>", "-5"),
+        ("We get 10% of it.\n#### 10%", "\\frac{1}{10}"),
+    ],
+)
+def test_equivalent_answers_score_value(correct, completion, gold):
+    assert score(correct, completion, gold) == 1.0
+
+
+@pytest.mark.parametrize(
+    ("completion", "gold"),
+    [
+        ("<answer>71</answer>", "#### 72"),
+        ("\\boxed{\\sqrt{3}}", "\\sqrt{2}"),
+        ("<answer>seventy</answer>", "70"),  # unparseable answer: wrong, not None
+        ("I do not know.", "5"),  # nothing to extract
+    ],
+)
+def test_wrong_or_missing_answers_score_wrong_value(correct, completion, gold):
+    assert score(correct, completion, gold) == 0.0
+
+
+@pytest.mark.parametrize("gold", ["garbage words", "", "{", "see the figure", "$$"])
+def test_unparseable_gold_scores_none_never_one(correct, gold):
+    # even a completion repeating the gold verbatim must not be rewarded against a gold that did not parse
+    assert correct([f"<answer>{gold}</answer>", "<answer>1</answer>"], answer=[gold, gold]) == [None, None]
+    verdict = math_verifier(workers=2)(gold, gold)
+    assert verdict.status is Status.UNDECIDED and "could not parse the reference" in verdict.reason
+
+
+def test_bare_latex_gold_is_wrapped_and_parsed():
+    verdict = math_verifier(workers=2)("1.4142135623730951", "\\sqrt{2}")
+    assert verdict.status is Status.OK
+    assert verdict.parsed == {"reference": "sqrt(2)", "answer": "1.4142135623730951"}
+
+
+def test_parameters_value_wrong_value_and_extraction():
+    reward = math_equivalence(value=2.5, wrong_value=-1.0, extract="regex", pattern=r"RESULT=(\S+)", workers=2)
+    assert reward(["RESULT=4 (not 5)", "RESULT=5", "4"], answer=["4", "4", "4"]) == [2.5, -1.0, -1.0]
+    whole = math_equivalence(extract="none", workers=2)  # math-verify reads the whole completion
+    assert whole(["First $x=3$, so the result is $\\boxed{6}$"], answer=["6"]) == [1.0]
+    other_column = math_equivalence(reference_column="solution", workers=2)
+    assert other_column(["<answer>6</answer>"], solution=["6"]) == [1.0]
+
+
+def test_chat_completions_and_junk_rows_do_not_raise(correct):
+    rows = [[{"role": "assistant", "content": "<answer>4</answer>"}], 17, None, {"x": 1}, "<answer>4</answer>"]
+    assert correct(rows, answer=["4", "4", "4", "4", None]) == [1.0, None, None, None, None]
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"extract": "magic"}, "unknown extraction method 'magic'"),
+        ({"extract": "regex"}, "needs a 'pattern'"),
+        ({"timeout_seconds": 0}, "timeout_seconds must be a positive number"),
+        ({"start_method": "thread"}, "start_method must be one of"),
+        ({"workers": -1}, "workers must be"),
+    ],
+)
+def test_bad_parameters_are_clear_errors(params, message):
+    with pytest.raises(ValueError, match=message):
+        math_equivalence(**params)
+
+
+def test_missing_reference_column_names_it(correct):
+    with pytest.raises(KeyError, match="'answer' is missing"):
+        correct(["<answer>1</answer>"])
+
+
+def test_registered_reward_and_verifier_from_the_registry():
+    reward = grpo_rewards.reward("math_equivalence", value=3.0, workers=2)
+    assert reward(["<answer>\\frac{6}{4}</answer>"], answer=["1.5"]) == [3.0]
+    as_reward = grpo_rewards.reward("verify:math", workers=2)
+    assert as_reward(["<answer>1.5</answer>", "<answer>2</answer>"], answer=["3/2", "3/2"]) == [1.0, 0.0]
+
+
+def test_hanging_item_times_out_in_a_worker_thread_others_still_scored():
+    reward = math_equivalence(timeout_seconds=1.0, workers=2)
+    safe = SafeReward(reward, timeout=120)  # SafeReward calls the reward from its own thread
+    completions = ["<answer>3</answer>", f"<answer>{HANG}</answer>", "<answer>4</answer>"]
+    start = time.perf_counter()
+    result = safe(completions, answer=["3", "1", "5"])
+    elapsed = time.perf_counter() - start
+    assert result == [1.0, None, 0.0]
+    assert safe.stats.failures == 0
+    assert elapsed < 30  # 1 s limit; generous margin for a loaded 2-core box
+    verdict = math_verifier(timeout_seconds=1.0, workers=2)(HANG, "1")
+    assert verdict.status is Status.UNDECIDED and "timed out after 1s" in verdict.reason
+    assert reward(["<answer>7</answer>"], answer=["7"]) == [1.0]  # the pool recovered
+
+
+def test_called_from_many_threads_at_once(correct):
+    results: dict[int, list] = {}
+
+    def work(k: int) -> None:
+        results[k] = correct([f"<answer>{k}</answer>", f"<answer>{k + 1}</answer>"], answer=[str(k)] * 2)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert results == {k: [1.0, 0.0] for k in range(6)}
+
+
+# ------------------------------------------------------------------ properties ----
+
+
+def renderings(x: Fraction) -> list[str]:
+    """Ways a completion may state the number x; math-verify must read each as x."""
+    out = [f"\\frac{{{x.numerator}}}{{{x.denominator}}}", f"{x.numerator}/{x.denominator}"]
+    if x.denominator == 1:
+        n = x.numerator
+        out += [str(n), f"{n:,}", f"{n}.00", f"${n:,}" if n >= 0 else f"-${-n:,}"]
+    elif 10**6 % x.denominator == 0:
+        out.append(f"{float(x):.6f}".rstrip("0"))
+    return out
+
+
+def wrappers(answer: str) -> list[str]:
+    return [f"<answer>{answer}</answer>", f"Reasoning...\n#### {answer}", f"So \\boxed{{{answer}}}.", f"Answer: {answer}"]
+
+
+fractions = st.builds(
+    Fraction, st.integers(-10**6, 10**6), st.sampled_from([1, 1, 1, 2, 3, 4, 5, 8, 25, 7, 12])
+)
+
+
+@PROPERTY
+@given(x=fractions)
+def test_a_number_rendered_any_supported_way_verifies_equal_to_itself(correct, x):
+    completions = [w for r in renderings(x) for w in wrappers(r)]
+    golds = renderings(x) + [f"Work.\n#### {renderings(x)[-1]}"]
+    for gold in golds:
+        scores = correct(completions, answer=[gold] * len(completions))
+        bad = [c for c, s in zip(completions, scores, strict=True) if s != 1.0]
+        assert not bad, f"gold {gold!r}: not equal to {bad}"
+    wrong = correct([w for w in wrappers(str(x + 1))], answer=[golds[0]] * 4)
+    assert wrong == [0.0] * 4
+
+
+math_texts = st.one_of(
+    st.text(max_size=40),
+    st.text(alphabet="0123456789+-*/^_{}()\\.,$ xabfrcqst", max_size=30),
+    st.sampled_from(["\\frac{1}{2}", "\\sqrt{2}", "#### 5", "\\boxed{", "<answer>", "1e3", "∞", "NaN"]),
+)
+
+
+@PROPERTY
+@given(rows=st.lists(st.tuples(math_texts, math_texts), min_size=1, max_size=8))
+def test_junk_never_raises_and_scores_are_in_bounds(correct, rows):
+    reward = math_equivalence(value=2.0, wrong_value=-0.5, workers=2)
+    scores = reward([c for c, _ in rows], answer=[g for _, g in rows])
+    assert len(scores) == len(rows)
+    assert all(s is None or (math.isfinite(s) and s in (2.0, -0.5)) for s in scores)
+
+
+pool_of_rows = [
+    ("<answer>4</answer>", "4"), ("<answer>5</answer>", "4"), ("\\boxed{\\frac{1}{2}}", "0.5"),
+    ("no answer", "3"), ("<answer>2</answer>", "garbage words"), ("#### 1,000", "1000"), ("<answer>x+1</answer>", "1+x"),
+]
+
+
+@PROPERTY
+@given(rows=st.lists(st.sampled_from(pool_of_rows), min_size=1, max_size=10), seed=st.integers(0, 10**6))
+def test_batch_scores_equal_rows_one_by_one_in_any_order(correct, rows, seed):
+    batch = correct([c for c, _ in rows], answer=[g for _, g in rows])
+    one_by_one = [correct([c], answer=[g])[0] for c, g in rows]
+    assert batch == one_by_one
+    order = list(range(len(rows)))
+    random.Random(seed).shuffle(order)
+    shuffled = correct([rows[i][0] for i in order], answer=[rows[i][1] for i in order])
+    assert shuffled == [batch[i] for i in order]
+
+
+@PROPERTY
+@given(gold=st.text(alphabet="abcdefghijklmnopqrstuvwxyz ", min_size=1, max_size=20))
+def test_undecided_gold_is_never_rewarded(correct, gold):
+    verdict = math_verifier(workers=2)(gold, gold)
+    score_ = correct([f"<answer>{gold}</answer>"], answer=[gold])[0]
+    if verdict.status is Status.UNDECIDED:
+        assert score_ is None
+    else:
+        assert score_ in (0.0, 1.0)
