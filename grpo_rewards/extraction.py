@@ -49,6 +49,8 @@ def _last(pattern: re.Pattern[str], text: str) -> re.Match[str] | None:
 
 
 def _answer_tag(text: str) -> str | None:
+    if "<a" not in text and "<A" not in text:  # fast path: no tag can start here
+        return None
     opens = [m.end() for m in _ANSWER_OPEN.finditer(text)]
     for k in range(len(opens) - 1, -1, -1):
         start = opens[k]
@@ -61,7 +63,8 @@ def _answer_tag(text: str) -> str | None:
 
 
 def _last_gsm8k(text: str) -> re.Match[str] | None:
-    return _last(_GSM8K, text)
+    at = text.rfind("####")
+    return None if at < 0 else _GSM8K.match(text, at)
 
 
 def _gsm8k(text: str) -> str | None:

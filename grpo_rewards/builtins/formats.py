@@ -72,10 +72,15 @@ def soft_format(
     """The completion starts with a reasoning block followed by an answer block (newlines anywhere)."""
     check_tags(reasoning_tag, answer_tag)
     r, a = re.escape(reasoning_tag), re.escape(answer_tag)
-    layout = re.compile(rf"<{r}>.*?</{r}>\s*<{a}>.*?</{a}>", re.DOTALL)
+    # re.match(r"<R>.*?</R>\s*<A>.*?</A>", text, re.DOTALL), in linear time: only the first
+    # "</R> <A>" can matter (a later one has less text after it to hold "</A>")
+    opening, middle, closing = f"<{reasoning_tag}>", re.compile(rf"</{r}>\s*<{a}>"), f"</{answer_tag}>"
 
     def matches(text: str) -> bool:
-        return layout.match(text) is not None
+        if not text.startswith(opening):
+            return False
+        found = middle.search(text, len(opening))
+        return found is not None and text.find(closing, found.end()) >= 0
 
     opener = f"<{reasoning_tag}>" if opened_in_prompt else ""
     return _batch("soft_format", matches, opener, value, wrong_value)
