@@ -218,3 +218,18 @@ def test_a_phone_number_in_any_format_after_a_closing_fires_the_signature_rule(r
     shown = phonenumbers.format_number(number, fmt)
     reward = email_rules(**{**ONLY, "signature_reward": 1.0}, phone_region=region)
     assert reward([f"Hello,\nsee you soon.\n{closing}\nAlex\n{shown}"]) == [1.0]
+
+
+def test_example_config_scores_the_example_completions(tmp_path):
+    from pathlib import Path
+
+    from grpo_rewards.cli import main
+
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    out = tmp_path / "scored.jsonl"
+    assert main(["rewards", "score", str(examples / "email_rewards.toml"),
+                 "--input", str(examples / "email_completions.jsonl"), "--output", str(out)]) == 0
+    import json
+
+    totals = [json.loads(line)["total"] for line in out.read_text().splitlines()]
+    assert totals == [3.0, 2.0, 0.0, 3.0, 3.0, 2.0, 3.0, 2.0, 3.0, 0.0]
