@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import json
 import math
 import random
 
@@ -223,13 +225,13 @@ def test_a_phone_number_in_any_format_after_a_closing_fires_the_signature_rule(r
 def test_example_config_scores_the_example_completions(tmp_path):
     from pathlib import Path
 
-    from grpo_rewards.cli import main
+    from grpo_rewards.cli_commands import cmd_rewards_score  # what `grpo rewards score` runs
 
     examples = Path(__file__).resolve().parents[2] / "examples"
     out = tmp_path / "scored.jsonl"
-    assert main(["rewards", "score", str(examples / "email_rewards.toml"),
-                 "--input", str(examples / "email_completions.jsonl"), "--output", str(out)]) == 0
-    import json
+    args = argparse.Namespace(config=str(examples / "email_rewards.toml"), output=str(out), batch_size=4,
+                              input=str(examples / "email_completions.jsonl"))
+    assert cmd_rewards_score(args) == 0
 
     totals = [json.loads(line)["total"] for line in out.read_text().splitlines()]
     assert totals == [3.0, 2.0, 0.0, 3.0, 3.0, 2.0, 3.0, 2.0, 3.0, 0.0]
