@@ -11,10 +11,10 @@ stamp=.venv/.setup-stamp
 want=$(cat pyproject.toml plugins/*/pyproject.toml 2>/dev/null | sha256sum | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "setting up .venv (first run takes a few minutes)..." >&2
-  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
   .venv/bin/python -m pip install -q "$TORCH_SPEC"
   constraints=$(mktemp)
-  .venv/bin/python -c 'import torch; print(f"torch=={torch.__version__.split(\"+\")[0]}")' > "$constraints"
+  .venv/bin/python -c 'import torch; print("torch==" + torch.__version__.split("+")[0])' > "$constraints"
   plugin_args=()
   for d in plugins/*/; do [ -f "$d/pyproject.toml" ] && plugin_args+=(-e "$d"); done
   .venv/bin/python -m pip install -q -c "$constraints" -e ".[train,dev]" "${plugin_args[@]}"
