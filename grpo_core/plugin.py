@@ -1,20 +1,40 @@
-"""Registers the trainer's commands (``grpo train``, ``grpo demo``, ...) and backends (filled in by the trainer work).
+"""Registers the trainer's commands (``grpo train``, ``grpo demo``, ...), generation backends and dataset sources.
 
-Each module in ``COMMAND_MODULES`` has ``register(subparsers)``; add a module there to add commands
-(imports stay inside, so ``grpo --help`` does not import torch).
+Imports nothing heavy: each registered factory imports its module when it is used.
 """
 
 from __future__ import annotations
 
-import importlib
+from collections.abc import Callable
 from typing import Any
 
 from grpo_rewards.hookspecs import hookimpl
 
-COMMAND_MODULES = ["grpo_core.cli_commands"]
-
 
 @hookimpl
 def grpo_register_commands(subparsers: Any) -> None:
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(subparsers)
+    from grpo_core import cli_commands
+    from grpo_core.demo import command as demo_command
+
+    cli_commands.register(subparsers)
+    demo_command.register(subparsers)
+
+
+@hookimpl
+def grpo_register_generation_backends(register: Callable[..., None]) -> None:
+    def transformers_backend(config: Any, model: Any, tokenizer: Any) -> Any:
+        from grpo_core.generation import make_transformers_backend
+
+        return make_transformers_backend(config, model, tokenizer)
+
+    register("transformers", transformers_backend)
+
+
+@hookimpl
+def grpo_register_dataset_sources(register: Callable[..., None]) -> None:
+    def demo_source(spec: dict[str, Any]) -> list[dict[str, Any]]:
+        from grpo_core.demo.task import load_source
+
+        return load_source(spec)
+
+    register("demo", demo_source)
