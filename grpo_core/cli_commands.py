@@ -76,15 +76,18 @@ def memory_estimate(cfg: Any) -> Any:
     folder or hub cache). Raises ``OSError`` with one clear line when the config cannot be fetched."""
     from transformers import AutoConfig
 
-    from grpo_core.memory_model import estimate_peak_memory
-
     m = cfg.model
+    kwargs = {"revision": m.revision, "trust_remote_code": m.trust_remote_code}
     try:
-        model_config = AutoConfig.from_pretrained(m.name_or_path, revision=m.revision,
-                                                  trust_remote_code=m.trust_remote_code)
+        try:  # a local folder or the hub cache first: no network round trip
+            model_config = AutoConfig.from_pretrained(m.name_or_path, local_files_only=True, **kwargs)
+        except OSError:
+            model_config = AutoConfig.from_pretrained(m.name_or_path, **kwargs)
     except (OSError, ValueError) as exc:
         raise OSError(f"model.name_or_path: cannot fetch the config of {m.name_or_path!r} (offline, or no such "
                       f"model?): {_first_line(exc)}") from None
+    from grpo_core.memory_model import estimate_peak_memory
+
     dtype = cfg.quantization.compute_dtype if m.dtype == "auto" and cfg.quantization.load_in_4bit else m.dtype
     if dtype == "auto":
         dtype = str(getattr(model_config, "dtype", None) or getattr(model_config, "torch_dtype", None)
