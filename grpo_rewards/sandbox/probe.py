@@ -37,8 +37,8 @@ SYSTEM_READ_ONLY = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/etc/ld.so.cach
 RW_FILES = ("/dev/null",)
 
 
-class UnsafeSandboxError(RuntimeError):
-    """The kernel lacks layers of the default profile and unsafe execution was not allowed."""
+class UnsafeSandboxError(ValueError):
+    """The kernel lacks layers of the default profile and unsafe execution was not allowed (a config problem)."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,21 @@
+"""The ``local`` backend: the fork-server pool of :mod:`grpo_rewards.sandbox.pool`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from grpo_rewards.sandbox.program import Limits
+
+
+def make_local(
+    *,
+    slots: int = 0,
+    limits: Limits | None = None,
+    allow_unsafe_execution: bool = False,
+    profile: str = "auto",
+    **_: Any,
+) -> Any:
+    """A :class:`~grpo_rewards.sandbox.pool.LocalSandbox` (``slots=0``: one per CPU core)."""
+    from grpo_rewards.sandbox.pool import LocalSandbox
+
+    return LocalSandbox(slots=slots or None, limits=limits, allow_unsafe=allow_unsafe_execution, profile=profile)

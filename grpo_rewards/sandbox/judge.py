@@ -1,0 +1,177 @@
+"""Verdicts computed outside the sandbox: expected outputs never enter it.
+
+:func:`program_for` turns one test case into the program the sandbox runs (for a
+function call: the solution plus a small runner that writes the return value as
+JSON on a line tagged with a fresh nonce); :func:`judge` compares what came back
+with the expected value, here in the trainer. Exit code 0, "no exception" or a
+printed "passed" is never a pass by itself (only weak asserts, flagged as such,
+trust the program).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from grpo_rewards.sandbox.program import OK, RUNTIME_ERROR, WRONG, Limits, Program, RunResult
+from grpo_rewards.sandbox.tests_formats import AssertCase, CallCase, StdioCase, TestCase
+
+_EMIT = '''
+def _grpo_emit(_obj):
+    import json as _j, os as _o, sys as _s
+    try:
+        _s.stdout.flush()
+    except Exception:
+        pass
+    try:
+        _line = _j.dumps(_obj)
+    except (TypeError, ValueError) as _e:
+        _line = _j.dumps({{"unserializable": type(_obj.get("value")).__name__}})
+    _data = ("\\n" + {nonce!r} + " " + _line + "\\n").encode()
+    while _data:
+        _data = _data[_o.write(1, _data):]
+'''
+_CALL = '''
+def _grpo_call():
+    import json as _j
+    _args = _j.loads({args!r})
+    _fn = globals().get({name!r})
+    if _fn is None and isinstance(globals().get("Solution"), type):
+        _fn = getattr(globals()["Solution"](), {name!r}, None)
+    if _fn is None:
+        raise NameError("function {name} is not defined")
+    if isinstance(_args, dict):
+        return _fn(**_args)
+    return _fn(*_args) if isinstance(_args, list) else _fn(_args)
+_grpo_emit({{"value": _grpo_call()}})
+'''
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One test's verdict: a status of :data:`~grpo_rewards.sandbox.program.STATUSES` and why."""
+
+    status: str
+    reason: str = ""
+    weak: bool = False
+
+    @property
+    def passed(self) -> bool:
+        return self.status == OK
+
+
+@dataclass(frozen=True)
+class Prepared:
+    program: Program
+    nonce: str
+
+
+def program_for(code: str, case: TestCase, limits: Limits | None = None, language: str = "python") -> Prepared:
+    """The program that runs ``case`` against the solution ``code`` (no expected value in it)."""
+    nonce = secrets.token_hex(12)
+    if isinstance(case, StdioCase):
+        return Prepared(Program(code, case.stdin, language, limits), nonce)
+    emit = _EMIT.format(nonce=nonce)
+    if isinstance(case, CallCase):
+        runner = _CALL.format(args=json.dumps(case.args), name=case.fn_name)
+        return Prepared(Program(f"{code}\n{emit}{runner}", "", language, limits), nonce)
+    assert isinstance(case, AssertCase)
+    if case.weak:
+        tail = f"{case.setup}\n{case.statement}\n_grpo_emit({{'passed': True}})\n"
+    else:
+        tail = f"{case.setup}\n_grpo_emit({{'value': ({case.expr})}})\n"
+    return Prepared(Program(f"{code}\n{emit}{tail}", "", language, limits), nonce)
+
+
+def judge(case: TestCase, prepared: Prepared, result: RunResult) -> Outcome:
+    """Compare the run's output with the case's expected output (here, outside the sandbox)."""
+    weak = isinstance(case, AssertCase) and case.weak
+    if result.status != OK:
+        return Outcome(result.status, result.error or result.status, weak)
+    if isinstance(case, StdioCase):
+        got, want = output_lines(result.stdout), output_lines(case.expected)
+        if got == want:
+            return Outcome(OK)
+        return Outcome(WRONG, _first_difference(got, want))
+    reported = _reported(result.stdout, prepared.nonce)
+    if reported is None:
+        return Outcome(WRONG, "the program ended without the runner's report", weak)
+    if "unserializable" in reported:
+        return Outcome(WRONG, f"returned a {reported['unserializable']}, which JSON cannot carry", weak)
+    if weak:
+        return Outcome(OK if reported.get("passed") is True else WRONG, "weak assert (ran inside the sandbox)", True)
+    value = reported.get("value")
+    if isinstance(case, CallCase):
+        if strict_equal(value, case.expected) or (
+            isinstance(case.expected, list) and len(case.expected) == 1 and strict_equal(value, case.expected[0])
+        ):
+            return Outcome(OK)
+        return Outcome(WRONG, f"returned {_short(value)}, expected {_short(case.expected)}")
+    assert isinstance(case, AssertCase)
+    if python_equal(value, case.expected):
+        return Outcome(OK)
+    return Outcome(WRONG, f"{case.expr} gave {_short(value)}, expected {_short(case.expected)}")
+
+
+def output_lines(text: str) -> list[str]:
+    """Lines without trailing spaces, trailing blank lines dropped; nothing else is forgiven."""
+    lines = [line.rstrip() for line in text.replace("\r\n", "\n").split("\n")]
+    while lines and not lines[-1]:
+        lines.pop()
+    return lines
+
+
+def _first_difference(got: list[str], want: list[str]) -> str:
+    for i, (g, w) in enumerate(zip(got, want)):
+        if g != w:
+            return f"line {i + 1}: got {_short(g)}, expected {_short(w)}"
+    if len(got) > len(want):
+        return f"{len(got) - len(want)} extra line(s) after line {len(want)}"
+    return f"{len(want) - len(got)} missing line(s) after line {len(got)}"
+
+
+def _reported(stdout: str, nonce: str) -> dict[str, Any] | None:
+    prefix = nonce + " "
+    for line in reversed(stdout.split("\n")):
+        if line.startswith(prefix):
+            try:
+                obj = json.loads(line[len(prefix):])
+            except json.JSONDecodeError:
+                return None
+            return obj if isinstance(obj, dict) else None
+    return None
+
+
+def strict_equal(a: Any, b: Any) -> bool:
+    """Equality that keeps types apart: ``True != 1``, ``1 != 1.0``, ``"1" != 1``; floats within 1e-9."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, float) and isinstance(b, float):
+        return a == b or math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9) or (math.isnan(a) and math.isnan(b))
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(strict_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(strict_equal(a[k], b[k]) for k in a)
+    return type(a) is type(b) and a == b
+
+
+def python_equal(a: Any, b: Any) -> bool:
+    """What ``assert a == b`` meant, with tuples and lists alike (JSON has no tuples)."""
+    def norm(x: Any) -> Any:
+        if isinstance(x, (list, tuple)):
+            return [norm(v) for v in x]
+        if isinstance(x, dict):
+            return {k: norm(v) for k, v in x.items()}
+        return x
+    return bool(norm(a) == norm(b))
+
+
+def _short(value: Any, n: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+__all__ = ["Outcome", "Prepared", "judge", "output_lines", "program_for", "python_equal", "strict_equal", "RUNTIME_ERROR"]

@@ -1,0 +1,222 @@
+"""The code rewards: run each completion's code against its row's tests and score the pass fraction.
+
+``code_execution`` scores passed/total, ``code_execution_binary`` 1 only when every
+test passes. A whole generation batch goes to the backend at once (parallel across
+the pool). A completion without a code block scores 0 (with a reason in
+``last_details``); a row whose run hit a sandbox error scores ``None`` (it does not
+count), and the sandbox-error rate is in :meth:`CodeExecutionReward.metrics`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+from collections import Counter
+from typing import Any
+
+from grpo_rewards.completions import completion_text
+from grpo_rewards.sandbox.extract import extract_code
+from grpo_rewards.sandbox.judge import Outcome, judge, program_for
+from grpo_rewards.sandbox.program import SANDBOX_ERROR, Limits
+from grpo_rewards.sandbox.tests_formats import TestFormatError, parse_tests
+
+log = logging.getLogger("grpo.sandbox")
+
+_backends: dict[tuple[Any, ...], Any] = {}
+_backends_lock = threading.Lock()
+
+
+def shared_backend(name: str, **options: Any) -> Any:
+    """One backend per (name, options) in this process, so several code rewards share one pool."""
+    key = (name, *sorted((k, repr(v)) for k, v in options.items()))
+    with _backends_lock:
+        if key not in _backends:
+            from grpo_rewards.plugins import get_registry
+
+            factory = get_registry().get("sandbox_backends", name)
+            _backends[key] = factory(**options)
+        return _backends[key]
+
+
+@atexit.register
+def close_backends() -> None:
+    with _backends_lock:
+        for backend in _backends.values():
+            try:
+                backend.close()
+            except Exception:  # noqa: BLE001 - shutting down
+                pass
+        _backends.clear()
+
+
+class CodeExecutionReward:
+    """A TRL-style batch reward (see module docs)."""
+
+    def __init__(self, *, binary: bool, tests_column: str, language: str, backend: str, limits: Limits,
+                 backend_options: dict[str, Any], max_tests: int):
+        self.__name__ = "code_execution_binary" if binary else "code_execution"
+        self.binary = binary
+        self.tests_column = tests_column
+        self.language = language
+        self.backend_name = backend
+        self.limits = limits
+        self.backend_options = backend_options
+        self.max_tests = max_tests
+        self.last_details: list[dict[str, Any]] = []
+        self._counts: Counter[str] = Counter()
+        self._backend: Any = None
+
+    @property
+    def backend(self) -> Any:
+        """The backend (started on first use; shared with other code rewards of the same options)."""
+        if self._backend is None:
+            self._backend = shared_backend(self.backend_name, limits=self.limits, **self.backend_options)
+        return self._backend
+
+    def __call__(self, completions: list[Any], **columns: Any) -> list[float | None]:
+        cells = columns.get(self.tests_column)
+        if cells is None:
+            raise KeyError(f"column {self.tests_column!r} is missing ({self.__name__} reads its tests from it; "
+                           f"set tests_column)")
+        scores: list[float | None] = [None] * len(completions)
+        details: list[dict[str, Any]] = [{} for _ in completions]
+        jobs = []
+        for i, (completion, cell) in enumerate(zip(completions, cells, strict=True)):
+            code, reason = extract_code(completion_text(completion), self.language)
+            if code is None:
+                scores[i], details[i] = 0.0, {"reason": reason}
+                self._counts["no_code"] += 1
+                continue
+            try:
+                suite = parse_tests(cell, self.language)
+            except TestFormatError as exc:
+                details[i] = {"reason": f"row {i}: {self.tests_column}: {exc}"}
+                self._counts["bad_tests"] += 1
+                log.warning("%s: row %d: column %r: %s; scored None", self.__name__, i, self.tests_column, exc)
+                continue
+            cases = suite.cases[: self.max_tests] if self.max_tests else suite.cases
+            for case in cases:
+                jobs.append((i, case, program_for(code, case, self.limits, suite.language)))
+        results = self.backend.run([p.program for _, _, p in jobs]) if jobs else []
+        per_row: dict[int, list[Outcome]] = {}
+        for (i, case, prepared), result in zip(jobs, results, strict=True):
+            outcome = judge(case, prepared, result)
+            per_row.setdefault(i, []).append(outcome)
+            self._counts[outcome.status] += 1
+            self._counts["weak_tests"] += outcome.weak
+        for i, outcomes in per_row.items():
+            passed = sum(o.passed for o in outcomes)
+            details[i] = {"passed": passed, "total": len(outcomes), "statuses": [o.status for o in outcomes],
+                          "reasons": [o.reason for o in outcomes if not o.passed][:3],
+                          "weak": sum(o.weak for o in outcomes)}
+            if any(o.status == SANDBOX_ERROR for o in outcomes):
+                scores[i] = None
+            elif self.binary:
+                scores[i] = 1.0 if passed == len(outcomes) else 0.0
+            else:
+                scores[i] = passed / len(outcomes)
+        self.last_details = details
+        return scores
+
+    def metrics(self) -> dict[str, Any]:
+        """Test statuses so far, the sandbox-error rate, and the backend's layers."""
+        counts = dict(self._counts)
+        tests = sum(v for k, v in counts.items() if k not in ("no_code", "bad_tests", "weak_tests"))
+        backend = self._backend.metrics() if self._backend is not None else {}
+        return {"counts": counts, "tests": tests,
+                "sandbox_error_rate": counts.get(SANDBOX_ERROR, 0) / tests if tests else 0.0,
+                "backend": backend}
+
+
+def _build(
+    *,
+    tests_column: str = "verification_info",
+    language: str = "python",
+    backend: str = "local",
+    url: str = "",
+    cpu_seconds: float = 5.0,
+    wall_seconds: float = 10.0,
+    memory_mb: int = 1024,
+    output_kb: int = 1024,
+    max_tests: int = 0,
+    slots: int = 0,
+    concurrency: int = 16,
+    profile: str = "auto",
+    allow_unsafe_execution: bool = False,
+    binary: bool = False,
+) -> CodeExecutionReward:
+    limits = Limits(cpu_seconds=cpu_seconds, wall_seconds=wall_seconds, memory_mb=memory_mb,
+                    output_bytes=int(output_kb) * 1024)
+    from grpo_rewards.plugins import get_registry
+
+    get_registry().get("sandbox_backends", backend)  # an unknown name is a config error now, not at step 1
+    options: dict[str, Any] = {}
+    if backend == "local":
+        if language not in ("python", "python3"):
+            raise ValueError(f"the local backend runs Python only; language = {language!r} needs a remote backend")
+        from grpo_rewards.sandbox import probe
+
+        found = probe.probe()
+        profile_layers = found.layers if profile == "auto" else tuple(set(found.layers) & set(probe.PROFILES.get(profile, ())))
+        probe.check_profile(profile_layers, allow_unsafe_execution)
+        options = {"slots": slots, "allow_unsafe_execution": allow_unsafe_execution, "profile": profile}
+    else:
+        if not url:
+            raise ValueError(f"backend {backend!r} needs url = \"http://host:port\"")
+        options = {"url": url, "concurrency": concurrency}
+    if max_tests < 0:
+        raise ValueError("max_tests must be >= 0 (0 runs every test)")
+    return CodeExecutionReward(binary=binary, tests_column=tests_column, language=language, backend=backend,
+                               limits=limits, backend_options=options, max_tests=max_tests)
+
+
+def make_code_execution(
+    *,
+    tests_column: str = "verification_info",
+    language: str = "python",
+    backend: str = "local",
+    url: str = "",
+    cpu_seconds: float = 5.0,
+    wall_seconds: float = 10.0,
+    memory_mb: int = 1024,
+    output_kb: int = 1024,
+    max_tests: int = 0,
+    slots: int = 0,
+    concurrency: int = 16,
+    profile: str = "auto",
+    allow_unsafe_execution: bool = False,
+) -> CodeExecutionReward:
+    """Pass fraction of the tests in ``tests_column`` for the last fenced code block of each completion.
+
+    Tests formats: open-r1 ``verification_info``, SandboxFusion ``inputs``/``outputs`` and
+    ``fn_name``, MBPP/HumanEval asserts (weaker). Limits apply per test. ``backend`` is
+    ``local`` (the sandbox pool), ``sandboxfusion`` or ``piston`` (with ``url``).
+    """
+    return _build(
+        tests_column=tests_column, language=language, backend=backend, url=url, cpu_seconds=cpu_seconds,
+        wall_seconds=wall_seconds, memory_mb=memory_mb, output_kb=output_kb, max_tests=max_tests, slots=slots,
+        concurrency=concurrency, profile=profile, allow_unsafe_execution=allow_unsafe_execution, binary=False)
+
+
+def make_code_execution_binary(
+    *,
+    tests_column: str = "verification_info",
+    language: str = "python",
+    backend: str = "local",
+    url: str = "",
+    cpu_seconds: float = 5.0,
+    wall_seconds: float = 10.0,
+    memory_mb: int = 1024,
+    output_kb: int = 1024,
+    max_tests: int = 0,
+    slots: int = 0,
+    concurrency: int = 16,
+    profile: str = "auto",
+    allow_unsafe_execution: bool = False,
+) -> CodeExecutionReward:
+    """1 when every test passes, else 0 (same parameters as ``code_execution``)."""
+    return _build(
+        tests_column=tests_column, language=language, backend=backend, url=url, cpu_seconds=cpu_seconds,
+        wall_seconds=wall_seconds, memory_mb=memory_mb, output_kb=output_kb, max_tests=max_tests, slots=slots,
+        concurrency=concurrency, profile=profile, allow_unsafe_execution=allow_unsafe_execution, binary=True)
