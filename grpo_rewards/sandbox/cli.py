@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from typing import Any
 
@@ -60,14 +61,15 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     import json
+    from pathlib import Path
 
     from grpo_rewards.sandbox.pool import LocalSandbox
     from grpo_rewards.sandbox.probe import UnsafeSandboxError
     from grpo_rewards.sandbox.program import Program
 
     try:
-        code = open(args.file, encoding="utf-8").read()
-        stdin = open(args.stdin, encoding="utf-8").read() if args.stdin else ""
+        code = Path(args.file).read_text(encoding="utf-8")
+        stdin = Path(args.stdin).read_text(encoding="utf-8") if args.stdin else ""
     except OSError as exc:
         print(f"error: {exc.filename}: {exc.strerror}", file=sys.stderr)
         return 2
@@ -119,9 +121,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
               f"profile={box.profile} layers={','.join(box.layers)} slots={box.slots}", flush=True)
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        try:
+        with contextlib.suppress(KeyboardInterrupt):
             stop.wait()
-        except KeyboardInterrupt:
-            pass
         server.shutdown()
     return 0

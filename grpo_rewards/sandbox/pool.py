@@ -10,6 +10,7 @@ refuses untrusted code below the ``default`` profile unless ``allow_unsafe=True`
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -238,17 +239,15 @@ class LocalSandbox:
         self.close()
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(Exception):
             self.close()
-        except Exception:  # noqa: BLE001 - interpreter shutdown
-            pass
 
 
 def _capture(fn: Any, errors: list[BaseException]) -> Any:
     def run() -> None:
         try:
             fn()
-        except BaseException as exc:  # noqa: BLE001 - re-raised by the caller
+        except BaseException as exc:
             errors.append(exc)
     return run
 

@@ -10,6 +10,7 @@ count), and the sandbox-error rate is in :meth:`CodeExecutionReward.metrics`.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import threading
 from collections import Counter
@@ -43,10 +44,8 @@ def shared_backend(name: str, **options: Any) -> Any:
 def close_backends() -> None:
     with _backends_lock:
         for backend in _backends.values():
-            try:
+            with contextlib.suppress(Exception):
                 backend.close()
-            except Exception:  # noqa: BLE001 - shutting down
-                pass
         _backends.clear()
 
 

@@ -142,7 +142,8 @@ class _Handler(BaseHTTPRequestHandler):
         if not isinstance(files, list) or not files or not isinstance(files[0], dict) or "content" not in files[0]:
             self._send(400, {"message": "files must be a non-empty list of {name, content}"})
             return
-        ms = (lambda v: None if v is None else _num(v, 1e9) / 1000)
+        def ms(v):
+            return (None if v is None else _num(v, 1e9) / 1000)
         mem = req.get("run_memory_limit")
         limits = self.server.limits_for(ms(req.get("run_timeout")), None if mem in (None, -1) else _num(mem, 1 << 50) / (1 << 20),
                                         ms(req.get("run_cpu_time")))

@@ -7,7 +7,14 @@ from typing import Any
 
 from grpo_rewards.sandbox.backends.http import HttpBackend, RemoteError, memory_or
 from grpo_rewards.sandbox.program import (
-    OK, OUTPUT_LIMIT, RUNTIME_ERROR, SANDBOX_ERROR, TIMEOUT, Limits, Program, RunResult,
+    OK,
+    OUTPUT_LIMIT,
+    RUNTIME_ERROR,
+    SANDBOX_ERROR,
+    TIMEOUT,
+    Limits,
+    Program,
+    RunResult,
 )
 
 _STATUS = {"TO": TIMEOUT, "OL": OUTPUT_LIMIT, "EL": OUTPUT_LIMIT, "XX": SANDBOX_ERROR, "RE": RUNTIME_ERROR,

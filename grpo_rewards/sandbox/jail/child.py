@@ -6,6 +6,7 @@ Nothing here returns: the child ends with ``os._exit``. Anything that fails befo
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import signal
@@ -52,7 +53,7 @@ def enter(req: dict[str, Any], ctx: Any, stdin_fd: int, out_w: int, err_w: int, 
             ctx.seccomp.install()
         os.write(READY_FD, b"R")
         os.close(READY_FD)
-    except BaseException as exc:  # noqa: BLE001 - reported to the zygote as a sandbox error
+    except BaseException as exc:
         try:
             os.write(READY_FD, b"E" + f"{type(exc).__name__}: {exc}".encode()[:400])
         finally:
@@ -90,19 +91,17 @@ def _run_program(source: str, scratch: str) -> int:
     except MemoryError:
         code = MEMORY_EXIT
         _print_exc(traceback)
-    except BaseException:  # noqa: BLE001 - the program's own failure
+    except BaseException:
         code = 1
         _print_exc(traceback)
     try:
         threading._shutdown()  # type: ignore[attr-defined]  # join non-daemon threads, as Python does
         atexit._run_exitfuncs()
-    except BaseException:  # noqa: BLE001
+    except BaseException:
         pass
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(BaseException):
             stream.flush()
-        except BaseException:  # noqa: BLE001 - EFBIG, a closed fd: the output is what it is
-            pass
     return code
 
 
@@ -111,15 +110,11 @@ def _exit_code(exc: SystemExit) -> int:
         return 0
     if isinstance(exc.code, int):
         return exc.code & 0xFF
-    try:
+    with contextlib.suppress(BaseException):
         print(exc.code, file=__import__("sys").stderr)
-    except BaseException:  # noqa: BLE001
-        pass
     return 1
 
 
 def _print_exc(traceback: Any) -> None:
-    try:
+    with contextlib.suppress(BaseException):
         traceback.print_exc()
-    except BaseException:  # noqa: BLE001
-        pass

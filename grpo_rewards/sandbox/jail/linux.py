@@ -58,7 +58,8 @@ def unshare(flags: int) -> None:
 
 
 def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    enc = (lambda s: None if s is None else s.encode())
+    def enc(s):
+        return (None if s is None else s.encode())
     check(libc.mount(enc(source), target.encode(), enc(fstype), flags, enc(data)), f"mount {target}")
 
 

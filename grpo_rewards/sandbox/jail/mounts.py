@@ -13,7 +13,18 @@ import os
 import stat
 import tempfile
 
-from .linux import MS_BIND, MS_NODEV, MS_NOEXEC, MS_NOSUID, MS_PRIVATE, MS_RDONLY, MS_REC, MS_REMOUNT, mount, umount
+from .linux import (
+    MS_BIND,
+    MS_NODEV,
+    MS_NOEXEC,
+    MS_NOSUID,
+    MS_PRIVATE,
+    MS_RDONLY,
+    MS_REC,
+    MS_REMOUNT,
+    mount,
+    umount,
+)
 
 
 def closed_ancestor(path: str) -> str | None:

@@ -9,6 +9,7 @@ cap, kills the child's process group, sweeps every process of the slot uid, reap
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -22,7 +23,14 @@ from typing import Any
 
 from . import child, landlock, mounts, wire
 from .linux import (
-    CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWUTS, PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG, prctl, unshare,
+    CLONE_NEWIPC,
+    CLONE_NEWNET,
+    CLONE_NEWNS,
+    CLONE_NEWUTS,
+    PR_SET_CHILD_SUBREAPER,
+    PR_SET_PDEATHSIG,
+    prctl,
+    unshare,
 )
 
 PRELOAD = (
@@ -64,7 +72,7 @@ class Zygote:
         for name in cfg.get("preload", PRELOAD):
             try:
                 __import__(name)
-            except Exception as exc:  # noqa: BLE001 - a missing optional module is only reported
+            except Exception as exc:
                 self.problems.append(f"preload {name}: {exc}")
         self._namespaces(cfg)
         if uid is not None:
@@ -262,10 +270,8 @@ def _read_some(fd: int, buf: bytearray, open_fds: set[int], poller: select.poll)
 
 def _kill_group(pid: int) -> None:
     for target in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             target()
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 def _reap_all(patience: float = 2.0) -> None:
@@ -284,10 +290,8 @@ def _reap_all(patience: float = 2.0) -> None:
 
 def _close(fds: list[int]) -> None:
     for fd in fds:
-        try:
+        with contextlib.suppress(OSError):
             os.close(fd)
-        except OSError:
-            pass
 
 
 def _ends_with_memory_error(stderr: bytes) -> bool:
