@@ -16,6 +16,8 @@ Methods, tried in this order by ``auto``:
 ``regex``          the first group (or whole match) of the last match of a custom ``pattern``
 
 Every method strips the answer; an empty extraction (``<answer></answer>``) is no answer.
+When the text has an ``<answer>`` tag, ``auto`` uses the tag alone: a completion cut
+off right after ``<answer>`` has no answer, rather than the last number of its reasoning.
 """
 
 from __future__ import annotations
@@ -153,9 +155,8 @@ def extract_answer(text: str, method: str = "auto", *, pattern: str | re.Pattern
 
 
 def _auto(text: str) -> str | None:
-    value = _answer_tag(text)
-    if value:
-        return value
+    if _ANSWER_OPEN.search(text):  # a tagged answer decides, even an empty one: no fallback to stray numbers
+        return _answer_tag(text)
     found = _last_gsm8k(text)
     if found and found.group(1).strip() and "\\boxed" not in text[found.end():] and "\\fbox" not in text[found.end():]:
         return found.group(1).strip()

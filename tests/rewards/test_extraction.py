@@ -124,6 +124,8 @@ def test_regex_group_and_whole_match():
         ("work\nAnswer: 8 apples\nthe end 9", "8 apples", "answer_prefix"),
         ("I think it is 9 or maybe 10", "10", "last_number"),
         ("nothing numeric", None, None),
+        ("<reasoning>\n3 + 4 = 7\n</reasoning>\n<answer>\n", None, None),  # cut off: no fallback to the 7
+        ("<answer></answer>\n#### 7", None, None),  # an empty tagged answer is no answer
         ("", None, None),
     ],
 )
