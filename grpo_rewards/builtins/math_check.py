@@ -24,6 +24,7 @@ from typing import Any
 
 _DELIMITED = re.compile(r"\$|\\\(|\\\[|\\begin\{")
 _LATEX_HINT = re.compile(r"[\\^_{]")
+_INTEGER = re.compile(r"[-+]?(?:[0-9]{1,3}(?:,[0-9]{3}){1,99}|[0-9]{1,300})")
 _CURRENCY = re.compile(r"\s*([-+−]?)\s*\\?\$\s*(\d[\d,]*(?:\.\d+)?)\s*")  # -$1,234.50 or \$5: a lone $ is money
 REPR_CHARS = 120
 
@@ -34,6 +35,25 @@ def init_worker() -> None:
     import math_verify  # noqa: F401
 
 
+def _money_free(text: str) -> str:
+    money = _CURRENCY.fullmatch(text)
+    return money.group(1).replace("−", "-") + money.group(2) if money else text
+
+
+def integer_check(gold: str, answer: str) -> tuple[str, str, str, str] | None:
+    """The verdict of :func:`check` when both sides are plain integers (``72``, ``-1,234``, ``$5``), else None.
+
+    Exact integer comparison: what math-verify concludes for such pairs, without
+    sympy, so the caller can decide these in its own process (most GSM8K rows).
+    """
+    g = _INTEGER.fullmatch(_money_free(gold_text(gold)))
+    a = _INTEGER.fullmatch(_money_free(answer.strip()))
+    if g is None or a is None:
+        return None
+    gi, ai = int(g.group(0).replace(",", "")), int(a.group(0).replace(",", ""))
+    return ("ok" if gi == ai else "wrong"), str(gi), str(ai), "equivalent" if gi == ai else "not equivalent"
+
+
 def _parse(text: str) -> list[Any]:
     from math_verify import parse
     from sympy import Basic, MatrixBase
@@ -41,9 +61,7 @@ def _parse(text: str) -> list[Any]:
     def sympy_only(found: list[Any]) -> list[Any]:
         return [x for x in found if isinstance(x, (Basic, MatrixBase))]
 
-    money = _CURRENCY.fullmatch(text)
-    if money:
-        text = money.group(1).replace("−", "-") + money.group(2)
+    text = _money_free(text)
     attempts = [text]
     if not _DELIMITED.search(text) and _LATEX_HINT.search(text):
         attempts.insert(0, f"${text}$")  # bare LaTeX: "2^{1/2}" read as plain text would give 2

@@ -13,7 +13,9 @@ Scores: ``value`` when equivalent; ``wrong_value`` when not, or when the
 completion has no answer or its answer does not parse; ``None`` (the row does not
 count) when the reference does not parse (whatever the completion), the
 comparison timed out or failed, or the row's reference or completion is not text.
-Identical ``(reference, answer)`` pairs in a batch are verified once.
+Identical ``(reference, answer)`` pairs in a batch are verified once, and pairs
+where both sides are plain integers (most GSM8K rows) are compared exactly in
+the calling process, without a round trip to the pool.
 """
 
 from __future__ import annotations
@@ -42,13 +44,24 @@ def _check_options(timeout_seconds: float, workers: int, start_method: str) -> N
 def verify_pairs(
     pairs: list[tuple[str, str]], *, timeout_seconds: float = 5.0, workers: int = 0, start_method: str = "spawn"
 ) -> list[Verdict]:
-    """One :class:`Verdict` per ``(reference, answer)`` pair; duplicates are verified once."""
-    unique = list(dict.fromkeys(pairs))
+    """One :class:`Verdict` per ``(reference, answer)`` pair; duplicates are verified once.
+
+    Pairs of plain integers are compared here (:func:`math_check.integer_check`);
+    the rest go to math-verify in the worker pool.
+    """
+    verdicts: dict[tuple[str, str], Verdict] = {}
+    hard: list[tuple[str, str]] = []
+    for pair in dict.fromkeys(pairs):
+        quick = math_check.integer_check(*pair)
+        if quick is None:
+            hard.append(pair)
+        else:
+            verdicts[pair] = _verdict(Outcome("ok", quick))
     outcomes = run_items(
-        math_check.check, unique, timeout=timeout_seconds, workers=workers,
+        math_check.check, hard, timeout=timeout_seconds, workers=workers,
         start_method=start_method, initializer=math_check.init_worker,
     )
-    verdicts = dict(zip(unique, map(_verdict, outcomes), strict=True))
+    verdicts.update(zip(hard, map(_verdict, outcomes), strict=True))
     return [verdicts[p] for p in pairs]
 
 

@@ -229,3 +229,20 @@ def test_undecided_gold_is_never_rewarded(correct, gold):
         assert score_ is None
     else:
         assert score_ in (0.0, 1.0)
+
+
+int_renderings = st.sampled_from(["{:d}", "{:,d}", "${:,d}", "#### {:d}"])
+
+
+@PROPERTY
+@given(x=st.integers(-10**12, 10**12), dy=st.sampled_from([0, 0, 1, -1, 1000]), fx=int_renderings, fy=int_renderings)
+def test_integer_fast_path_agrees_with_math_verify(x, dy, fx, fy):
+    from grpo_rewards.builtins import math_check
+
+    def render(fmt: str, n: int) -> str:
+        return fmt.format(n).replace("$-", "-$")
+
+    gold, answer = render(fx, x), render(fy, x + dy).removeprefix("#### ")
+    quick = math_check.integer_check(gold, answer)
+    assert quick is not None
+    assert quick == math_check.check(gold, answer)  # the full math-verify path, in this process
