@@ -104,7 +104,11 @@ class Slot:
 
 
 class LocalSandbox:
-    """A pool of fork-server slots (see module docs). ``run`` is thread-safe."""
+    """A pool of fork-server slots (see module docs). ``run`` is thread-safe.
+
+    ``profile`` picks a profile of :mod:`~grpo_rewards.sandbox.probe` (``auto``: the
+    strongest available); ``disable`` drops named layers (diagnosis and tests only).
+    """
 
     name = "local"
 
@@ -120,11 +124,15 @@ class LocalSandbox:
         scratch_inodes: int = 4096,
         preload: Sequence[str] | None = None,
         read_only: Sequence[str] = (),
+        disable: Sequence[str] = (),
     ):
         self.limits = limits or Limits()
         self.slots = max(1, int(slots or os.cpu_count() or 1))
         found = probing.probe()
         wanted = set(found.layers) if profile == "auto" else set(probing.PROFILES.get(profile, ())) & set(found.layers)
+        wanted -= set(disable)  # for diagnosis and tests: dropping a default layer needs allow_unsafe
+        if "mountns" not in wanted:
+            wanted -= set(probing.NAMESPACE_LAYERS)
         if profile not in ("auto", *probing.PROFILES):
             raise ValueError(f"unknown sandbox profile {profile!r}; choose auto, {', '.join(probing.ORDER)}")
         if profile == "strict" and "bwrap" not in found.layers:

@@ -23,6 +23,8 @@ from typing import Any
 class TestFormatError(ValueError):
     """A tests cell in no format we know."""
 
+    __test__ = False  # not a pytest class
+
 
 @dataclass(frozen=True)
 class StdioCase:
@@ -56,6 +58,8 @@ TestCase = StdioCase | CallCase | AssertCase
 
 @dataclass
 class TestSuite:
+    __test__ = False  # not a pytest class
+
     cases: list[TestCase] = field(default_factory=list)
     language: str = "python"
 

@@ -1,0 +1,64 @@
+"""Fixtures for the sandbox tests: one shared pool, and helpers that check nothing was left behind."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from grpo_rewards.sandbox import probe
+from grpo_rewards.sandbox.program import Limits
+
+FOUND = probe.probe()
+needs_default = pytest.mark.skipif(FOUND.profile not in ("default", "hardened", "strict"),
+                                   reason=f"this kernel lacks the default sandbox profile ({FOUND.layers})")
+needs_root = pytest.mark.skipif("uid" not in FOUND.layers, reason="slot uids need root")
+
+FAST = Limits(cpu_seconds=1.0, wall_seconds=2.0, memory_mb=512, output_bytes=1 << 20, file_size_mb=8)
+
+
+@pytest.fixture(scope="session")
+def box():
+    if FOUND.profile not in ("default", "hardened", "strict"):
+        pytest.skip("no default sandbox profile on this machine")
+    from grpo_rewards.sandbox.pool import LocalSandbox
+
+    os.environ["GRPO_SANDBOX_TEST_SECRET"] = "hunter2-secret-value"  # must never reach a sandboxed program
+    with LocalSandbox(slots=2, limits=FAST) as pool:
+        yield pool
+
+
+def processes_of(uids: list[int]) -> list[int]:
+    """Pids of live processes (not zombies) owned by ``uids``."""
+    pids = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/status") as fh:
+                status = fh.read()
+        except OSError:
+            continue
+        uid = int(status.split("\nUid:\t", 1)[1].split("\t", 1)[0])
+        if uid in uids:
+            pids.append(int(name))
+    return pids
+
+
+def zombies_under(parent_pids: set[int]) -> list[int]:
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] == "Z" and int(fields[1]) in parent_pids:
+            out.append(int(name))
+    return out
+
+
+def zygote_pids(pool) -> set[int]:
+    return {s.proc.pid for s in pool._slots if s.proc is not None}
