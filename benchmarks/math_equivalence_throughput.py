@@ -9,9 +9,11 @@ in one run, completions per second:
 
 * in-process serial: extraction + ``math_check.check`` in this process, no pool,
   no time limit (what calling math-verify directly costs; on ``--serial-n`` rows)
-* ``math_equivalence`` through the pool with ``--workers`` processes (chunked,
-  per-item deadlines), after a warm-up call that starts the pool (timed apart)
-* the same with one task per item (``MAX_CHUNK = 1``), the design the chunks replace
+* ``math_equivalence`` as shipped, with ``--workers`` processes (integer pairs
+  decided in the caller, the rest chunked through the pool with per-item
+  deadlines), after a warm-up call that starts the pool (timed apart)
+* the same with the integer fast path off (every pair through math-verify in the
+  pool), then also with one task per item (``MAX_CHUNK = 1``) instead of chunks
 
 and ``email_rules`` on 10,000 emails built from ``examples/email_completions.jsonl``.
 """
@@ -60,7 +62,8 @@ def serial_rate(completions: list, refs: list, n: int) -> float:
 def pool_rate(completions: list, refs: list, workers: int) -> tuple[float, float, list]:
     reward = math_equivalence(workers=workers)
     start = time.perf_counter()
-    reward(completions[:50], answer=refs[:50])  # starts the pool and imports sympy in each worker
+    warm = ["\\boxed{\\frac{1}{2}}", "<answer>\\sqrt{2}</answer>"] * 2 * workers  # not integers: they reach the pool
+    reward(warm, answer=["0.5", "\\sqrt{2}"] * 2 * workers)  # starts the pool and imports sympy in each worker
     cold = time.perf_counter() - start
     start = time.perf_counter()
     scores = reward(completions, answer=refs)
@@ -96,11 +99,15 @@ def main(argv: list[str] | None = None) -> int:
     scores = None
     for workers in (int(w) for w in args.workers.split(",")):
         rate, cold, scores = pool_rate(completions, refs, workers)
-        rows.append((f"math_equivalence, {workers} worker(s), chunked", rate, f"pool start + warm-up {cold:.2f}s"))
+        rows.append((f"math_equivalence, {workers} worker(s)", rate, f"pool start + warm-up {cold:.2f}s"))
+    most = max(int(w) for w in args.workers.split(","))
+    math_check.integer_check = lambda gold, answer: None  # every pair through math-verify in the pool
+    rate, _, _ = pool_rate(completions, refs, most)
+    rows.append((f"  same, {most} worker(s), integer fast path off", rate, "all pairs through math-verify"))
     timeout_pool.shutdown()
     timeout_pool.MAX_CHUNK = 1
-    rate, cold, _ = pool_rate(completions, refs, max(int(w) for w in args.workers.split(",")))
-    rows.append((f"one task per item, {max(int(w) for w in args.workers.split(','))} worker(s)", rate, ""))
+    rate, _, _ = pool_rate(completions, refs, most)
+    rows.append(("  same, one task per item instead of chunks", rate, "the design chunks replace"))
     timeout_pool.shutdown()
 
     print(f"\n{'method':<48} {'completions/s':>14} {'vs serial':>10}  note")
