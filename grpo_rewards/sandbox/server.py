@@ -31,16 +31,17 @@ def _num(value: Any, cap: float) -> float:
 
 
 def run_code_response(result: RunResult) -> dict[str, Any]:
-    """A SandboxFusion ``/run_code`` response for one run."""
+    """A SandboxFusion ``/run_code`` response for one run (plus ``grpo_status``, which other clients ignore)."""
     if result.status == SANDBOX_ERROR:
-        return {"status": "SandboxError", "message": result.error, "compile_result": None, "run_result": None}
+        return {"status": "SandboxError", "message": result.error, "compile_result": None, "run_result": None,
+                "grpo_status": result.status}
     run_status = "TimeLimitExceeded" if result.status == TIMEOUT else "Finished"
     return {
         "status": "Success" if result.status == OK else "Failed", "message": result.error,
         "compile_result": None,
         "run_result": {"status": run_status, "execution_time": result.wall, "return_code": result.exit_code,
                        "stdout": result.stdout, "stderr": result.stderr},
-        "executor_pod_name": None, "files": {},
+        "executor_pod_name": None, "files": {}, "grpo_status": result.status,
     }
 
 

@@ -10,7 +10,11 @@ from grpo_rewards.sandbox.extract import extract_code
 from grpo_rewards.sandbox.judge import judge, output_lines, program_for, strict_equal
 from grpo_rewards.sandbox.program import RunResult
 from grpo_rewards.sandbox.tests_formats import (
-    AssertCase, CallCase, StdioCase, TestFormatError, parse_tests,
+    AssertCase,
+    CallCase,
+    StdioCase,
+    TestFormatError,
+    parse_tests,
 )
 
 # ------------------------------------------------------------------ extraction ----

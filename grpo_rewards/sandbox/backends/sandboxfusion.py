@@ -5,7 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from grpo_rewards.sandbox.backends.http import HttpBackend, RemoteError, memory_or
-from grpo_rewards.sandbox.program import OK, RUNTIME_ERROR, SANDBOX_ERROR, TIMEOUT, Limits, Program, RunResult
+from grpo_rewards.sandbox.program import (
+    OK,
+    RUN_STATUSES,
+    RUNTIME_ERROR,
+    SANDBOX_ERROR,
+    TIMEOUT,
+    Limits,
+    Program,
+    RunResult,
+)
 
 
 class SandboxFusionBackend(HttpBackend):
@@ -22,9 +31,21 @@ class SandboxFusionBackend(HttpBackend):
 
 
 def parse_response(reply: Any) -> RunResult:
-    """A :class:`RunResult` from a ``/run_code`` response."""
+    """A :class:`RunResult` from a ``/run_code`` response.
+
+    ``grpo_status`` (sent by ``grpo sandbox serve``) gives the exact status where
+    SandboxFusion's API has no word for it (memory, output limit).
+    """
     if not isinstance(reply, dict) or "status" not in reply:
         raise RemoteError(f"unexpected /run_code response: {str(reply)[:200]}")
+    result = _parse(reply)
+    exact = reply.get("grpo_status")
+    if exact in RUN_STATUSES and exact != result.status:
+        result.status = exact
+    return result
+
+
+def _parse(reply: dict[str, Any]) -> RunResult:
     if reply["status"] == "SandboxError":
         return RunResult(SANDBOX_ERROR, error=str(reply.get("message") or "SandboxError"))
     compiled = reply.get("compile_result") or {}

@@ -1,0 +1,59 @@
+"""``grpo sandbox probe|run|serve``."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+
+from grpo_rewards.cli import main
+from grpo_rewards.sandbox.backends.sandboxfusion import SandboxFusionBackend
+from grpo_rewards.sandbox.program import Program
+
+from .conftest import FOUND, needs_default
+
+pytestmark = needs_default
+
+
+def test_probe_prints_layers(capsys):
+    assert main(["sandbox", "probe"]) == 0
+    out = capsys.readouterr().out
+    assert f"profile: {FOUND.profile}" in out and "seccomp" in out
+
+
+def test_run_prints_status_output_and_layers(tmp_path, capsys):
+    prog = tmp_path / "p.py"
+    prog.write_text("import sys\nprint(sys.stdin.read().strip().upper())\n")
+    stdin = tmp_path / "in.txt"
+    stdin.write_text("hello sandbox\n")
+    assert main(["sandbox", "run", str(prog), "--stdin", str(stdin)]) == 0
+    out = capsys.readouterr().out
+    assert "status: ok" in out and "HELLO SANDBOX" in out and "layers: " in out and "landlock-fs" in out
+
+
+def test_run_reports_failures_and_json(tmp_path, capsys):
+    prog = tmp_path / "loop.py"
+    prog.write_text("while True:\n    pass\n")
+    assert main(["sandbox", "run", str(prog), "--cpu-seconds", "1", "--wall-seconds", "2", "--json"]) == 1
+    result = json.loads(capsys.readouterr().out)
+    assert result["status"] == "timeout" and "seccomp" in result["layers"]
+    assert main(["sandbox", "run", str(tmp_path / "missing.py")]) == 2
+    assert "missing.py" in capsys.readouterr().err
+
+
+def test_serve_over_http():
+    env = {**os.environ, "GRPO_TEST_TOKEN": "tok"}
+    proc = subprocess.Popen([sys.executable, "-m", "grpo_rewards", "sandbox", "serve", "--port", "0", "--slots", "1",
+                             "--token-env", "GRPO_TEST_TOKEN"], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        line = proc.stdout.readline()
+        url = re.search(r"http://\S+", line).group(0)
+        assert "layers=" in line
+        with SandboxFusionBackend(url, retries=0, api_key="tok") as client:
+            assert client.run_one(Program("print(6 * 7)")).stdout == "42\n"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
