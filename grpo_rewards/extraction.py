@@ -4,7 +4,8 @@ Methods, tried in this order by ``auto``:
 
 ``answer_tag``     the content of the last non-empty ``<answer>...</answer>``; an unclosed
                    last tag counts (the answer runs to the next ``<answer>`` or the end)
-``gsm8k``          the text after the last ``####`` (GSM8K's solution format); ``auto``
+``gsm8k``          the rest of the line after the last ``####`` (GSM8K's solution format), or
+                   the next line when that is empty; ``auto``
                    skips it when a ``\\boxed{}`` comes after it (a markdown ``####`` heading)
 ``boxed``          the content of the last ``\\boxed{...}`` / ``\\fbox{...}`` (nested braces
                    matched; an unbalanced last box gives no answer); ``\\boxed 5`` too
@@ -30,7 +31,7 @@ AUTO_ORDER = ("answer_tag", "gsm8k", "boxed", "answer_prefix", "last_number")
 
 _ANSWER_OPEN = re.compile(r"<answer>", re.IGNORECASE)
 _ANSWER_CLOSE = re.compile(r"</answer>", re.IGNORECASE)
-_GSM8K = re.compile(r"####[ \t]*([^\n]*)")
+_GSM8K = re.compile(r"####[ \t]*(?:\n[ \t]*)?([^\n]*)")
 _BOXED = re.compile(r"\\(?:boxed|fbox)(?:\s*\{|\s+([^\s{}\\$]+))")
 _BRACES = re.compile(r"[{}]")
 _PREFIX = re.compile(
@@ -38,7 +39,7 @@ _PREFIX = re.compile(
     re.IGNORECASE | re.MULTILINE,
 )
 NUMBER = (
-    r"(?<![\w.])(?:[-+−][ \t]?)?\$?[ \t]?(?:\d{1,3}(?:,\d{3})+(?![\d])|\d+)(?:\.\d+)?"
+    r"(?<![\w.])(?:[-+−][ \t]?)?(?:\\?\$)?[ \t]?(?:\d{1,3}(?:,\d{3})+(?![\d])|\d+)(?:\.\d+)?"
     r"(?:[eE][-+]?\d+)?(?:/\d+(?:\.\d+)?)?"
     r"|(?<![\w.])[-+−]?\.\d+"
 )

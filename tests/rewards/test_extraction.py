@@ -37,6 +37,7 @@ def test_answer_tag(text, expected):
         ("#### $1,080  \n", "$1,080"),
         ("#### 1\n#### 2", "2"),
         ("####   \n", None),
+        ("#### \n 72\nmore", "72"),  # the answer on the next line
         ("no hashes", None),
     ],
 )
@@ -87,6 +88,7 @@ def test_answer_prefix(text, expected):
     [
         ("I have 3 apples and 4 pears, so 7.", "7"),
         ("It costs $1,234.50 in total", "$1,234.50"),
+        ("It costs -\\$5 in total", "-\\$5"),
         ("it is -5", "-5"),
         ("it is −5", "−5"),
         ("ratio 3/4", "3/4"),
