@@ -25,6 +25,7 @@ Both score ``value`` (0.5) on a match and ``wrong_value`` (0.0) otherwise.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from grpo_rewards.builtins.tags import check_tags
@@ -32,7 +33,7 @@ from grpo_rewards.completions import completion_text
 from grpo_rewards.specs import RewardFunction, RewardSpec
 
 
-def _batch(name: str, matches, opener: str, value: float, wrong_value: float) -> RewardFunction:
+def _batch(name: str, matches: Callable[[str], bool], opener: str, value: float, wrong_value: float) -> RewardFunction:
     def reward(completions: list[Any], **columns: Any) -> list[float | None]:
         return [value if matches(opener + completion_text(c)) else wrong_value for c in completions]
 
