@@ -1,11 +1,17 @@
 """The trainer's commands: `grpo config validate`, `grpo train --dry-run` (memory estimate), `grpo train`
-(end to end, --resume after SIGKILL, SIGINT), through the real `grpo` entry point."""
+end to end through the real `grpo` command line in fresh processes: a run stopped by SIGINT (clean exit +
+checkpoint) and then by SIGKILL, resumed each time with --resume, ends with the same step count and the
+same metrics as a run never stopped. The signals are sent by the process to itself from a
+grpo_on_step_end hook at a fixed step, so the test is exact and not timing-dependent."""
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -70,3 +76,127 @@ def test_dry_run_prints_the_memory_estimate_for_a_local_model(
         dtype="bfloat16", lora_rank=64, quantization_4bit=True, gradient_checkpointing=True,
         offload_activations=False, chunk_size=1024, beta=0.0, num_iterations=1)
     assert out.strip() == expected.table().strip()
+
+PLUGIN = '''
+import os, signal
+from grpo_rewards import hookimpl
+from grpo_rewards.specs import RewardSpec
+
+def core_len(scale: float = 0.01):
+    def fn(completions, **_):
+        return [-scale * len(str(c)) + (0.5 if "a" in str(c) else 0.0) for c in completions]
+    return fn
+
+class Plugin:
+    @hookimpl
+    def grpo_register_rewards(self, register):
+        register(RewardSpec("core_len", core_len))
+
+    @hookimpl
+    def grpo_on_step_end(self, trainer, step, metrics):
+        at_step, name = os.environ.get("STOP_AT", "0:SIGINT").split(":")
+        if step == int(at_step):
+            os.kill(os.getpid(), getattr(signal, name))
+'''
+
+RUNNER = '''
+import sys
+sys.path.insert(0, sys.argv[1])
+import grpo_rewards.plugins as plugins
+from stop_plugin import Plugin
+plugins._default = plugins.load_registry(extra_plugins=[("stop_plugin", Plugin())])
+from grpo_rewards.cli import main
+raise SystemExit(main(sys.argv[2:]))
+'''
+
+CONFIG = """\
+[model]
+name_or_path = "{model}"
+dtype = "float32"
+gradient_checkpointing = false
+
+[data]
+source = "{rows}"
+prompt_field = "question"
+chat_template = false
+
+[generation]
+num_generations = 4
+max_completion_length = 8
+
+[grpo]
+learning_rate = 5e-2
+prompts_per_step = 2
+gradient_accumulation_steps = 2
+max_steps = 6
+num_iterations = 2
+beta = 0.04
+lr_scheduler = "cosine"
+warmup_ratio = 0.2
+
+[lora]
+enabled = true
+r = 4
+
+[logging]
+progress = false
+sample_every = 2
+num_samples = 2
+plot = false
+
+[checkpoint]
+every = 2
+keep_last = 2
+
+[rewards.short]
+use = "core_len"
+"""
+TIMING = {"time", "step_time", "tokens_per_s", "peak_memory_gb"}
+
+
+def grpo(tmp_path: Path, out: Path, *args: str, stop_at: str = "0:SIGINT") -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "STOP_AT": stop_at, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    cmd = [sys.executable, str(tmp_path / "runner.py"), str(tmp_path), "train", str(tmp_path / "run.toml"),
+           "--set", f"logging.output_dir={out}", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+
+
+def metrics(run: Path) -> list[dict]:
+    """metrics.jsonl without the wall-clock measurements."""
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    return [{k: v for k, v in json.loads(line).items() if k not in TIMING} for line in lines]
+
+
+@pytest.mark.slow
+def test_sigint_then_sigkill_then_resume_matches_uninterrupted(tiny_model_dir: Path, tmp_path: Path) -> None:
+    (tmp_path / "stop_plugin.py").write_text(textwrap.dedent(PLUGIN))
+    (tmp_path / "runner.py").write_text(textwrap.dedent(RUNNER))
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps({"question": f"What is {i} plus {i}?", "answer": str(2 * i)}) + "\n"
+                            for i in range(5)))
+    (tmp_path / "run.toml").write_text(CONFIG.format(model=tiny_model_dir, rows=rows))
+
+    full = grpo(tmp_path, tmp_path / "full")
+    assert full.returncode == 0, full.stderr[-3000:]
+    expected = metrics(tmp_path / "full")
+    assert [m["step"] for m in expected] == [1, 2, 3, 4, 5, 6]
+    assert len({m["loss"] for m in expected}) > 1 and len({m["reward/mean"] for m in expected}) > 1
+
+    run = tmp_path / "stopped"
+    first = grpo(tmp_path, run, stop_at="3:SIGINT")  # Ctrl-C during step 3: finish it, checkpoint, exit
+    assert first.returncode == 130, first.stderr[-3000:]
+    assert "Traceback" not in first.stderr
+    assert [c.name for c in sorted((run / "checkpoints").iterdir())] == ["step-00000002", "step-00000003"]
+    assert metrics(run) == expected[:3]
+
+    second = grpo(tmp_path, run, "--resume", stop_at="5:SIGKILL")  # killed hard after step 5 was logged
+    assert second.returncode == -signal.SIGKILL, second.stderr[-3000:]
+    assert [m["step"] for m in metrics(run)] == [1, 2, 3, 4, 5]  # step 5 logged but never checkpointed
+
+    third = grpo(tmp_path, run, "--resume")  # from step 4's checkpoint
+    assert third.returncode == 0, third.stderr[-3000:]
+    assert metrics(run) == expected  # same steps, same numbers (exactly)
+    samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
+    full_samples = [json.loads(line) for line in (tmp_path / "full" / "samples.jsonl").read_text().splitlines()]
+    assert samples == full_samples and [s["step"] for s in samples] == [2, 2, 4, 4, 6, 6]
+    assert (run / "model" / "adapter_config.json").exists()
