@@ -418,13 +418,25 @@ def config_from_doc(doc: TomlDoc, overrides: Sequence[str] = (), registry: Regis
     rewards = doc.data.get("rewards")
     composed = rewards if isinstance(rewards, ComposedReward) else rewards_from_doc(doc, registry)
     if doc.problems:
-        raise ConfigError(_attribute(doc.problems, origins))
+        problems = _attribute(doc.problems, origins)  # file order first, then the overrides
+        raise ConfigError(sorted(problems, key=lambda p: (p.file != doc.path, p.line or 0)))
     assert composed is not None
     if not sections["logging"].output_dir:
         stem = Path(doc.path).stem if doc.path not in ("<dict>", "<string>") else "run"
         sections["logging"].output_dir = str(Path("runs") / stem)
     raw = {k: v for k, v in doc.data.items() if k != "rewards" or not isinstance(v, ComposedReward)}
     return RunConfig(**sections, rewards=composed, path=doc.path, raw=raw)
+
+
+def as_run_config(config: RunConfig | str | Path | dict[str, Any], overrides: Sequence[str] = ()) -> RunConfig:
+    """What ``Trainer(config)`` accepts: a RunConfig as is, a TOML path, or a dict (the Python API)."""
+    if isinstance(config, RunConfig):
+        if overrides:
+            raise ValueError("overrides apply to a path or a dict, not to a loaded RunConfig")
+        return config
+    if isinstance(config, dict):
+        return config_from_dict(config, overrides=overrides)
+    return load_config(config, overrides)
 
 
 def load_config(path: str | Path, overrides: Sequence[str] = (), registry: Registry | None = None) -> RunConfig:

@@ -28,13 +28,13 @@ def test_validate_reports_every_problem_and_exits_2(tmp_path: Path, capsys: pyte
                    '[rewards.fmt]\nuse = "xml_cont"\n')
     assert main(["config", "validate", str(bad)]) == 2
     err = capsys.readouterr().err.splitlines()
-    assert err == [f"{bad}:9: grpo.lr: unknown key",
-                   f"{bad}:8: grpo.beta: must be >= 0, got -1.0",
+    assert err == [f"{bad}:8: grpo.beta: must be >= 0, got -1.0",
+                   f"{bad}:9: grpo.lr: unknown key",
                    f"{bad}:12: rewards.fmt.use: unknown reward 'xml_cont'; did you mean 'xml_count'?"]
     assert main(["config", "validate", str(bad), "--set", "grpo.beta=0", "--set", "grpo.lr",
                  "--set", "rewards.fmt.use=xml_count"]) == 2
     err = capsys.readouterr().err.splitlines()
-    assert err == ["--set grpo.lr: expected section.key=value", f"{bad}:9: grpo.lr: unknown key"]
+    assert err == [f"{bad}:9: grpo.lr: unknown key", "--set grpo.lr: expected section.key=value"]
 
 
 def test_train_with_a_bad_config_loads_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -175,3 +175,21 @@ def test_python_api_dict_and_ready_reward(core_registry: Any) -> None:
         config_from_dict({"model": {}, "data": {"source": "x"}, "grpo": {"beta": -1}, "rewards": composed},
                          registry=core_registry)
     assert problems(info) == ["<dict>: model: missing required key 'name_or_path'", "<dict>: grpo.beta: must be >= 0, got -1.0"]
+
+
+def test_problems_are_sorted_by_line_then_overrides(tmp_path: Path, core_registry: Any) -> None:
+    path = write(tmp_path, GOOD.replace("max_steps = 10", "max_steps = 0").replace('dtype = "bfloat16"', 'dtype = 1'))
+    with pytest.raises(ConfigError) as info:
+        load_config(path, ["grpo.beta=-1"], registry=core_registry)
+    assert [line.split(": ")[0].rsplit(":", 1)[-1] for line in problems(info)] == ["3", "19", "--set grpo.beta=-1"]
+
+
+def test_as_run_config_accepts_path_dict_or_config(tmp_path: Path, use_core_registry: Any) -> None:
+    from grpo_core.config import as_run_config
+
+    cfg = as_run_config(write(tmp_path, GOOD), ["grpo.max_steps=3"])
+    assert cfg.grpo.max_steps == 3 and as_run_config(cfg) is cfg
+    assert as_run_config({"model": {"name_or_path": "m"}, "data": {"source": "h/x"},
+                          "rewards": {"a": {"use": "core_len"}}}).model.name_or_path == "m"
+    with pytest.raises(ValueError, match="overrides apply to a path or a dict"):
+        as_run_config(cfg, ["grpo.max_steps=4"])
