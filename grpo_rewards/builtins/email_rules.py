@@ -1,37 +1,8 @@
 """``email_rules``: a rule-based reward for writing emails, the sum of five rules.
 
-=============  ==========================================================  ===================
-rule           when it fires                                               amount (parameter)
-=============  ==========================================================  ===================
-keywords       every keyword of the row's ``keywords`` column appears      ``keyword_reward``
-exact          the email equals the row's ``ideal`` reply                  ``exact_reward``
-too long       the email has more than ``max_words`` words                 ``too_long_penalty``
-name           a part of the row's ``recipient`` name appears in the body  ``name_reward``
-signature      the signature block holds a phone, email or postal address  ``signature_reward``
-=============  ==========================================================  ===================
-
-Details:
-
-* A rule whose column is missing, or whose value is ``None`` or empty in a row,
-  does not apply to that row (it adds 0). ``too long`` and ``signature`` read no
-  column and always apply (``max_words = 0`` turns ``too long`` off).
-* keywords: a list of strings, or one string of comma-separated keywords. Matched
-  case-insensitively, as whole words where the keyword starts/ends with a letter
-  or digit. With ``keyword_partial = true`` the rule scores ``keyword_reward``
-  times the share of keywords present instead of all-or-nothing.
-* exact: both texts are compared after stripping and collapsing each run of
-  whitespace to one space; case matters.
-* words: whitespace-separated tokens (``str.split``).
-* name: the recipient's name is split into parts on spaces, dots, commas and
-  hyphens; titles (Mr, Mrs, Ms, Miss, Dr, Prof, Sir, Madam) and one-letter parts
-  are dropped; the rule fires when any remaining part appears, as a whole word and
-  ignoring case, in the body (the email before its signature block).
-* signature block and contact details: see :mod:`grpo_rewards.builtins.email_signature`
-  (phone numbers through ``phonenumbers``, read in ``phone_region``).
-
-With non-negative rewards and a non-positive penalty a score lies in
-``[too_long_penalty, keyword_reward + exact_reward + name_reward + signature_reward]``.
-A completion that is not text or chat messages scores ``None``.
+The rules and their exact definitions are in :func:`email_rules`'s docstring
+(what ``grpo rewards show email_rules`` prints); signature blocks and contact
+details are found by :mod:`grpo_rewards.builtins.email_signature`.
 """
 
 from __future__ import annotations
@@ -95,8 +66,44 @@ def email_rules(
 ) -> Any:
     """Rule-based email reward: keywords, exact ideal reply, length, recipient's name, signature with contact.
 
-    Each rule adds its amount when it fires (see the module docs for exact
-    definitions); a rule whose column is missing or empty in a row adds nothing.
+    =============  ==========================================================  ===================
+    rule           when it fires                                               amount (parameter)
+    =============  ==========================================================  ===================
+    keywords       every keyword of the row's ``keywords`` column appears      ``keyword_reward``
+    exact          the email equals the row's ``ideal`` reply                  ``exact_reward``
+    too long       the email has more than ``max_words`` words                 ``too_long_penalty``
+    name           a part of the row's ``recipient`` name appears in the body  ``name_reward``
+    signature      the signature block holds a phone, email or postal address  ``signature_reward``
+    =============  ==========================================================  ===================
+
+    Details:
+
+    * A rule whose column is missing, or whose value is ``None`` or empty in a row,
+      does not apply to that row (it adds 0). ``too long`` and ``signature`` read no
+      column and always apply (``max_words = 0`` turns ``too long`` off).
+    * keywords: a list of strings, or one string of comma-separated keywords. Matched
+      case-insensitively, as whole words where the keyword starts/ends with a letter
+      or digit. With ``keyword_partial = true`` the rule scores ``keyword_reward``
+      times the share of keywords present instead of all-or-nothing.
+    * exact: both texts are compared after stripping and collapsing each run of
+      whitespace to one space; case matters.
+    * words: whitespace-separated tokens (``str.split``).
+    * name: the recipient's name is split into parts on spaces, dots, commas and
+      hyphens; titles (Mr, Mrs, Ms, Mx, Miss, Dr, Prof, Sir, Madam) and one-letter parts
+      are dropped; the rule fires when any remaining part appears, as a whole word and
+      ignoring case, in the body (the email before its signature block).
+    * signature block: the lines after the last closing line, a line holding only
+      ``--`` or a closing such as ``Best regards,`` ``Kind regards`` ``Thanks!``
+      ``Thank you`` ``Sincerely`` ``Cheers`` (the full list is in
+      :mod:`grpo_rewards.builtins.email_signature`); no closing line, no block.
+      Contact details: a valid phone number found by ``phonenumbers`` (numbers
+      without ``+`` country code read in ``phone_region``), an email address, or a
+      postal address (house number + street type such as ``12 Baker Street``,
+      ``City, ST 12345``, a UK postcode, ``P.O. Box 12``).
+
+    With non-negative rewards and a non-positive penalty a score lies in
+    ``[too_long_penalty, keyword_reward + exact_reward + name_reward + signature_reward]``.
+    A completion that is not text or chat messages scores ``None``.
     """
     if isinstance(max_words, bool) or not isinstance(max_words, int) or max_words < 0:
         raise ValueError(f"max_words must be a whole number >= 0 (0 = no limit), got {max_words!r}")
