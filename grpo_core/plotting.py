@@ -16,8 +16,8 @@ from grpo_core.metrics import METRICS_FILE, read_jsonl
 PNG = "curves.png"
 SKIP = {"step", "time", "epoch"}
 # panels in this order first (when present), then the rest alphabetically
-FIRST = ("reward/mean", "reward/std", "kl", "loss", "clip_ratio", "entropy", "completion_length/mean",
-         "advantage/std", "grad_norm", "learning_rate", "step_time", "tokens_per_s", "peak_memory_gb")
+FIRST = ("reward/mean", "reward/std", "kl", "loss", "clip_ratio/region_mean", "entropy", "completion_length/mean",
+         "grad_norm", "learning_rate", "step_time", "tokens_per_s", "peak_memory_gb")
 MAX_PANELS = 30
 
 

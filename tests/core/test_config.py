@@ -193,3 +193,14 @@ def test_as_run_config_accepts_path_dict_or_config(tmp_path: Path, use_core_regi
                           "rewards": {"a": {"use": "core_len"}}}).model.name_or_path == "m"
     with pytest.raises(ValueError, match="overrides apply to a path or a dict"):
         as_run_config(cfg, ["grpo.max_steps=4"])
+
+
+def test_every_key_is_documented() -> None:
+    import dataclasses
+
+    from grpo_core.config import SECTIONS
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "run-config.md").read_text()
+    missing = [f"{name}.{f.name}" for name, cls in SECTIONS.items() for f in dataclasses.fields(cls)
+               if f"`{f.name}`" not in doc or f"`[{name}]`" not in doc]
+    assert not missing, f"document these in docs/run-config.md: {missing}"
