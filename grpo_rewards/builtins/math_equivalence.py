@@ -20,6 +20,7 @@ the calling process, without a round trip to the pool.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from grpo_rewards.builtins import math_check
@@ -30,6 +31,7 @@ from grpo_rewards.specs import RewardSpec, VerifierSpec
 from grpo_rewards.verdict import Status, Verdict
 
 NO_EXTRACTION = "none"
+log = logging.getLogger("grpo.rewards.math")
 
 
 def _check_options(timeout_seconds: float, workers: int, start_method: str) -> None:
@@ -126,6 +128,9 @@ def math_equivalence(
         verdicts = verify_pairs(pairs, timeout_seconds=timeout_seconds, workers=workers, start_method=start_method)
         for i, verdict in zip(todo, verdicts, strict=True):
             out[i] = value if verdict.ok else (wrong_value if verdict.status is Status.WRONG else None)
+        failed = [v.reason for v in verdicts if v.reason.startswith("math-verify ")]
+        if failed:
+            log.warning("math_equivalence: %d of %d rows scored None (%s)", len(failed), len(out), failed[0])
         return out
 
     reward.__name__ = "math_equivalence"

@@ -121,7 +121,7 @@ def test_registered_reward_and_verifier_from_the_registry():
     assert as_reward(["<answer>1.5</answer>", "<answer>2</answer>"], answer=["3/2", "3/2"]) == [1.0, 0.0]
 
 
-def test_hanging_item_times_out_in_a_worker_thread_others_still_scored():
+def test_hanging_item_times_out_in_a_worker_thread_others_still_scored(caplog):
     reward = math_equivalence(timeout_seconds=1.0, workers=2)
     safe = SafeReward(reward, timeout=120)  # SafeReward calls the reward from its own thread
     completions = ["<answer>3</answer>", f"<answer>{HANG}</answer>", "<answer>4</answer>"]
@@ -131,6 +131,7 @@ def test_hanging_item_times_out_in_a_worker_thread_others_still_scored():
     assert result == [1.0, None, 0.0]
     assert safe.stats.failures == 0
     assert elapsed < 30  # 1 s limit; generous margin for a loaded 2-core box
+    assert "1 of 3 rows scored None (math-verify timeout: timed out after 1s)" in caplog.text
     verdict = math_verifier(timeout_seconds=1.0, workers=2)(HANG, "1")
     assert verdict.status is Status.UNDECIDED and "timed out after 1s" in verdict.reason
     assert reward(["<answer>7</answer>"], answer=["7"]) == [1.0]  # the pool recovered
