@@ -42,6 +42,20 @@ BOOT = (
 )
 
 
+_SPAWNER: ThreadPoolExecutor | None = None
+_SPAWNER_LOCK = threading.Lock()
+
+
+def _spawner() -> ThreadPoolExecutor:
+    """One long-lived thread starts every zygote: bwrap's --die-with-parent (PR_SET_PDEATHSIG) fires when
+    the *thread* that started it ends, so a short-lived thread (an HTTP handler) must not start one."""
+    global _SPAWNER
+    with _SPAWNER_LOCK:
+        if _SPAWNER is None:
+            _SPAWNER = ThreadPoolExecutor(1, thread_name_prefix="sandbox-spawner")
+        return _SPAWNER
+
+
 class Slot:
     """One zygote process and its socket; restarted on the next run if it dies."""
 
@@ -55,14 +69,27 @@ class Slot:
         self.lock = threading.Lock()
 
     def start(self) -> None:
+        try:
+            self._start()
+        except OSError as exc:
+            if not (self.cfg.get("bwrap") and self.cfg.get("bwrap_optional")):
+                raise
+            self.cfg = {**self.cfg, "bwrap": False}  # auto profile: fall back to the zygote's own namespaces
+            self.problems.append(f"bubblewrap failed, running without it: {exc}")
+            self._start()
+
+    def _start(self) -> None:
         parent, child = socket.socketpair()
         cfg = {**self.cfg, "fd": child.fileno(), "parent_pid": os.getpid()}
+        command = [sys.executable, "-I", "-c", BOOT, json.dumps(cfg), JAIL_DIR]
+        if cfg.get("bwrap"):
+            command = bwrap_command(cfg["scratch_root"]) + command
         try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-I", "-c", BOOT, json.dumps(cfg), JAIL_DIR],
+            self.proc = _spawner().submit(
+                subprocess.Popen, command,
                 env={}, cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                 pass_fds=[child.fileno()], close_fds=True,
-            )
+            ).result()
         finally:
             child.close()
         self.sock = parent
@@ -74,7 +101,7 @@ class Slot:
         if self.proc.stderr:
             self.proc.stderr.close()  # the zygote logs nothing after hello; do not hold the pipe
         self.layers = list(hello["layers"])
-        self.problems = list(hello.get("problems", []))
+        self.problems += list(hello.get("problems", []))
 
     def call(self, msg: dict[str, Any]) -> dict[str, Any] | None:
         with self.lock:
@@ -101,6 +128,15 @@ class Slot:
                 self.proc.kill()
                 self.proc.wait()
             self.proc = None
+
+
+def bwrap_command(scratch_root: str) -> list[str]:
+    """The bubblewrap prefix of the strict profile: new pid/net/ipc/uts/cgroup namespaces, a read-only
+    root, a fresh /proc, /dev and /tmp, and the slot's scratch root; capabilities stay (the zygote needs
+    them to switch uid and mount its tmpfs), every child drops them."""
+    return ["bwrap", "--die-with-parent", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
+            "--unshare-cgroup-try", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+            "--perms", "0711", "--dir", os.path.dirname(scratch_root), "--bind", scratch_root, scratch_root, "--cap-add", "ALL", "--chdir", "/", "--"]
 
 
 class LocalSandbox:
@@ -145,6 +181,7 @@ class LocalSandbox:
             "read_only": probing.read_only_paths(tuple(read_only)), "rw_files": list(probing.RW_FILES),
             "namespaces": "mountns" in wanted, "landlock": "landlock-fs" in wanted, "seccomp": "seccomp" in wanted,
             "scratch_mb": scratch_mb, "scratch_inodes": scratch_inodes,
+            "bwrap": "bwrap" in wanted, "bwrap_optional": profile != "strict",
         }
         if preload is not None:
             common["preload"] = list(preload)
@@ -260,7 +297,7 @@ def _capture(fn: Any, errors: list[BaseException]) -> Any:
     return run
 
 
-_ORDER = ["rlimits", "setsid", "subreaper", "uid", "landlock-fs", "landlock-net", "landlock-scope", "seccomp",
+_ORDER = ["rlimits", "setsid", "subreaper", "uid", "landlock-fs", "landlock-net", "landlock-scope", "seccomp", "pidns",
           "mountns", "netns", "ipcns", "utsns", "tmpfs-scratch", "bwrap"]
 
 

@@ -4,7 +4,7 @@ Layers: ``rlimits``, ``setsid``, ``subreaper`` (always on Linux), ``uid`` (we ma
 switch uid: root), ``landlock-fs`` / ``landlock-net`` / ``landlock-scope`` (by
 Landlock ABI), ``seccomp`` (our filter has a syscall table for this machine),
 ``mountns`` / ``netns`` / ``ipcns`` / ``utsns`` and ``tmpfs-scratch`` (root), and
-``bwrap`` (bubblewrap installed, used by the ``strict`` profile).
+``bwrap`` / ``pidns`` (bubblewrap installed: the zygote runs inside it, ``strict`` profile).
 
 Profiles, weakest to strongest: ``unsafe`` (rlimits only), ``default`` (plus
 Landlock file system and seccomp), ``hardened`` (plus slot uid, Landlock network and
@@ -29,7 +29,7 @@ PROFILES: dict[str, tuple[str, ...]] = {
     "hardened": ("rlimits", "setsid", "subreaper", "landlock-fs", "seccomp", "uid", "landlock-net",
                  "landlock-scope", "mountns", "netns", "ipcns", "tmpfs-scratch"),
 }
-PROFILES["strict"] = (*PROFILES["hardened"], "bwrap")
+PROFILES["strict"] = (*PROFILES["hardened"], "bwrap", "pidns")
 ORDER = ("unsafe", "default", "hardened", "strict")
 
 SYSTEM_READ_ONLY = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/etc/ld.so.cache", "/etc/localtime",
@@ -80,8 +80,8 @@ def probe() -> Probe:
         layers += ["uid", *NAMESPACE_LAYERS]
     else:
         notes.append("not root: no slot uids, no namespaces")
-    if shutil.which("bwrap"):
-        layers.append("bwrap")
+    if shutil.which("bwrap") and os.geteuid() == 0:
+        layers += ["bwrap", "pidns"]
     return Probe(tuple(layers), abi, tuple(notes))
 
 

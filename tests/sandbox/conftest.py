@@ -45,8 +45,9 @@ def processes_of(uids: list[int]) -> list[int]:
     return pids
 
 
-def zombies_under(parent_pids: set[int]) -> list[int]:
-    out = []
+def zombies_under(ancestors: set[int]) -> list[int]:
+    """Zombie processes anywhere below ``ancestors`` (a bwrap-wrapped zygote sits one level down)."""
+    table = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -55,9 +56,16 @@ def zombies_under(parent_pids: set[int]) -> list[int]:
                 fields = fh.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if fields[0] == "Z" and int(fields[1]) in parent_pids:
-            out.append(int(name))
-    return out
+        table[int(name)] = (fields[0], int(fields[1]))
+    def below(pid: int) -> bool:
+        seen = 0
+        while pid in table and seen < 64:
+            pid = table[pid][1]
+            if pid in ancestors:
+                return True
+            seen += 1
+        return False
+    return [pid for pid, (state, _) in table.items() if state == "Z" and below(pid)]
 
 
 def zygote_pids(pool) -> set[int]:

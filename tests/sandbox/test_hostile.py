@@ -293,10 +293,8 @@ def test_double_fork_daemon_is_swept_without_seccomp():
         assert "seccomp" not in pool.layers
         r = pool.run_one(Program(code))
         assert r.status == "ok", r
-        daemon = int(r.stdout)
-        time.sleep(0.05)
-        assert not os.path.exists(f"/proc/{daemon}"), "the daemon outlived its run"
-        assert processes_of(pool.slot_uids) == []
+        assert int(r.stdout) > 0  # the daemon ran (its pid, maybe in a pid namespace)
+        assert processes_of(pool.slot_uids) == [], "the daemon outlived its run"
         bomb = pool.run_one(Program("import os\nfor _ in range(8):\n    os.fork()\nimport time\ntime.sleep(0.2)"))
         assert bomb.status in ("ok", "runtime_error")  # RLIMIT_NPROC bounds it at 64
         assert processes_of(pool.slot_uids) == []

@@ -46,3 +46,55 @@ def test_soak_leaves_nothing_behind():
     assert not os.path.exists(base)
     assert processes_of(uids) == []
     print(f"1000 runs in {elapsed:.2f}s ({1000 / elapsed:.0f}/s)")
+
+
+KILLED_TRAINER = """
+import sys
+from grpo_rewards.sandbox.pool import LocalSandbox
+from grpo_rewards.sandbox.program import Limits, Program
+box = LocalSandbox(slots=2, limits=Limits(cpu_seconds=60, wall_seconds=60), disable=tuple(sys.argv[1:]))
+print(",".join(map(str, box.slot_uids)), flush=True)
+box.run([Program("import time\\ntime.sleep(60)")] * 2)
+"""
+
+
+def _jail_processes() -> list[int]:
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/cmdline", "rb") as fh:
+                    if b"_grpo_jail" in fh.read():
+                        out.append(int(name))
+            except OSError:
+                continue
+    return out
+
+
+def test_a_killed_trainer_leaves_nothing(tmp_path):
+    """SIGKILL the process that owns a pool mid-run: zygotes and their programs go within a few seconds."""
+    import signal
+    import subprocess
+    import sys
+
+    from .conftest import FOUND
+
+    if "uid" not in FOUND.layers:
+        import pytest
+
+        pytest.skip("needs slot uids (root) to find the programs by uid")
+    for disable in ([], ["bwrap"]):
+        before = set(_jail_processes())
+        proc = subprocess.Popen([sys.executable, "-c", KILLED_TRAINER, *disable], stdout=subprocess.PIPE, text=True)
+        uids = [int(u) for u in proc.stdout.readline().split(",")]
+        deadline = time.monotonic() + 10
+        while len(processes_of(uids)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(processes_of(uids)) == 2  # both programs are running
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        deadline = time.monotonic() + 5
+        while (processes_of(uids) or set(_jail_processes()) - before) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert processes_of(uids) == [], disable
+        assert set(_jail_processes()) - before == set(), disable

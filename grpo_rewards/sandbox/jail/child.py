@@ -13,7 +13,7 @@ import signal
 from typing import Any
 
 from . import landlock, limits
-from .linux import PR_SET_PDEATHSIG, prctl
+from .linux import PR_SET_PDEATHSIG, drop_capabilities, prctl
 
 READY_FD = 3
 SETUP_FAILED_EXIT = 111
@@ -41,6 +41,8 @@ def enter(req: dict[str, Any], ctx: Any, stdin_fd: int, out_w: int, err_w: int, 
             os.setgroups([])
             os.setresgid(ctx.gid, ctx.gid, ctx.gid)
             os.setresuid(ctx.uid, ctx.uid, ctx.uid)
+        elif os.geteuid() == 0:
+            drop_capabilities()  # no slot uid (a profile without it): at least no root powers
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # after the uid change, which clears it
         if os.getppid() != ctx.zygote_pid:
             raise OSError("zygote gone")

@@ -28,7 +28,6 @@ from .linux import (
     CLONE_NEWNS,
     CLONE_NEWUTS,
     PR_SET_CHILD_SUBREAPER,
-    PR_SET_PDEATHSIG,
     prctl,
     unshare,
 )
@@ -64,8 +63,11 @@ class Zygote:
         self.root = cfg["scratch_root"]
         self.runs = 0
         uid = cfg.get("uid")
-        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != cfg["parent_pid"]:
+        # No PR_SET_PDEATHSIG: it fires when the *thread* that started us ends. The pool's socket tells us
+        # instead: EOF between runs, or readable during one (the protocol is strictly request/reply).
+        if cfg.get("bwrap"):
+            self.layers += ["bwrap", "pidns"]  # bwrap's own init is our parent; --die-with-parent ties us to the pool
+        elif os.getppid() != cfg["parent_pid"]:
             raise SystemExit(0)
         prctl(PR_SET_CHILD_SUBREAPER, 1)
         self.layers.append("subreaper")
@@ -181,8 +183,10 @@ class Zygote:
         for fd in (out_r, err_r, rd_r, pidfd):
             os.set_blocking(fd, False)
             poller.register(fd, select.POLLIN)
+        sock_fd = self.sock.fileno()
+        poller.register(sock_fd, select.POLLIN | select.POLLHUP)
         open_fds = {out_r, err_r, rd_r}
-        exited = timed_out = flooded = False
+        exited = timed_out = flooded = orphaned = False
         try:
             while True:
                 left = deadline - time.monotonic()
@@ -192,8 +196,12 @@ class Zygote:
                 for fd, _ in poller.poll(max(1, int(left * 1000) + 1)):
                     if fd == pidfd:
                         exited = True
+                    elif fd == sock_fd:
+                        orphaned = True
                     elif fd in open_fds:
                         _read_some(fd, bufs[fd], open_fds, poller)
+                if orphaned:
+                    break
                 if len(bufs[out_r]) > cap or len(bufs[err_r]) > cap:
                     flooded = True
                     break
@@ -209,6 +217,8 @@ class Zygote:
             _, wstatus, rusage = os.wait4(pid, 0)
             os.close(pidfd)
             self._sweep()
+        if orphaned:  # the pool went away mid-run: nobody wants the result
+            raise SystemExit(0)
         wall = time.monotonic() - t0
         cpu = rusage.ru_utime + rusage.ru_stime
         ready = bytes(bufs[rd_r])

@@ -1,0 +1,81 @@
+"""Local sandbox vs a plain ``python3 -c`` per program: programs per second and median overhead, side by side.
+
+    python benchmarks/sandbox.py [--programs 2000] [--slots N] [--latency-runs 300]
+
+Throughput: N trivial programs with ``slots`` in flight (default: one per core), through
+the sandbox pool and through ``subprocess.run([python, "-c", code])``. Overhead: the
+median end-to-end time of one trivial program run alone (its own work is ~0), for each.
+The machine's load average is printed: other processes on the box skew both columns alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from grpo_rewards.sandbox.pool import LocalSandbox
+from grpo_rewards.sandbox.program import Program
+
+CODE = "print(sum(range(100)))"
+
+
+def plain(code: str) -> str:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={}, check=True).stdout
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--programs", type=int, default=2000)
+    ap.add_argument("--slots", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--latency-runs", type=int, default=300)
+    args = ap.parse_args()
+
+    t0 = time.perf_counter()
+    box = LocalSandbox(slots=args.slots)
+    startup = time.perf_counter() - t0
+    with box:
+        box.run([Program(CODE)] * (4 * args.slots))  # warm up
+        t0 = time.perf_counter()
+        results = box.run([Program(CODE)] * args.programs)
+        box_rate = args.programs / (time.perf_counter() - t0)
+        assert all(r.status == "ok" and r.stdout == "4950\n" for r in results), {r.status for r in results}
+        box_lat, inner = [], []
+        for _ in range(args.latency_runs):
+            t = time.perf_counter()
+            r = box.run_one(Program(CODE))
+            box_lat.append(time.perf_counter() - t)
+            inner.append(r.wall)
+        layers, profile = box.layers, box.profile
+
+    n_plain = max(args.programs // 10, 50)
+    with ThreadPoolExecutor(args.slots) as ex:
+        list(ex.map(plain, [CODE] * args.slots))
+        t0 = time.perf_counter()
+        outs = list(ex.map(plain, [CODE] * n_plain))
+        plain_rate = n_plain / (time.perf_counter() - t0)
+    assert all(o == "4950\n" for o in outs)
+    plain_lat = []
+    for _ in range(max(args.latency_runs // 5, 30)):
+        t = time.perf_counter()
+        plain(CODE)
+        plain_lat.append(time.perf_counter() - t)
+
+    load = os.getloadavg()
+    print(f"machine: {os.cpu_count()} cores, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    print(f"sandbox: profile={profile} layers={','.join(layers)} slots={args.slots} (start-up {startup * 1000:.0f} ms)")
+    print(f"{'':34}{'local sandbox':>16}{'python3 -c':>16}{'ratio':>10}")
+    print(f"{'programs per second':34}{box_rate:16.0f}{plain_rate:16.0f}{box_rate / plain_rate:9.1f}x")
+    b, p = statistics.median(box_lat) * 1000, statistics.median(plain_lat) * 1000
+    print(f"{'median overhead per program (ms)':34}{b:16.2f}{p:16.2f}{p / b:9.1f}x")
+    print(f"{'  of which fork-to-reap in zygote':34}{statistics.median(inner) * 1000:16.2f}")
+    print(f"floor (300/s, < 5 ms): {'met' if box_rate >= 300 and b < 5 else 'NOT met'} "
+          f"({args.programs} sandbox runs, {n_plain} plain runs)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,68 @@
+"""Each profile this machine offers contains the same core attacks (default, hardened, strict)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from grpo_rewards.sandbox.pool import LocalSandbox
+from grpo_rewards.sandbox.program import Program
+
+from .conftest import FAST, FOUND, needs_default
+
+pytestmark = needs_default
+
+PROFILES = {
+    "default": ("uid", "mountns", "bwrap", "pidns"),
+    "hardened": ("bwrap", "pidns"),
+    "strict": (),
+}
+ATTACKS = {
+    "write_tmp": "open('/tmp/grpo-profile-pwned', 'w').write('x')",
+    "read_shadow": "print(open('/etc/shadow').read())",
+    "list_proc": "import os\nprint(os.listdir('/proc'))",
+    "tcp": "import socket\nsocket.create_connection(('127.0.0.1', 22), timeout=1)",
+    "fork": "import os\nos.fork()",
+    "exec": "import os\nos.execv('/bin/true', ['true'])",
+    "signal_init": "import os\nos.kill(1, 0)",
+    "mount": "import ctypes\nassert ctypes.CDLL(None).mount(b'none', b'/mnt', b'tmpfs', 0, None) == 0",
+}
+
+
+def _available(name: str) -> bool:
+    need = set(__import__("grpo_rewards.sandbox.probe", fromlist=["PROFILES"]).PROFILES[name])
+    return need <= set(FOUND.layers)
+
+
+@pytest.mark.parametrize("profile", list(PROFILES))
+def test_profile_contains_core_attacks(profile):
+    if not _available(profile):
+        pytest.skip(f"profile {profile} is not available here ({', '.join(FOUND.layers)})")
+    disable = PROFILES[profile]
+    with LocalSandbox(slots=2, limits=FAST, disable=disable, allow_unsafe=False) as box:
+        assert box.profile == profile
+        names = [n for n in ATTACKS if n != "signal_init" or "uid" in box.layers or "landlock-scope" in box.layers]
+        results = box.run([Program(ATTACKS[n]) for n in names])
+        for name, r in zip(names, results, strict=True):
+            assert r.status == "runtime_error", (profile, name, r.status, r.error)
+        ok = box.run_one(Program("print(sum(range(10)))"))
+        assert (ok.status, ok.stdout) == ("ok", "45\n")
+    assert not os.path.exists("/tmp/grpo-profile-pwned")
+
+
+def test_strict_needs_bwrap(monkeypatch):
+    from grpo_rewards.sandbox import probe
+
+    monkeypatch.setattr(probe, "probe", lambda: probe.Probe(tuple(set(FOUND.layers) - {"bwrap", "pidns"}), 7))
+    with pytest.raises(probe.UnsafeSandboxError, match="bubblewrap"):
+        LocalSandbox(slots=1, profile="strict")
+
+
+def test_below_default_is_refused_unless_allowed():
+    from grpo_rewards.sandbox.probe import UnsafeSandboxError
+
+    with pytest.raises(UnsafeSandboxError, match="seccomp"):
+        LocalSandbox(slots=1, disable=("seccomp",))
+    with LocalSandbox(slots=1, limits=FAST, disable=("seccomp",), allow_unsafe=True) as box:
+        assert "seccomp" not in box.layers and box.profile == "unsafe"
