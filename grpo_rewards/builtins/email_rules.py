@@ -10,8 +10,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import phonenumbers
-
 from grpo_rewards.builtins.email_signature import contact_kinds, split_signature
 from grpo_rewards.completions import completion_text
 from grpo_rewards.specs import RewardSpec
@@ -107,6 +105,8 @@ def email_rules(
     """
     if isinstance(max_words, bool) or not isinstance(max_words, int) or max_words < 0:
         raise ValueError(f"max_words must be a whole number >= 0 (0 = no limit), got {max_words!r}")
+    import phonenumbers
+
     if phone_region.upper() not in phonenumbers.SUPPORTED_REGIONS:
         raise ValueError(f"phone_region must be a two-letter region code such as 'US' or 'GB', got {phone_region!r}")
     region = phone_region.upper()

@@ -37,9 +37,11 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pebble import ProcessExpired, ProcessPool
+if TYPE_CHECKING:
+    from pebble import ProcessPool
+
 
 START_METHODS = ("spawn", "forkserver", "fork")
 MAX_CHUNK = 64
@@ -112,7 +114,7 @@ def _run_chunk(fn: Callable[..., Any], items: Sequence[Sequence[Any]], timeout: 
 # ------------------------------------------------------------ parent side ----
 
 
-_pools: dict[tuple[int, str, Any], tuple[int, ProcessPool]] = {}
+_pools: dict[tuple[int, str, Any], tuple[int, ProcessPool]] = {}  # pebble is imported on first use
 _lock = threading.Lock()
 
 
@@ -121,6 +123,8 @@ def default_workers() -> int:
 
 
 def _get_pool(workers: int, start_method: str, initializer: Callable[[], None] | None) -> ProcessPool:
+    from pebble import ProcessPool
+
     key = (workers, start_method, initializer)
     with _lock:
         entry = _pools.get(key)
@@ -214,6 +218,8 @@ def run_items(
 
 
 def _single_result(future: Any, timeout: float) -> Outcome:
+    from pebble import ProcessExpired
+
     try:
         return future.result()[0]
     except FutureTimeout:
