@@ -35,7 +35,7 @@ _GSM8K = re.compile(r"####[ \t]*(?:\n[ \t]*)?([^\n]*)")
 _BOXED = re.compile(r"\\(?:boxed|fbox)(?:\s*\{|\s+([^\s{}\\$]+))")
 _BRACES = re.compile(r"[{}]")
 _PREFIX = re.compile(
-    r"^[ \t*#>_-]*(?:final answer|answer|a)[ \t*_]*[:：][ \t*_]*(?:\n[ \t]*)?(\S[^\n]*?)[ \t*_]*$",
+    r"^[ \t*#>_-]*(?:final answer|answer|a)[ \t*_]*[:：][ \t*_]*(?:\n[ \t]*)?(\S[^\n]*)",
     re.IGNORECASE | re.MULTILINE,
 )
 NUMBER = (
@@ -91,7 +91,7 @@ def _boxed(text: str) -> str | None:
 
 def _answer_prefix(text: str) -> str | None:
     found = _last(_PREFIX, text)
-    return found.group(1).strip() if found else None
+    return found.group(1).rstrip(" \t*_") or None if found else None
 
 
 def _last_number(text: str) -> str | None:

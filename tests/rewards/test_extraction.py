@@ -159,8 +159,14 @@ def test_bad_parameters():
 def test_long_junk_is_fast():
     import time
 
-    junk = ("<answer>" + "{" * 5000 + "\\boxed{" + "9" * 5000 + "####" * 1000) * 4
+    junks = [
+        ("<answer>" + "{" * 5000 + "\\boxed{" + "9" * 5000 + "####" * 1000) * 4,
+        "Answer: x" + " " * 20000 + "y",  # a lazy group before trailing spaces would be quadratic
+        "Answer: x" + "*" * 20000 + "y",
+        "- " * 20000 + "<answer>" * 5000,
+    ]
     start = time.perf_counter()
-    for method in METHODS[:-1]:
-        extract_answer(junk, method)
+    for junk in junks:
+        for method in METHODS[:-1]:
+            extract_answer(junk, method)
     assert time.perf_counter() - start < 5.0  # linear-time regexes: milliseconds in practice
