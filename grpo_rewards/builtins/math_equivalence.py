@@ -21,6 +21,7 @@ the calling process, without a round trip to the pool.
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from grpo_rewards.builtins import math_check
@@ -103,6 +104,11 @@ def math_equivalence(
         raise ValueError(f"unknown extraction method {extract!r}; choose one of {', '.join((*METHODS, NO_EXTRACTION))}")
     if extract == "regex" and not pattern:
         raise ValueError("extract = 'regex' needs a 'pattern'")
+    if pattern is not None:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"pattern {pattern!r} is not a valid regular expression: {exc}") from None
 
     def answer_of(text: str) -> str | None:
         return text if extract == NO_EXTRACTION else extract_answer(text, extract, pattern=pattern)

@@ -99,6 +99,7 @@ def test_chat_completions_and_junk_rows_do_not_raise(correct):
     [
         ({"extract": "magic"}, "unknown extraction method 'magic'"),
         ({"extract": "regex"}, "needs a 'pattern'"),
+        ({"extract": "regex", "pattern": "(unclosed"}, "not a valid regular expression"),
         ({"timeout_seconds": 0}, "timeout_seconds must be a positive number"),
         ({"start_method": "thread"}, "start_method must be one of"),
         ({"workers": -1}, "workers must be"),
