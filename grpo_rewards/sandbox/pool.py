@@ -33,6 +33,7 @@ from grpo_rewards.sandbox.uids import DEFAULT_BASE, UidClaim
 
 log = logging.getLogger("grpo.sandbox")
 
+HANG_MARGIN = 30.0  # seconds past a program's wall limit before its zygote counts as hung
 JAIL_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jail")
 BOOT = (
     "import sys,importlib.util as u;d=sys.argv[2];"
@@ -103,16 +104,20 @@ class Slot:
         self.layers = list(hello["layers"])
         self.problems += list(hello.get("problems", []))
 
-    def call(self, msg: dict[str, Any]) -> dict[str, Any] | None:
+    def call(self, msg: dict[str, Any], timeout: float | None = None) -> dict[str, Any] | None:
+        """Send one request and wait for its reply; None when the zygote died or hung past ``timeout``."""
         with self.lock:
             if self.sock is None:
                 self.start()
             assert self.sock is not None
+            self.sock.settimeout(timeout)
             try:
                 wire.send(self.sock, msg)
                 reply = wire.recv(self.sock)
-            except OSError:
+            except OSError:  # includes socket.timeout: the zygote is stuck, start a fresh one
                 reply = None
+                if self.proc is not None:
+                    self.proc.kill()
             if reply is None:
                 self.stop()
             return reply
@@ -232,7 +237,7 @@ class LocalSandbox:
                    "limits": limits.as_dict()}
             slot = self._free.get()
             try:
-                reply = slot.call(msg)
+                reply = slot.call(msg, timeout=limits.wall_seconds + HANG_MARGIN)
             except OSError as exc:
                 reply = {"status": SANDBOX_ERROR, "error": str(exc)}
             finally:

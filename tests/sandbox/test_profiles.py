@@ -66,3 +66,15 @@ def test_below_default_is_refused_unless_allowed():
         LocalSandbox(slots=1, disable=("seccomp",))
     with LocalSandbox(slots=1, limits=FAST, disable=("seccomp",), allow_unsafe=True) as box:
         assert "seccomp" not in box.layers and box.profile == "unsafe"
+
+
+@pytest.mark.parametrize("profile", list(PROFILES))
+def test_profile_runs_honest_threads(profile):
+    """Threads work in every profile (RLIMIT_NPROC is only set with a slot uid: it counts a whole uid)."""
+    if not _available(profile):
+        pytest.skip(f"profile {profile} is not available here")
+    code = ("import threading\nout = []\nts = [threading.Thread(target=out.append, args=(i,)) for i in range(32)]\n"
+            "[t.start() for t in ts]\n[t.join() for t in ts]\nprint(len(out))")
+    with LocalSandbox(slots=1, limits=FAST, disable=PROFILES[profile]) as box:
+        r = box.run_one(Program(code))
+    assert (r.status, r.stdout) == ("ok", "32\n"), r.stderr[-300:]

@@ -32,7 +32,7 @@ def enter(req: dict[str, Any], ctx: Any, stdin_fd: int, out_w: int, err_w: int, 
         for target, fd in enumerate(high):  # 0, 1, 2 and READY_FD (3)
             os.dup2(fd, target)
         os.closerange(READY_FD + 1, 1 << 20)  # the zygote's socket, pipes, everything else
-        limits.apply(req["limits"])
+        limits.apply(req["limits"], own_uid=ctx.uid is not None)
         os.chdir(scratch)
         ruleset = -1
         if ctx.landlock_abi:
