@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 START_METHODS = ("spawn", "forkserver", "fork")
 MAX_CHUNK = 64
-CHUNK_GRACE_S = 2.0  # added to a chunk's deadline: its IPC, pickling, and the first import in a worker
+CHUNK_GRACE_S = 2.0  # added to a chunk's wall-clock deadline: its pickling and IPC
 CPU_GRACE_S = 1.0  # the SIGPROF backstop fires this much CPU time after the item's deadline
 
 
@@ -86,10 +86,10 @@ def _worker_init(initializer: Callable[[], None] | None) -> None:
 
 def _run_one(fn: Callable[..., Any], item: Sequence[Any], timeout: float) -> Outcome:
     global _armed
-    _armed = True
-    signal.setitimer(signal.ITIMER_PROF, timeout + CPU_GRACE_S)
-    signal.setitimer(signal.ITIMER_REAL, timeout)
-    try:
+    try:  # armed inside the try, so the finally always disarms: a live ITIMER_PROF would kill an idle worker
+        _armed = True
+        signal.setitimer(signal.ITIMER_PROF, timeout + CPU_GRACE_S)
+        signal.setitimer(signal.ITIMER_REAL, timeout)
         return Outcome("ok", fn(*item))
     except _ItemTimeout:
         return Outcome("timeout", reason=f"timed out after {timeout:g}s")
