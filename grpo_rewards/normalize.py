@@ -27,6 +27,7 @@ from functools import lru_cache
 
 MAX_EXPONENT = 400
 MAX_LENGTH = 200  # longer strings are not parsed as numbers (keeps junk cheap)
+MAX_WRAPPERS = 6  # layers of $...$, \\boxed{...} and the like peeled off an answer
 
 _MINUS_SIGNS = str.maketrans({"−": "-", "‒": "-", "–": "-", "﹣": "-", "－": "-", "＋": "+"})
 _WRAPPERS = re.compile(r"^\\(?:boxed|fbox|text|textbf|mathrm|mathbf|displaystyle)\s*\{(.*)\}$", re.DOTALL)
@@ -43,8 +44,8 @@ _FRACTION = re.compile(rf"(?P<sign>[-+]?)(?P<num>{_PLAIN})[ \t]*/[ \t]*(?P<den>{
 
 
 def _unwrap(s: str) -> str:
-    """Peel LaTeX/markup wrappers and surrounding whitespace until none is left."""
-    while True:
+    """Peel a trailing period, LaTeX/markup wrappers and surrounding whitespace (a few layers deep)."""
+    for _ in range(MAX_WRAPPERS):
         s = s.strip()
         before = s
         if s.endswith(".") and not s.endswith(".."):
@@ -56,7 +57,8 @@ def _unwrap(s: str) -> str:
         if m:
             s = m.group(1)
         if s == before:
-            return s
+            break
+    return s.strip()
 
 
 def _plain(body: str) -> Fraction:

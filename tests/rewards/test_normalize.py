@@ -104,3 +104,13 @@ def test_integer_literal():
     assert not is_integer_literal("-", allow_negative=True)
     for text in ("7.0", "1,000", "$7", "", "²", "٣", "7a"):
         assert not is_integer_literal(text, allow_negative=True), text
+
+
+def test_long_adversarial_answers_are_cheap():
+    import time
+
+    start = time.perf_counter()
+    for text in ("x. " * 50_000, "$" * 100_000, "\\boxed{" * 20_000 + "}" * 20_000, " ." * 50_000):
+        normalize_text(text)
+        parse_number(text)
+    assert time.perf_counter() - start < 3.0  # wrappers are peeled a bounded number of times
