@@ -154,10 +154,15 @@ use = "core_len"
 TIMING = {"time", "step_time", "tokens_per_s", "peak_memory_gb"}
 
 
-def grpo(tmp_path: Path, out: Path, *args: str, stop_at: str = "0:SIGINT") -> subprocess.CompletedProcess[str]:
+def grpo_cmd(tmp_path: Path, out: Path, *args: str, stop_at: str = "0:SIGINT") -> tuple[list[str], dict[str, str]]:
     env = {**os.environ, "STOP_AT": stop_at, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     cmd = [sys.executable, str(tmp_path / "runner.py"), str(tmp_path), "train", str(tmp_path / "run.toml"),
            "--set", f"logging.output_dir={out}", *args]
+    return cmd, env
+
+
+def grpo(tmp_path: Path, out: Path, *args: str, stop_at: str = "0:SIGINT") -> subprocess.CompletedProcess[str]:
+    cmd, env = grpo_cmd(tmp_path, out, *args, stop_at=stop_at)
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
 
 
@@ -176,14 +181,16 @@ def test_sigint_then_sigkill_then_resume_matches_uninterrupted(tiny_model_dir: P
                             for i in range(5)))
     (tmp_path / "run.toml").write_text(CONFIG.format(model=tiny_model_dir, rows=rows))
 
-    full = grpo(tmp_path, tmp_path / "full")
-    assert full.returncode == 0, full.stderr[-3000:]
+    cmd, env = grpo_cmd(tmp_path, tmp_path / "full")  # the uninterrupted run, beside the stopped one
+    with subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) as full:
+        run = tmp_path / "stopped"
+        first = grpo(tmp_path, run, stop_at="3:SIGINT")  # Ctrl-C during step 3: finish it, checkpoint, exit
+        full_err = full.communicate(timeout=300)[1]
+    assert full.returncode == 0, full_err[-3000:]
     expected = metrics(tmp_path / "full")
     assert [m["step"] for m in expected] == [1, 2, 3, 4, 5, 6]
     assert len({m["loss"] for m in expected}) > 1 and len({m["reward/mean"] for m in expected}) > 1
 
-    run = tmp_path / "stopped"
-    first = grpo(tmp_path, run, stop_at="3:SIGINT")  # Ctrl-C during step 3: finish it, checkpoint, exit
     assert first.returncode == 130, first.stderr[-3000:]
     assert "Traceback" not in first.stderr
     assert [c.name for c in sorted((run / "checkpoints").iterdir())] == ["step-00000002", "step-00000003"]
