@@ -7,10 +7,11 @@ details are found by :mod:`grpo_rewards.builtins.email_signature`.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
-from grpo_rewards.builtins.email_signature import contact_kinds, split_signature
+from grpo_rewards.builtins.email_signature import has_contact, split_signature
 from grpo_rewards.completions import completion_text
 from grpo_rewards.specs import RewardSpec
 
@@ -28,6 +29,7 @@ def _keyword_list(value: Any) -> list[str]:
     return [str(k).strip() for k in value if k is not None and str(k).strip()]
 
 
+@functools.lru_cache(maxsize=4096)
 def _word_pattern(word: str) -> re.Pattern[str]:
     left = r"\b" if re.match(r"\w", word) else ""
     right = r"\b" if re.search(r"\w$", word) else ""
@@ -125,7 +127,7 @@ def email_rules(
         parts = name_parts(recipient) if isinstance(recipient, str) else []
         if parts and any(_word_pattern(p).search(body) for p in parts):
             total += name_reward
-        if block and contact_kinds(block, region):
+        if block and has_contact(block, region):
             total += signature_reward
         return total
 

@@ -79,3 +79,8 @@ def contact_kinds(block: str, region: str = "US") -> list[str]:
     if block and has_address(block):
         kinds.append("address")
     return kinds
+
+
+def has_contact(block: str, region: str = "US") -> bool:
+    """Whether ``block`` holds any contact detail (the cheap regex checks run before phonenumbers)."""
+    return bool(block) and (has_email(block) or has_address(block) or has_phone(block, region))

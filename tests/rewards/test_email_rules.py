@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import grpo_rewards
 from grpo_rewards.builtins.email_rules import email_rules, keyword_share, name_parts
-from grpo_rewards.builtins.email_signature import contact_kinds, split_signature
+from grpo_rewards.builtins.email_signature import contact_kinds, has_contact, split_signature
 
 # distinct amounts, so a total tells which rules fired
 AMOUNTS = {"keyword_reward": 1.0, "exact_reward": 2.0, "too_long_penalty": -4.0, "name_reward": 8.0, "signature_reward": 16.0}
@@ -97,6 +97,7 @@ def test_recipient_name_parts_in_the_body_only():
 )
 def test_contact_kinds(block, kinds):
     assert contact_kinds(block, "US") == kinds
+    assert has_contact(block, "US") == bool(kinds)
 
 
 def test_phone_region_decides_how_national_numbers_are_read():
