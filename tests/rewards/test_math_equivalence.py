@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import threading
 import time
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -248,3 +250,22 @@ def test_integer_fast_path_agrees_with_math_verify(x, dy, fx, fy):
     quick = math_check.integer_check(gold, answer)
     assert quick is not None
     assert quick == math_check.check(gold, answer)  # the full math-verify path, in this process
+
+
+GSM8K = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "gsm8k" / "test.jsonl"
+
+
+@pytest.mark.skipif(not GSM8K.exists(), reason="GSM8K test split not available")
+def test_gsm8k_solutions_verify_against_their_own_answers_and_not_others(correct):
+    rows = [json.loads(line) for line in GSM8K.read_text().splitlines()[:300]]
+    solutions = [r["answer"] for r in rows]
+    assert correct(solutions, answer=solutions) == [1.0] * len(rows)
+    shifted = solutions[1:] + solutions[:1]
+    wrong = correct(solutions, answer=shifted)
+    finals = [s.rsplit("####", 1)[1].strip() for s in solutions]
+    expected = [1.0 if a.replace(",", "") == b.replace(",", "") else 0.0
+                for a, b in zip(finals, finals[1:] + finals[:1], strict=True)]
+    assert wrong == expected
+    # the same answers as LaTeX fractions go through math-verify in the pool
+    latex = [f"so \\boxed{{\\frac{{{2 * int(f.replace(',', ''))}}}{{2}}}}" for f in finals[:60]]
+    assert correct(latex, answer=solutions[:60]) == [1.0] * 60
