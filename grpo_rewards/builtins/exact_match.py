@@ -19,6 +19,7 @@ An empty or missing (``None``) reference scores ``None``: the row does not count
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from grpo_rewards.extraction import METHODS, check_extraction, extract_answer
@@ -36,7 +37,11 @@ def _check_reference_extract(method: str) -> None:
 
 def reference_answer(reference: Any, method: str = "gsm8k") -> str:
     """The final answer inside ``reference`` by ``method``; the reference itself when it has none."""
-    text = "" if reference is None else str(reference)
+    return _reference_answer("" if reference is None else str(reference), method)
+
+
+@lru_cache(maxsize=16384)  # a GRPO batch repeats each reference num_generations times
+def _reference_answer(text: str, method: str) -> str:
     if method != "none":
         found = extract_answer(text, method)
         if found:

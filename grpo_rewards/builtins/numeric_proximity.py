@@ -40,11 +40,13 @@ NEAR, CLOSE = (Fraction(9, 10), Fraction(11, 10)), (Fraction(8, 10), Fraction(12
 
 def _smooth(value: float, tolerance: float):
     def score(got: Fraction, ref: Fraction) -> float:
+        if got == ref:
+            return value
         try:
-            q = float(abs(got - ref) / max(abs(ref), 1)) / tolerance
-            return value / (1.0 + q * q)
-        except OverflowError:  # astronomically far: the score underflows to 0
+            q = abs(float(got - ref)) / max(abs(float(ref)), 1.0) / tolerance
+        except OverflowError:  # astronomically far (beyond 1e308): the score underflows to 0
             return 0.0
+        return value / (1.0 + q * q)
 
     return score
 
