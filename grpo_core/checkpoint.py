@@ -30,6 +30,10 @@ CHECKPOINTS = "checkpoints"
 _NAME = re.compile(r"^step-(\d+)$")
 
 
+class CheckpointError(ValueError):
+    """A checkpoint that does not fit the model being resumed (a changed config, another run's folder)."""
+
+
 @dataclass(frozen=True)
 class Checkpoint:
     path: Path
@@ -156,7 +160,7 @@ def restore(checkpoint: Checkpoint, model: Any, optimizer: Any = None, scheduler
     params = _trainable(model)
     missing, unexpected = sorted(set(params) - set(weights)), sorted(set(weights) - set(params))
     if missing or unexpected:
-        raise ValueError(f"{path}: checkpoint does not match the model's trainable parameters "
+        raise CheckpointError(f"{path}: checkpoint does not match the model's trainable parameters "
                          f"(missing {missing[:3]}, unexpected {unexpected[:3]}); was the [lora] config changed?")
     with torch.no_grad():
         for name, param in params.items():

@@ -120,7 +120,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             return _error(str(exc))
         print(estimate.table())
         return 0
-    from grpo_core.checkpoint import load_latest_checkpoint
+    from grpo_core.checkpoint import CheckpointError, load_latest_checkpoint
     from grpo_core.data import DataError
 
     if args.resume and load_latest_checkpoint(cfg.logging.output_dir) is None:
@@ -131,7 +131,10 @@ def cmd_train(args: argparse.Namespace) -> int:
         trainer = Trainer(cfg, resume=args.resume)
     except (DataError, OSError) as exc:
         return _error(_first_line(exc))
-    result = trainer.train()
+    try:
+        result = trainer.train()
+    except CheckpointError as exc:
+        return _error(f"--resume: {exc}")
     steps = result.get("step", result.get("steps")) if isinstance(result, dict) else None
     print(f"done{f' at step {steps}' if steps is not None else ''}: {cfg.logging.output_dir}", file=sys.stderr)
     return 130 if isinstance(result, dict) and result.get("interrupted") else 0

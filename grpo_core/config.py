@@ -38,7 +38,7 @@ QUANT_TYPES = ("nf4", "fp4")
 LR_SCHEDULERS = ("linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup",
                  "inverse_sqrt", "cosine_with_min_lr", "warmup_stable_decay")
 LOCAL_DATA_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
-SOURCE_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9_\-]*):(?!//)")
+SOURCE_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9_\-]+):(?!//)")  # 2+ characters: "C:\\data" is a path
 
 
 @dataclass

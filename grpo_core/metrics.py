@@ -7,6 +7,7 @@ rich progress bar, the curves PNG at the end; wandb / tensorboard too when asked
     ``.log_samples(step, rows)``   every ``sample_every`` steps, the first ``num_samples`` rows (prompt,
                                    completion, each reward's score) to ``samples.jsonl`` and the console;
     ``.close()``                   stops the bar, closes the files, draws ``curves.png`` (``plot = true``).
+``config`` (the resolved run config as a dict) is written to ``config.json`` and given to wandb.
 A resumed run (``start_step > 0``) first drops the lines of steps after its checkpoint, so the files
 read as if the run had never stopped.
 """
@@ -29,6 +30,7 @@ log = logging.getLogger("grpo.metrics")
 
 METRICS_FILE = "metrics.jsonl"
 SAMPLES_FILE = "samples.jsonl"
+CONFIG_FILE = "config.json"
 # shown next to the progress bar when present, in this order
 PROGRESS_KEYS = ("reward/mean", "reward", "kl", "completion_length/mean", "tokens_per_s", "step_time")
 
@@ -102,6 +104,8 @@ class MetricsLogger:
             mode = "a"
         else:
             mode = "w"
+        if config is not None:  # the resolved run config, for reproducing the run
+            (self.run_dir / CONFIG_FILE).write_text(json.dumps(config, indent=2, default=str) + "\n", encoding="utf-8")
         self._metrics = open(self.metrics_path, mode, encoding="utf-8")  # noqa: SIM115 (open for the run)
         self._samples = open(self.samples_path, mode, encoding="utf-8")  # noqa: SIM115
         self._closed = False

@@ -131,7 +131,7 @@ def test_restore_rejects_a_different_model(tmp_path: Path) -> None:
     net, opt, _ = make(0)
     ck.save_checkpoint(tmp_path, 1, model=net, optimizer=opt, state={})
     other = torch.nn.Linear(8, 1)
-    with pytest.raises(ValueError, match="does not match the model's trainable parameters"):
+    with pytest.raises(ck.CheckpointError, match="does not match the model's trainable parameters"):
         ck.restore(ck.load_latest_checkpoint(tmp_path), other)
     assert ck.load_latest_checkpoint(tmp_path / "nothing") is None
 

@@ -45,6 +45,25 @@ def test_train_with_a_bad_config_loads_nothing(tmp_path: Path, capsys: pytest.Ca
     assert "--resume: no checkpoint in" in capsys.readouterr().err
 
 
+def test_resume_from_another_models_checkpoint_is_one_clear_line(
+    tiny_model_dir: Path, tmp_path: Path, use_core_registry: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import torch
+
+    from grpo_core.checkpoint import save_checkpoint
+
+    other = torch.nn.Linear(4, 4)
+    save_checkpoint(tmp_path / "run", 2, model=other, optimizer=torch.optim.SGD(other.parameters(), lr=0.1), state={})
+    (tmp_path / "rows.jsonl").write_text('{"prompt": "1+1="}\n')
+    (tmp_path / "run.toml").write_text(CONFIG.format(model=tiny_model_dir, rows=tmp_path / "rows.jsonl")
+                                       .replace('prompt_field = "question"', 'prompt_field = "prompt"'))
+    argv = ["train", str(tmp_path / "run.toml"), "--resume", "--set", f"logging.output_dir={tmp_path / 'run'}"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith(f"error: --resume: {tmp_path / 'run' / 'checkpoints' / 'step-00000002'}: checkpoint does "
+                          "not match the model's trainable parameters")
+
+
 def test_dry_run_offline_hub_model_is_one_clear_line() -> None:
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     proc = subprocess.run([sys.executable, "-m", "grpo_rewards", "train", str(EXAMPLES / "gsm8k.toml"), "--dry-run"],

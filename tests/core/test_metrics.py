@@ -147,3 +147,4 @@ def test_wandb_and_tensorboard_receive_the_metrics(tmp_path: Path, monkeypatch: 
     assert calls == [("wandb.init", "p", {"grpo": {"beta": 0.0}}), ("tb.init", "tensorboard"),
                      ("wandb.log", 1, {"reward/mean": 0.5}), ("tb.scalar", "reward/mean", 0.5, 1),
                      ("wandb.finish",), ("tb.close",)]
+    assert json.loads((tmp_path / "config.json").read_text()) == {"grpo": {"beta": 0.0}}
