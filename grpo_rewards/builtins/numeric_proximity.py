@@ -44,8 +44,11 @@ def _smooth(value: float, tolerance: float):
             return value
         try:
             q = abs(float(got - ref)) / max(abs(float(ref)), 1.0) / tolerance
-        except OverflowError:  # astronomically far (beyond 1e308): the score underflows to 0
-            return 0.0
+        except OverflowError:  # beyond 1e308: take the ratio exactly, then in floats
+            try:
+                q = float(abs(got - ref) / max(abs(ref), 1)) / tolerance
+            except OverflowError:  # astronomically far: the score underflows to 0
+                return 0.0
         return value / (1.0 + q * q)
 
     return score

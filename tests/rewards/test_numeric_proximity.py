@@ -26,6 +26,7 @@ def test_smooth_parameters():
     assert score(["0.1"], "0", tolerance=0.1) == [pytest.approx(0.5)]
     assert score(["0"], "0") == [1.0]
     assert score(["1e400"], "1") == [0.0]  # astronomically far: underflows to 0, never raises
+    assert score(["1.05e400"], "1e400") == [pytest.approx(0.8)]  # beyond floats, the ratio is still right
 
 
 def test_missing_unparsable_and_undecided():
