@@ -338,6 +338,8 @@ def _check_source(doc: TomlDoc, key: tuple[str, ...], source: str, registry: Reg
 def _cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None:
     m, d, g, o, lo, q, lg, ck = (cfg[n] for n in SECTIONS)
     _choice(doc, ("model", "dtype"), m.dtype, DTYPES)
+    if m.name_or_path.startswith(("/", "./", "../", "~")) and not Path(m.name_or_path).expanduser().exists():
+        doc.problem(("model", "name_or_path"), f"folder not found: {m.name_or_path}")
     if d.source:
         d.source = _check_source(doc, ("data", "source"), d.source, registry)
     if d.eval_source:

@@ -61,7 +61,8 @@ def load_tokenizer(cfg: RunConfig) -> Any:
     from transformers import AutoTokenizer
 
     m = cfg.model
-    tok = AutoTokenizer.from_pretrained(m.name_or_path, revision=m.revision, trust_remote_code=m.trust_remote_code)
+    with _naming_the_model(m.name_or_path):
+        tok = AutoTokenizer.from_pretrained(m.name_or_path, revision=m.revision, trust_remote_code=m.trust_remote_code)
     if tok.pad_token is None:
         if tok.eos_token is None:
             raise ValueError(f"model.name_or_path: tokenizer of {m.name_or_path!r} has neither a pad nor an eos token")
@@ -70,10 +71,21 @@ def load_tokenizer(cfg: RunConfig) -> Any:
     return tok
 
 
+@contextlib.contextmanager
+def _naming_the_model(name: str) -> Iterator[None]:
+    """Loading errors (offline, no such repo, no weights) as one line naming ``model.name_or_path``."""
+    try:
+        yield
+    except (OSError, ValueError) as exc:  # transformers raises both for missing/unusable files
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise OSError(f"model.name_or_path: cannot load {name!r}: {first}") from exc
+
+
 def _base_model(cfg: RunConfig) -> Any:
     from transformers import AutoModelForCausalLM
 
-    return AutoModelForCausalLM.from_pretrained(cfg.model.name_or_path, **_load_kwargs(cfg))
+    with _naming_the_model(cfg.model.name_or_path):
+        return AutoModelForCausalLM.from_pretrained(cfg.model.name_or_path, **_load_kwargs(cfg))
 
 
 def _enable_checkpointing(model: Any, cfg: RunConfig) -> None:

@@ -104,6 +104,7 @@ def test_every_problem_at_once_with_lines_and_suggestions(tmp_path: Path, core_r
     (('dtype = "bfloat16"', 'dtype = "bf16"'), "model.dtype: must be one of auto, float32, bfloat16, float16, got 'bf16'"),
     (('[generation]', '[generation]\nbackend = "vllmm"'), "generation.backend: unknown generation backend 'vllmm'"),
     (('name_or_path = "some/model"', ''), "model: missing required key 'name_or_path'"),
+    (('name_or_path = "some/model"', 'name_or_path = "./no/such/folder"'), "model.name_or_path: folder not found"),
     (("target_modules = [\"q_proj\", \"v_proj\"]", "target_modules = [1, 2]"),
      "lora.target_modules: expected str or a list of strings, got list [1, 2]"),
     (('[rewards.short]\nuse = "core_len"\nweight = 0.5', '[rewards.short]\nuse = "core_len"\nweight = "x"'),

@@ -110,3 +110,12 @@ def test_qlora_nf4_on_cpu_quantizes_and_trains(tiny_model_dir: Path, core_regist
     merged = AutoModelForCausalLM.from_pretrained(tmp_path / "merged")
     assert not any(isinstance(m, Linear4bit) for m in merged.modules())
     assert merged.dtype == torch.float32
+
+
+def test_a_model_that_cannot_load_is_one_line_naming_the_key(tmp_path: Path, core_registry: Any) -> None:
+    (tmp_path / "empty").mkdir()
+    cfg = run_config(tmp_path / "empty", core_registry)
+    with pytest.raises(OSError) as info:
+        load_model_and_tokenizer(cfg)
+    assert str(info.value).startswith(f"model.name_or_path: cannot load '{tmp_path / 'empty'}': ")
+    assert "\n" not in str(info.value)
