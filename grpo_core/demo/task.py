@@ -1,4 +1,8 @@
-"""The demo's arithmetic task: ``"37+45="`` -> ``"<reasoning>37+45</reasoning>\\n<answer>82</answer>"``.
+"""The demo's arithmetic task: ``"37+45="`` -> ``"<reasoning>28</reasoning>\\n<answer>82</answer>"``.
+
+The reasoning is the sum written ones digit first, the way one adds by hand (each digit depends
+only on the digits to its right, so a tiny model can compute it left to right); the answer is
+that number read back in the usual order.
 
 Registered as the dataset source ``demo:arithmetic`` (``[data] source = "demo:arithmetic"``);
 the split picks a disjoint, deterministic set of problems (``train``, ``test``, ``warmup``), so
@@ -21,8 +25,8 @@ def problem(a: int, op: str, b: int) -> dict[str, Any]:
 
 
 def completion(row: dict[str, Any]) -> str:
-    """The target completion of a row: a short worked line, then the answer in tags."""
-    return f"<reasoning>{row['a']}{row['op']}{row['b']}</reasoning>\n<answer>{row['answer']}</answer>"
+    """The target completion of a row: the digits ones-first as the reasoning, then the answer in tags."""
+    return f"<reasoning>{row['answer'][::-1]}</reasoning>\n<answer>{row['answer']}</answer>"
 
 
 def _key(row: dict[str, Any]) -> tuple[int, str, int]:

@@ -1,0 +1,296 @@
+"""The GRPO loop, to be read top to bottom (nanoGPT style).
+
+    for each step:
+        1. sample prompts            ``prompts_per_step`` rows, in a seeded order that survives resume
+        2. generate a group each     ``num_generations`` completions per prompt (a generation backend)
+        3. score                     the composed rewards: a total and one column per reward
+        4. advantages                ``(R - group mean) / (group std + 1e-4)`` (grpo_core.advantages)
+        5. policy update             ``num_iterations`` optimizer steps on this batch, each over
+                                     ``gradient_accumulation_steps`` micro-batches (grpo_core.loss)
+        then metrics, samples, checkpoint
+
+``max_steps`` counts loop steps (generation batches); with ``num_iterations = mu`` the optimizer
+and the LR schedule take ``mu`` steps per loop step. Old log-probs (mu > 1) are computed once per
+batch, before the first update; reference log-probs (beta != 0) come from
+``models.reference_model`` (with LoRA: the same model, adapter disabled).
+
+SIGINT finishes the current step, writes a checkpoint and returns (``interrupted: True``); a second
+SIGINT stops at once. ``Trainer(cfg, resume=True)`` restores weights, optimizer, scheduler, RNG and the
+data position from the newest checkpoint, so the run continues as if never stopped.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from grpo_core.advantages import group_advantages
+from grpo_core.config import RunConfig
+from grpo_core.generation import Generation, build_backend
+from grpo_core.logprobs import completion_logprobs
+from grpo_core.loss import grpo_loss
+
+
+class Trainer:
+    """``Trainer(config).train() -> dict`` (see the module docs)."""
+
+    def __init__(self, config: RunConfig, *, resume: bool = False, registry: Any = None):
+        from grpo_core.data import format_prompt, train_eval_rows
+        from grpo_core.models import load_model_and_tokenizer, trainable_parameters
+        from grpo_rewards.plugins import get_registry
+
+        self.cfg = config
+        self.registry = registry or get_registry()
+        self.run_dir = Path(config.logging.output_dir)
+        self.resume = resume
+        torch.manual_seed(config.grpo.seed)  # LoRA init and the first sampling draws
+
+        self.model, self.tokenizer = load_model_and_tokenizer(config)
+        if torch.cuda.is_available() and not config.quantization.load_in_4bit:
+            self.model.to("cuda")
+        self.device = next(self.model.parameters()).device
+        self.backend = build_backend(config, self.model, self.tokenizer, self.registry)
+
+        self.rows, self.eval_rows = train_eval_rows(config.data)
+        self.prompts = [format_prompt(r, config.data, self.tokenizer) for r in self.rows]
+
+        g = config.grpo
+        self.params = trainable_parameters(self.model)
+        self.optimizer = torch.optim.AdamW(
+            self.params, lr=g.learning_rate, betas=(g.adam_beta1, g.adam_beta2), weight_decay=g.weight_decay
+        )
+        from transformers import get_scheduler
+
+        total = g.max_steps * g.num_iterations
+        self.scheduler = get_scheduler(
+            g.lr_scheduler, self.optimizer, num_warmup_steps=math.ceil(g.warmup_ratio * total), num_training_steps=total
+        )
+        self.step, self.epoch, self.position = 0, 0, 0
+        self._stop = threading.Event()
+
+    # ------------------------------------------------------------------ the loop ----
+
+    def train(self) -> dict[str, Any]:
+        from grpo_core.metrics import MetricsLogger
+
+        cfg, g = self.cfg, self.cfg.grpo
+        if self.resume:
+            self._restore()
+        self.logger = MetricsLogger(self.run_dir, cfg.logging, total_steps=g.max_steps, start_step=self.step,
+                                    config=cfg.to_dict())
+        hook = self.registry.hook
+        hook.grpo_on_train_start(trainer=self)
+        metrics: dict[str, Any] = {}
+        previous_handler = self._install_sigint()
+        try:
+            while self.step < g.max_steps and not self._stop.is_set():
+                start = time.perf_counter()
+                rows = self._next_rows()                                      # 1. sample prompts
+                batch = self.backend.generate(                                # 2. a group per prompt
+                    [self.prompts[i] for i in rows], cfg.generation.num_generations
+                )
+                rows_data = [self.rows[i] for i in rows]
+                rewards, columns = self._score(rows_data, batch)              # 3. composed rewards
+                advantages, adv_stats = group_advantages(                     # 4. group-relative advantages
+                    rewards, cfg.generation.num_generations, g.scale_rewards
+                )
+                samples = self._sample_rows(rows_data, batch, rewards, columns, advantages)
+                hook.grpo_on_rewards_scored(trainer=self, step=self.step + 1, rows=samples)
+                update = self._update(batch, advantages.to(self.device))      # 5. policy update
+                self.step += 1
+
+                metrics = self._metrics(batch, rewards, columns, adv_stats, update, time.perf_counter() - start)
+                self.logger.log(self.step, metrics)
+                self.logger.log_samples(self.step, samples)
+                hook.grpo_on_step_end(trainer=self, step=self.step, metrics=metrics)
+                if cfg.checkpoint.every and self.step % cfg.checkpoint.every == 0 and self.step < g.max_steps:
+                    self._checkpoint()
+            self._checkpoint()
+            self._save_model()
+        finally:
+            self._restore_sigint(previous_handler)
+            plot = self.logger.close()
+        interrupted = self._stop.is_set() and self.step < g.max_steps
+        summary = {**metrics, "step": self.step, "interrupted": interrupted, "run_dir": str(self.run_dir),
+                   "plot": str(plot) if plot else None}
+        hook.grpo_on_train_end(trainer=self, metrics=summary)
+        return summary
+
+    # ------------------------------------------------------------------ the steps ----
+
+    def _next_rows(self) -> list[int]:
+        """The next ``prompts_per_step`` row indices of the seeded per-epoch order (a resume recomputes it)."""
+        from grpo_core.data import epoch_order
+
+        d, n = self.cfg.data, self.cfg.grpo.prompts_per_step
+        out: list[int] = []
+        while len(out) < n:
+            order = epoch_order(len(self.rows), self.epoch, seed=d.seed, shuffle=d.shuffle)
+            take = order[self.position : self.position + n - len(out)]
+            out += take
+            self.position += len(take)
+            if self.position >= len(order):
+                self.epoch, self.position = self.epoch + 1, 0
+        return out
+
+    def _score(self, rows: list[dict[str, Any]], batch: Generation) -> tuple[torch.Tensor, dict[str, list]]:
+        """Total reward per completion (NaN where every reward is None) and each reward's column."""
+        k = self.cfg.generation.num_generations
+        prompt_field = self.cfg.data.prompt_field
+        columns = {key: [r[key] for r in rows for _ in range(k)] for key in rows[0] if key != prompt_field}
+        columns["prompts"] = [r[prompt_field] for r in rows for _ in range(k)]
+        columns["completion_ids"] = [ids[m.bool()].tolist() for ids, m in zip(batch.completion_ids,
+                                                                              batch.completion_mask, strict=True)]
+        scores = self.cfg.rewards.score(batch.completions_text, **columns)
+        total = torch.tensor([math.nan if t is None else t for t in scores.total], dtype=torch.float32)
+        return total, scores.columns
+
+    def _update(self, batch: Generation, advantages: torch.Tensor) -> dict[str, float]:
+        """``num_iterations`` optimizer steps on one generation batch; returns averaged loss metrics."""
+        cfg, g = self.cfg, self.cfg.grpo
+        input_ids = torch.cat([batch.prompt_ids, batch.completion_ids], dim=1)
+        attention_mask = torch.cat([batch.prompt_mask, batch.completion_mask], dim=1)
+        k = batch.completion_ids.size(1)
+        mask = batch.completion_mask.clone()
+        if g.mask_truncated_completions:
+            mask = mask * (~batch.truncated).unsqueeze(1).to(mask.dtype)
+        num_items = mask.sum()
+        micro = torch.arange(input_ids.size(0)).tensor_split(g.gradient_accumulation_steps)
+
+        def logps(model: Any, idx: torch.Tensor, with_entropy: bool = False) -> tuple[torch.Tensor, Any]:
+            return completion_logprobs(model, input_ids[idx], attention_mask[idx], k,
+                                       temperature=cfg.generation.temperature, chunk_size=g.logprob_chunk_size,
+                                       with_entropy=with_entropy)
+
+        with torch.no_grad():
+            old = [logps(self.model, i)[0] for i in micro] if g.num_iterations > 1 else None
+            ref = None
+            if g.beta != 0.0:
+                from grpo_core.models import reference_model
+
+                with reference_model(self.model, cfg) as ref_model:
+                    ref = [logps(ref_model, i)[0] for i in micro]
+
+        sums: dict[str, float] = {}
+        counts: dict[str, int] = {}
+        for iteration in range(g.num_iterations):
+            for j, idx in enumerate(micro):
+                lp, entropy = logps(self.model, idx, with_entropy=iteration == 0)
+                loss, m = grpo_loss(
+                    lp, mask[idx], advantages[idx],
+                    old_per_token_logps=None if old is None else old[j],
+                    ref_per_token_logps=None if ref is None else ref[j],
+                    loss_type=g.loss_type, epsilon=g.epsilon, epsilon_high=g.epsilon_high, delta=g.delta,
+                    beta=g.beta, max_completion_length=cfg.generation.max_completion_length,
+                    num_items_in_batch=num_items, grad_accum_steps=g.gradient_accumulation_steps,
+                )
+                loss.backward()
+                if entropy is not None:
+                    m["entropy"] = (entropy * mask[idx]).sum() / mask[idx].sum().clamp(min=1)
+                for key, value in m.items():
+                    sums[key] = sums.get(key, 0.0) + float(value)
+                    counts[key] = counts.get(key, 0) + 1
+            grad_norm = torch.nn.utils.clip_grad_norm_(self.params, g.max_grad_norm)
+            sums["grad_norm"] = sums.get("grad_norm", 0.0) + float(grad_norm)
+            counts["grad_norm"] = counts.get("grad_norm", 0) + 1
+            self.optimizer.step()
+            self.scheduler.step()
+            self.optimizer.zero_grad(set_to_none=True)
+        return {key: sums[key] / counts[key] for key in sums}
+
+    # ---------------------------------------------------------------- bookkeeping ----
+
+    def _metrics(self, batch: Generation, rewards: torch.Tensor, columns: dict[str, list], adv: dict[str, float],
+                 update: dict[str, float], seconds: float) -> dict[str, Any]:
+        from grpo_core.metrics import peak_memory_gb
+
+        lengths = batch.completion_mask.sum(1).float()
+        scored = rewards[~torch.isnan(rewards)]
+        out: dict[str, Any] = {
+            "reward/mean": scored.mean().item() if scored.numel() else math.nan,
+            "reward/std": scored.std().item() if scored.numel() > 1 else 0.0,
+        }
+        for alias, values in columns.items():
+            present = [v for v in values if v is not None]
+            out[f"rewards/{alias}"] = sum(present) / len(present) if present else math.nan
+        out.update({f"advantages/{k.removeprefix('advantage_')}": v for k, v in adv.items()
+                    if k.startswith("advantage_")})
+        out["frac_reward_zero_std"] = adv["frac_reward_zero_std"]
+        out["frac_unscored"] = adv["frac_unscored"]
+        out.update({"loss": update.pop("policy_loss"), **update})
+        out.update({
+            "completion_length/mean": lengths.mean().item(),
+            "completion_length/min": lengths.min().item(),
+            "completion_length/max": lengths.max().item(),
+            "truncated_ratio": batch.truncated.float().mean().item(),
+            "learning_rate": self.scheduler.get_last_lr()[0],
+            "step_time": seconds,
+            "tokens_per_s": (batch.num_tokens + int(batch.prompt_mask.sum())) / max(seconds, 1e-9),
+            "peak_memory_gb": peak_memory_gb(self.device),
+            "epoch": self.epoch,
+        })
+        return out
+
+    def _sample_rows(self, rows: list[dict[str, Any]], batch: Generation, rewards: torch.Tensor,
+                     columns: dict[str, list], advantages: torch.Tensor) -> list[dict[str, Any]]:
+        """One dict per completion: prompt, completion, reference answer, each reward, total, advantage."""
+        k = self.cfg.generation.num_generations
+        field = self.cfg.data.prompt_field
+        out = []
+        for i, text in enumerate(batch.completions_text):
+            row = rows[i // k]
+            sample = {"prompt": row[field], "completion": text}
+            if "answer" in row:
+                sample["answer"] = row["answer"]
+            sample.update({alias: col[i] for alias, col in columns.items()})
+            sample["total"] = None if math.isnan(rewards[i]) else float(rewards[i])
+            sample["advantage"] = float(advantages[i])
+            out.append(sample)
+        return out
+
+    def _checkpoint(self) -> None:
+        from grpo_core.checkpoint import save_checkpoint
+
+        path = save_checkpoint(self.run_dir, self.step, model=self.model, optimizer=self.optimizer,
+                               scheduler=self.scheduler, state={"epoch": self.epoch, "position": self.position},
+                               keep_last=self.cfg.checkpoint.keep_last)
+        self.registry.hook.grpo_on_checkpoint(trainer=self, step=self.step, path=str(path))
+
+    def _restore(self) -> None:
+        from grpo_core.checkpoint import load_latest_checkpoint, restore
+
+        checkpoint = load_latest_checkpoint(self.run_dir)
+        if checkpoint is None:
+            raise FileNotFoundError(f"--resume: no checkpoint in {self.run_dir / 'checkpoints'}")
+        state = restore(checkpoint, self.model, self.optimizer, self.scheduler)
+        self.step, self.epoch, self.position = int(state["step"]), int(state["epoch"]), int(state["position"])
+
+    def _save_model(self) -> None:
+        from grpo_core.models import save_model
+
+        save_model(self.model, self.tokenizer, self.run_dir / "model")
+        if self.cfg.checkpoint.save_merged:
+            save_model(self.model, self.tokenizer, self.run_dir / "merged", merged=True)
+
+    def _install_sigint(self) -> Any:
+        if threading.current_thread() is not threading.main_thread():
+            return None
+
+        def handler(signum: int, frame: Any) -> None:
+            if self._stop.is_set():  # a second Ctrl-C: stop now
+                raise KeyboardInterrupt
+            self._stop.set()
+            self.logger.console_print("[yellow]SIGINT: finishing this step, then checkpoint and exit "
+                                      "(Ctrl-C again to stop now)")
+
+        return signal.signal(signal.SIGINT, handler)
+
+    def _restore_sigint(self, previous: Any) -> None:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
