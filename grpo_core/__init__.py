@@ -1,5 +1,34 @@
 """grpo_core: a lean, memory-optimized GRPO trainer.
 
-Public API (imported lazily so that ``import grpo_core`` stays cheap):
-``Trainer``, ``load_config``.
+Public API (imported lazily so that ``import grpo_core`` stays cheap)::
+
+    from grpo_core import Trainer, load_config
+    Trainer(load_config("examples/quickstart.toml")).train()      # = grpo train examples/quickstart.toml
+
+``Trainer``, ``load_config``, ``config_from_dict`` (the same sections as a dict, for notebooks),
+``RunConfig``, ``group_advantages``, ``grpo_loss``, ``run_demo`` (= ``grpo demo``).
 """
+
+from __future__ import annotations
+
+from typing import Any
+
+_EXPORTS = {
+    "Trainer": "grpo_core.trainer",
+    "load_config": "grpo_core.config",
+    "config_from_dict": "grpo_core.config",
+    "RunConfig": "grpo_core.config",
+    "group_advantages": "grpo_core.advantages",
+    "grpo_loss": "grpo_core.loss",
+    "run_demo": "grpo_core.demo.run",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'grpo_core' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(_EXPORTS[name]), name)

@@ -61,12 +61,12 @@ def run_demo(
         torch.set_num_threads(threads)
     overrides = list(overrides)
     if output_dir:
-        overrides += [f'model.name_or_path="{Path(output_dir) / "warm"}"',
-                      f'logging.output_dir="{Path(output_dir) / "grpo"}"']
+        overrides.append(f'logging.output_dir="{Path(output_dir) / "grpo"}"')
     cfg = load_config(config_path or str(QUICKSTART), overrides)
-    warm_dir = Path(cfg.model.name_or_path)
-    root = warm_dir.parent
-    base_dir = root / "base"
+    # the warm-started model is written where [model] name_or_path points (the folder need not exist yet)
+    warm_dir = Path(output_dir) / "warm" if output_dir else Path(cfg.model.name_or_path)
+    cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, name_or_path=str(warm_dir)))
+    base_dir = warm_dir.parent / "base"
 
     # 1. build: tokenizer + tiny model, from nothing
     warm_rows = load_rows(cfg.data, split="warmup")
