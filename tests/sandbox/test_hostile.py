@@ -95,7 +95,8 @@ def programs(t: Targets) -> dict[str, tuple[str, set[str]]]:
         "double_fork_daemon": ("import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
                                "        time.sleep(10**6)\nprint('parent done')", {"runtime_error"}),
         "memory_bomb": ("x = bytearray(8 << 30)", {"memory"}),
-        "memory_creep": ("chunks = []\nwhile True:\n    chunks.append(bytearray(32 << 20))", {"memory"}),
+        # zero-filling 512 MB can outlast the 2 s wall limit on a loaded box: either way it is contained
+        "memory_creep": ("chunks = []\nwhile True:\n    chunks.append(bytearray(32 << 20))", {"memory", "timeout"}),
         "write_outside": (f"open({t.dir + '/new.txt'!r}, 'w').write('x')", {"runtime_error"}),
         "overwrite_outside": (f"open({t.victim!r}, 'w').write('pwned')", {"runtime_error"}),
         "delete_outside": (f"import os\nos.remove({t.victim!r})", {"runtime_error"}),

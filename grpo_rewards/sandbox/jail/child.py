@@ -16,6 +16,7 @@ from . import landlock, limits
 from .linux import PR_SET_PDEATHSIG, drop_capabilities, prctl
 
 READY_FD = 3
+RULESET_FD = 4
 SETUP_FAILED_EXIT = 111
 MEMORY_EXIT = 125
 CHILD_ENV = {
@@ -28,15 +29,19 @@ def enter(req: dict[str, Any], ctx: Any, stdin_fd: int, out_w: int, err_w: int, 
     """Sandbox this process (after fork) and run ``req['code']``; never returns."""
     try:
         os.setsid()
+        ruleset = -1
+        if ctx.landlock_abi:  # the zygote keeps O_PATH fds of the system paths; only the scratch is new
+            scratch_rules = landlock.open_rules(ctx.landlock_abi, [], [scratch], [])
+            ruleset = landlock.build_ruleset(ctx.landlock_abi, ctx.landlock_rules + scratch_rules)
         high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 16) for fd in (stdin_fd, out_w, err_w, ready_w)]
         for target, fd in enumerate(high):  # 0, 1, 2 and READY_FD (3)
             os.dup2(fd, target)
-        os.closerange(READY_FD + 1, 1 << 20)  # the zygote's socket, pipes, everything else
+        if ruleset >= 0:
+            os.dup2(ruleset, RULESET_FD)
+            ruleset = RULESET_FD
+        os.closerange(RULESET_FD + 1, 1 << 20)  # the zygote's socket, pipes, path fds, everything else
         limits.apply(req["limits"], own_uid=ctx.uid is not None)
         os.chdir(scratch)
-        ruleset = -1
-        if ctx.landlock_abi:
-            ruleset = landlock.build_ruleset(ctx.landlock_abi, ctx.read_only, [scratch], ctx.rw_files)
         if ctx.uid is not None:
             os.setgroups([])
             os.setresgid(ctx.gid, ctx.gid, ctx.gid)

@@ -66,39 +66,39 @@ def features(abi: int) -> list[str]:
     return out
 
 
-def build_ruleset(abi: int, read_only: list[str], read_write: list[str], rw_files: list[str]) -> int:
-    """A ruleset fd: ``read_only`` beneath (read/execute), ``read_write`` beneath (everything), no TCP."""
+def open_rules(abi: int, read_only: list[str], read_write: list[str], rw_files: list[str]) -> list[tuple[int, int]]:
+    """``(O_PATH fd, rights)`` per existing path: read-only beneath ``read_only``, everything beneath
+    ``read_write``, read/write for the files ``rw_files``. The zygote opens them once and keeps them."""
+    handled = fs_rights(abi)
+    rules = []
+    for paths, rights in ((read_only, READ_ONLY), (read_write, handled), (rw_files, READ_FILE | WRITE_FILE)):
+        for path in paths:
+            try:
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except FileNotFoundError:
+                continue
+            rules.append((fd, (rights if os.path.isdir(path) else rights & FILE_RIGHTS) & handled))
+    return rules
+
+
+def build_ruleset(abi: int, rules: list[tuple[int, int]]) -> int:
+    """A ruleset fd holding ``rules`` (from :func:`open_rules`); TCP bind/connect and IPC scopes are denied."""
     if abi < 1:
         raise JailError(0, "landlock is not available")
-    handled = fs_rights(abi)
-    attr = _RulesetAttr(handled, NET_BIND_TCP | NET_CONNECT_TCP if abi >= 4 else 0,
+    attr = _RulesetAttr(fs_rights(abi), NET_BIND_TCP | NET_CONNECT_TCP if abi >= 4 else 0,
                         SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0)
     size = 8 if abi < 4 else 16 if abi < 6 else 24
     fd = check(libc.syscall(SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0)),
                "landlock_create_ruleset")
     try:
-        for paths, rights in ((read_only, READ_ONLY), (read_write, handled), (rw_files, READ_FILE | WRITE_FILE)):
-            for path in paths:
-                _add_path(fd, path, rights & handled)
+        for pfd, rights in rules:
+            rule = _PathBeneath(rights, pfd)
+            check(libc.syscall(SYS_ADD_RULE, ctypes.c_int(fd), ctypes.c_int(RULE_PATH_BENEATH),
+                               ctypes.byref(rule), ctypes.c_uint32(0)), "landlock_add_rule")
     except BaseException:
         os.close(fd)
         raise
     return fd
-
-
-def _add_path(ruleset_fd: int, path: str, rights: int) -> None:
-    try:
-        pfd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return
-    try:
-        if not os.path.isdir(path):
-            rights &= FILE_RIGHTS
-        rule = _PathBeneath(rights, pfd)
-        check(libc.syscall(SYS_ADD_RULE, ctypes.c_int(ruleset_fd), ctypes.c_int(RULE_PATH_BENEATH),
-                           ctypes.byref(rule), ctypes.c_uint32(0)), f"landlock_add_rule {path}")
-    finally:
-        os.close(pfd)
 
 
 def restrict_self(ruleset_fd: int) -> None:

@@ -10,6 +10,7 @@ cap, kills the child's process group, sweeps every process of the slot uid, reap
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import select
@@ -49,8 +50,7 @@ class Context:
     uid: int | None
     gid: int | None
     landlock_abi: int
-    read_only: list[str]
-    rw_files: list[str]
+    landlock_rules: list[tuple[int, int]]
     seccomp: Any
 
 
@@ -88,8 +88,11 @@ class Zygote:
             if seccomp.available():
                 filt = seccomp.Filter()
                 self.layers.append("seccomp")
-        self.ctx = Context(os.getpid(), uid, cfg.get("gid"), abi, cfg["read_only"], cfg["rw_files"], filt)
+        rules = landlock.open_rules(abi, cfg["read_only"], [], cfg["rw_files"]) if abi else []
+        self.ctx = Context(os.getpid(), uid, cfg.get("gid"), abi, rules, filt)
         self._sweep()
+        gc.collect()
+        gc.freeze()  # children never scan (and so never copy) the zygote's objects in their GC
 
     def _namespaces(self, cfg: dict[str, Any]) -> None:
         if not cfg.get("namespaces"):
