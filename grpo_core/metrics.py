@@ -87,6 +87,27 @@ def peak_memory_gb(device: Any = None) -> float:
     return rss / (2**30 if sys.platform == "darwin" else 2**20)
 
 
+TEXT_KEYS = ("prompt", "completion", "answer")
+
+
+def render_sample(step: int, index: int, row: dict[str, Any], width: int = 600) -> Any:
+    """One sample as a rich panel: its scores in the title, the prompt's end, the completion, the answer."""
+    from rich.markup import escape
+    from rich.panel import Panel
+
+    scores = "  ".join(f"{k}={v:.3g}" if isinstance(v, (int, float)) and not isinstance(v, bool) else f"{k}={v}"
+                       for k, v in row.items() if k not in TEXT_KEYS)
+    parts = []
+    if "prompt" in row:
+        parts.append(f"[dim]prompt:[/dim] {escape(('...' if len(str(row['prompt'])) > 200 else '') + str(row['prompt'])[-200:])}")
+    if "completion" in row:
+        text = str(row["completion"])
+        parts.append(f"[bold]completion:[/bold] {escape(text[:width] + ('...' if len(text) > width else ''))}")
+    if "answer" in row:
+        parts.append(f"[dim]answer:[/dim] {escape(str(row['answer'])[-120:])}")
+    return Panel("\n".join(parts), title=f"step {step} sample {index}: {escape(scores)}", title_align="left")
+
+
 class MetricsLogger:
     """See the module docs."""
 
@@ -173,15 +194,8 @@ class MetricsLogger:
             self._samples.write(json.dumps({"step": step, **_clean(row)}, default=str) + "\n")
         self._samples.flush()
         if self._progress is not None and rows:
-            from rich.table import Table
-
-            table = Table(title=f"step {step}: samples", show_lines=True)
-            keys = list(rows[0])
-            for k in keys:
-                table.add_column(k, overflow="fold", max_width=60 if k in ("prompt", "completion") else 12)
-            for row in rows:
-                table.add_row(*(f"{v:.3g}" if isinstance(v, float) else str(v)[-400:] for v in (row.get(k) for k in keys)))
-            self.console_print(table)
+            for i, row in enumerate(rows):
+                self.console_print(render_sample(step, i, row))
 
     def close(self) -> Path | None:
         """Finish the run's logs; returns the curves PNG when one was drawn."""

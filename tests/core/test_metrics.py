@@ -148,3 +148,18 @@ def test_wandb_and_tensorboard_receive_the_metrics(tmp_path: Path, monkeypatch: 
                      ("wandb.log", 1, {"reward/mean": 0.5}), ("tb.scalar", "reward/mean", 0.5, 1),
                      ("wandb.finish",), ("tb.close",)]
     assert json.loads((tmp_path / "config.json").read_text()) == {"grpo": {"beta": 0.0}}
+
+
+def test_render_sample_shows_scores_prompt_end_and_completion() -> None:
+    from rich.console import Console
+
+    from grpo_core.metrics import render_sample
+
+    console = Console(width=120, record=True)
+    row = {"prompt": "x" * 300 + " How many [clips]?", "completion": "<answer>72</answer>", "answer": "#### 72",
+           "correct": 2.0, "fmt": None, "total": 2.0}
+    console.print(render_sample(4, 1, row))
+    text = console.export_text()
+    assert "step 4 sample 1: correct=2  fmt=None  total=2" in text
+    assert "How many [clips]?" in text and "<answer>72</answer>" in text and "#### 72" in text
+    assert text.count("x") < 200  # only the end of a long prompt
