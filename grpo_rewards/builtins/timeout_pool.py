@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 
 START_METHODS = ("spawn", "forkserver", "fork")
-MAX_CHUNK = 64
+MAX_CHUNK = 16  # items per task: amortizes IPC; a killed chunk reruns at most this many items singly
 CHUNK_GRACE_S = 2.0  # added to a chunk's wall-clock deadline: its pickling and IPC
 CPU_GRACE_S = 1.0  # the SIGPROF backstop fires this much CPU time after the item's deadline
 
