@@ -29,7 +29,11 @@ _backends_lock = threading.Lock()
 
 
 def shared_backend(name: str, **options: Any) -> Any:
-    """One backend per (name, options) in this process, so several code rewards share one pool."""
+    """One backend per (name, options) in this process, so several code rewards share one pool.
+
+    Limits are not options: each program carries its own, so a pass-fraction and a
+    binary reward with different limits still share the same slots.
+    """
     key = (name, *sorted((k, repr(v)) for k, v in options.items()))
     with _backends_lock:
         if key not in _backends:
@@ -70,7 +74,8 @@ class CodeExecutionReward:
     def backend(self) -> Any:
         """The backend (started on first use; shared with other code rewards of the same options)."""
         if self._backend is None:
-            self._backend = shared_backend(self.backend_name, limits=self.limits, **self.backend_options)
+            # limits travel with each program, so rewards with different limits share one pool
+            self._backend = shared_backend(self.backend_name, **self.backend_options)
         return self._backend
 
     def __call__(self, completions: list[Any], **columns: Any) -> list[float | None]:

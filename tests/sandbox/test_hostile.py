@@ -247,8 +247,8 @@ def test_floods_are_capped(hostile):
 def test_deadline_holds_for_sleepers_and_threads(hostile):
     _, _, results, _ = hostile
     for name in ("sleep_forever", "thread_outlives", "daemon_thread_spin"):
-        assert FAST.wall_seconds <= results[name].wall < FAST.wall_seconds + 1.5, name
-    assert results["cpu_spin"].cpu < FAST.cpu_seconds + 1.5
+        assert FAST.wall_seconds <= results[name].wall < FAST.wall_seconds + 5, name  # generous: a loaded box
+    assert results["cpu_spin"].cpu < FAST.cpu_seconds + 2.5
 
 
 @needs_root

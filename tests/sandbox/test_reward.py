@@ -153,3 +153,14 @@ def test_fail_closed_without_the_default_layers(monkeypatch):
     assert doc.problems and "allow_unsafe_execution" in str(doc.problems[0]) and "seccomp" in str(doc.problems[0])
     ok = parse_toml('[rewards.code]\nuse = "code_execution"\nallow_unsafe_execution = true\n', "run.toml")
     assert rewards_from_doc(ok) is not None and not ok.problems
+
+
+def test_rewards_share_one_pool_across_limits():
+    a = reward("code_execution", cpu_seconds=1.0, wall_seconds=2.0)
+    b = reward("code_execution_binary", cpu_seconds=3.0, wall_seconds=5.0)
+    cell = [{"inputs": ["2\n"], "outputs": ["4\n"]}]
+    assert a([fenced("print(int(input()) ** 2)")], verification_info=cell) == [1.0]
+    assert b([fenced("import time\ntime.sleep(3)\nprint(4)")], verification_info=cell) == [1.0]  # its own 5 s
+    assert a([fenced("import time\ntime.sleep(3)\nprint(4)")], verification_info=cell) == [0.0]  # 2 s: timeout
+    assert a.backend is b.backend
+    assert a.last_details[0]["statuses"] == ["timeout"]
