@@ -14,6 +14,7 @@ No torch/transformers import here: validating a config is cheap and needs no net
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import types
 import typing
@@ -286,6 +287,8 @@ def _build_section(doc: TomlDoc, name: str) -> Any:
     hints = _HINTS[cls]
     kwargs = {}
     for key, value in table.items():
+        if isinstance(value, os.PathLike):  # the Python API: Path objects for paths
+            value = os.fspath(value)
         if key not in hints:
             doc.problem((name, key), f"unknown key{did_you_mean(key, hints)}")
         elif (why := _type_problem(hints[key], value)) is not None:

@@ -164,6 +164,8 @@ def test_parse_override_values() -> None:
 def test_python_api_dict_and_ready_reward(core_registry: Any) -> None:
     data = {"model": {"name_or_path": "m"}, "data": {"source": "hub/name"},
             "grpo": {"max_steps": 3}, "rewards": {"len": {"use": "core_len", "scale": 1.0}}}
+    cfg = config_from_dict({**data, "logging": {"output_dir": Path("out") / "x"}}, registry=core_registry)
+    assert cfg.logging.output_dir == "out/x"  # Path objects are accepted for paths
     cfg = config_from_dict(data, registry=core_registry)
     assert cfg.path == "<dict>" and cfg.grpo.max_steps == 3 and cfg.logging.output_dir == "runs/run"
     assert cfg.rewards(["ab"]) == [-2.0]
