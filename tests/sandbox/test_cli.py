@@ -57,3 +57,12 @@ def test_serve_over_http():
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=20) == 0
+
+
+def test_registering_the_plugin_stays_light():
+    """Listing plugins must not start a pool or load ctypes: heavy modules load on first use."""
+    code = ("import sys\nfrom grpo_rewards.plugins import load_registry\nload_registry()\n"
+            "heavy = [m for m in ('ctypes', 'grpo_rewards.sandbox.pool', 'grpo_rewards.sandbox.jail.zygote') "
+            "if m in sys.modules]\nprint(heavy)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

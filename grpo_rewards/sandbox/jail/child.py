@@ -15,6 +15,8 @@ from typing import Any
 from . import landlock, limits
 from .linux import PR_SET_PDEATHSIG, drop_capabilities, prctl
 
+_exit = os._exit  # bound now: a program that replaces os._exit still ends here
+
 READY_FD = 3
 RULESET_FD = 4
 SETUP_FAILED_EXIT = 111
@@ -64,8 +66,8 @@ def enter(req: dict[str, Any], ctx: Any, stdin_fd: int, out_w: int, err_w: int, 
         try:
             os.write(READY_FD, b"E" + f"{type(exc).__name__}: {exc}".encode()[:400])
         finally:
-            os._exit(SETUP_FAILED_EXIT)
-    os._exit(_run_program(req["code"], scratch))
+            _exit(SETUP_FAILED_EXIT)
+    _exit(_run_program(req["code"], scratch))
 
 
 def _run_program(source: str, scratch: str) -> int:
