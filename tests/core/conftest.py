@@ -61,6 +61,12 @@ def build_tiny_model(out_dir: Path, tokenizer: Any, *, hidden: int = 32, layers:
     return out_dir
 
 
+@pytest.fixture
+def fresh_tokenizer() -> Any:
+    """A newly trained tokenizer (see :func:`build_tokenizer`), not saved anywhere."""
+    return build_tokenizer()
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Directory of a tiny Llama + trained tokenizer, loadable by ``from_pretrained``."""

@@ -119,3 +119,33 @@ def test_a_model_that_cannot_load_is_one_line_naming_the_key(tmp_path: Path, cor
         load_model_and_tokenizer(cfg)
     assert str(info.value).startswith(f"model.name_or_path: cannot load '{tmp_path / 'empty'}': ")
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("arch", ["qwen2", "gpt2"])
+def test_other_architectures_load_train_and_save(arch: str, tmp_path: Path, core_registry: Any,
+                                                 fresh_tokenizer: Any) -> None:
+    """Any causal LM transformers loads: a Qwen2 (biases in attention) and a GPT-2 (Conv1D layers)."""
+    from peft import AutoPeftModelForCausalLM
+    from transformers import GPT2Config, GPT2LMHeadModel, Qwen2Config, Qwen2ForCausalLM
+
+    tok = fresh_tokenizer
+    torch.manual_seed(0)
+    if arch == "qwen2":
+        # padded vocabulary, as real Qwen checkpoints have (its tokenizer class adds <|endoftext|> on load)
+        model = Qwen2ForCausalLM(Qwen2Config(vocab_size=len(tok) + 4, hidden_size=32, intermediate_size=64,
+                                             num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2))
+    else:
+        model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_embd=32, n_layer=2, n_head=4, n_positions=128))
+    model.save_pretrained(tmp_path / "base")
+    tok.save_pretrained(tmp_path / "base")
+    cfg = run_config(tmp_path / "base", core_registry, lora={"enabled": True, "r": 2},
+                     model={"gradient_checkpointing": True})
+    policy, tok = load_model_and_tokenizer(cfg)
+    batch = _batch(tok)
+    policy(**batch, labels=batch["input_ids"]).loss.backward()
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for n, p in policy.named_parameters() if "lora_B" in n)
+    save_model(policy, tok, tmp_path / "adapter")
+    again = AutoPeftModelForCausalLM.from_pretrained(tmp_path / "adapter")
+    policy.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(again.eval()(**batch).logits, policy(**batch).logits)
