@@ -32,6 +32,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("config")
     _add_overrides(p)
     p.add_argument("--print", dest="print_config", action="store_true", help="print the resolved config as JSON")
+    p.add_argument("--data", dest="check_data", action="store_true",
+                   help="also load the training rows and check the prompt, answer and reward columns")
     p.set_defaults(func=cmd_config_validate)
 
     p = subparsers.add_parser("plot", help="draw a run's metric curves to a PNG")
@@ -65,6 +67,18 @@ def cmd_config_validate(args: argparse.Namespace) -> int:
     from grpo_core.config import load_config
 
     cfg = load_config(args.config, args.overrides)
+    if args.check_data:
+        from grpo_core.data import DataError, load_rows, missing_reward_columns
+
+        try:
+            rows = load_rows(cfg.data)
+        except DataError as exc:
+            return _error(str(exc))
+        for warning in missing_reward_columns(cfg, rows):
+            print(f"warning: {warning}", file=sys.stderr)
+        first = str(rows[0][cfg.data.prompt_field]).replace("\n", " ")
+        print(f"data: {len(rows)} rows from {cfg.data.source} [{cfg.data.split}]; columns {', '.join(map(str, rows[0]))}; "
+              f"first prompt: {first[:80]!r}")
     print(f"ok: {summary(cfg)}")
     if args.print_config:
         print(json.dumps(cfg.to_dict(), indent=2, default=str))

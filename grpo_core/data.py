@@ -153,3 +153,32 @@ def format_prompt(row: dict[str, Any], data_cfg: DataConfig, tokenizer: Any) -> 
     if isinstance(prompt, list):
         prompt = "\n".join(str(m.get("content", "")) for m in prompt)
     return f"{system}\n\n{prompt}" if system else str(prompt)
+
+
+def reward_columns(cfg: Any, registry: Any = None) -> dict[str, list[str]]:
+    """The dataset columns each reward of a run config reads: its spec's ``columns``, renamed by the
+    reward's ``<name>_column`` parameters (``reference_column``, ``keywords_column``, ...)."""
+    from grpo_rewards.plugins import PluginError, get_registry
+
+    registry = registry or get_registry()
+    tables = cfg.raw.get("rewards", {}) if isinstance(cfg.raw.get("rewards"), dict) else {}
+    out: dict[str, list[str]] = {}
+    for entry in cfg.rewards.entries:
+        if not entry.use or entry.use.startswith("verify:"):
+            continue
+        try:
+            spec = registry.reward(entry.use)
+        except PluginError:
+            continue
+        params = tables.get(entry.alias, {})
+        renames = {p.default: params.get(name, p.default) for name, p in spec.params.items()
+                   if name.endswith("_column") and isinstance(p.default, str)}
+        out[entry.alias] = [renames.get(c, c) for c in spec.columns]
+    return out
+
+
+def missing_reward_columns(cfg: Any, rows: list[dict[str, Any]], registry: Any = None) -> list[str]:
+    """One warning line per reward column absent from ``rows`` (such a reward scores nothing useful)."""
+    present = set(rows[0]) if rows else set()
+    return [f"reward {alias!r} reads column {col!r}, which the data does not have (columns: {', '.join(sorted(present))})"
+            for alias, cols in reward_columns(cfg, registry).items() for col in cols if col not in present]

@@ -45,8 +45,10 @@ def test_gsm8k_example_on_local_rows(capsys: pytest.CaptureFixture[str], tiny_mo
     from transformers import AutoTokenizer
 
     overrides = [f"data.source={GSM8K}", "data.limit=16"]
-    assert main(["config", "validate", str(EXAMPLES / "gsm8k.toml"), "--set", overrides[0]]) == 0
-    capsys.readouterr()
+    assert main(["config", "validate", str(EXAMPLES / "gsm8k.toml"), "--data", "--set", overrides[0]]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith(f"data: 7473 rows from {GSM8K} [train]; columns question, answer; first prompt: 'Natalia")
+    assert "warning" not in err
     cfg = load_config(EXAMPLES / "gsm8k.toml", overrides)
     rows = load_rows(cfg.data)
     assert len(rows) == 16 and rows[0]["question"].startswith("Natalia sold clips")
@@ -59,6 +61,18 @@ def test_gsm8k_example_on_local_rows(capsys: pytest.CaptureFixture[str], tiny_mo
     # Unsloth's maxima: correct 2.0 + int 0.5 + strict 0.5 + soft 0.5 + xml 4 * 0.125
     assert cfg.rewards(perfect, **columns) == [pytest.approx(4.0)] * 16
     assert cfg.rewards(wrong, **columns) == [pytest.approx(2.0)] * 16
+
+
+def test_email_example_data_check(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["config", "validate", str(EXAMPLES / "email.toml"), "--data"]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("data: 12 rows from ") and err == ""
+    assert main(["config", "validate", str(EXAMPLES / "email.toml"), "--data",
+                 "--set", "rewards.email.recipient_column=to"]) == 0
+    assert capsys.readouterr().err == ("warning: reward 'email' reads column 'to', which the data does not have "
+                                       "(columns: ideal, keywords, prompt, recipient)\n")
+    assert main(["config", "validate", str(EXAMPLES / "email.toml"), "--data", "--set", "data.prompt_field=body"]) == 2
+    assert capsys.readouterr().err.startswith("error: data.prompt_field: column 'body' not in ")
 
 
 def test_email_example_data_and_rewards() -> None:
