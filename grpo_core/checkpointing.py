@@ -11,6 +11,12 @@ around ``torch.utils.checkpoint``: the checkpoint saves its inputs through autog
 mechanism outside its own inner hooks, so the outer hooks see exactly the layer inputs and nothing the
 layer computes. Tensors already on the host are kept as they are (no copy), so on a CPU-only machine the
 offload is a no-op apart from the bookkeeping in :data:`OFFLOAD_STATS`.
+
+Tiled MLP (Unsloth's "tiled MLP", on by default with ``mlp_chunk_tokens``): the MLP is token-wise, so
+each decoder layer's MLP runs over ``mlp_chunk_tokens`` tokens at a time, each tile checkpointed. Under
+layer checkpointing the recompute would otherwise hold the whole layer's ``tokens x intermediate``
+activations (4 of them, 5.4x the hidden size for Qwen2) at once; tiled, it holds one tile's. The price
+is one more forward of the MLP per tile in backward. Sequences shorter than one tile run untouched.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ class OffloadStats:
 
 
 OFFLOAD_STATS = OffloadStats()
+DEFAULT_MLP_CHUNK_TOKENS = 2048
 
 
 def _pack_to_host(tensor: torch.Tensor) -> tuple[torch.device | None, torch.Tensor]:
@@ -70,10 +77,13 @@ def _hf_model(model: Any) -> Any:
     return model.get_base_model() if hasattr(model, "get_base_model") else model
 
 
-def enable_gradient_checkpointing(model: Any, *, offload_to_cpu: bool = False) -> None:
+def enable_gradient_checkpointing(
+    model: Any, *, offload_to_cpu: bool = False, mlp_chunk_tokens: int | None = DEFAULT_MLP_CHUNK_TOKENS
+) -> None:
     """Checkpoint every decoder layer of ``model`` (a HF causal LM, peft-wrapped or not).
 
-    Non-reentrant checkpointing; ``offload_to_cpu`` keeps the checkpointed layer inputs in host RAM.
+    Non-reentrant checkpointing; ``offload_to_cpu`` keeps the checkpointed layer inputs in host RAM;
+    ``mlp_chunk_tokens`` tiles the layers' MLPs (:func:`tile_mlp`; None turns it off).
     Also turns the KV cache off for training forwards (generation passes ``use_cache`` itself).
     Raises ``ValueError`` naming the model class when it has no checkpointable layers.
     """
@@ -95,6 +105,48 @@ def enable_gradient_checkpointing(model: Any, *, offload_to_cpu: bool = False) -
             module._gradient_checkpointing_func = func
     if getattr(hf, "config", None) is not None and hasattr(hf.config, "use_cache"):
         hf.config.use_cache = False
+    if mlp_chunk_tokens:
+        tile_mlp(model, mlp_chunk_tokens)
+
+
+def _tiled(forward: Any, chunk: int) -> Any:
+    @functools.wraps(forward)
+    def tiled_forward(x: torch.Tensor) -> torch.Tensor:
+        n = x.shape[:-1].numel()
+        if n <= chunk:
+            return forward(x)
+        flat = x.reshape(n, x.shape[-1])
+        if torch.is_grad_enabled():
+            parts = [checkpoint(forward, part, use_reentrant=False) for part in flat.split(chunk)]
+        else:
+            parts = [forward(part) for part in flat.split(chunk)]
+        out = torch.cat(parts)
+        return out.view(*x.shape[:-1], out.shape[-1])
+
+    tiled_forward._grpo_tiled = chunk  # type: ignore[attr-defined]
+    return tiled_forward
+
+
+def tile_mlp(model: Any, chunk_tokens: int = DEFAULT_MLP_CHUNK_TOKENS) -> int:
+    """Make every decoder layer's ``mlp`` run ``chunk_tokens`` tokens at a time (each tile checkpointed
+    when gradients are on). Idempotent; returns how many MLPs are tiled."""
+    if chunk_tokens < 1:
+        raise ValueError(f"mlp_chunk_tokens must be >= 1, got {chunk_tokens}")
+    from transformers.modeling_layers import GradientCheckpointingLayer
+
+    count = 0
+    for layer in _hf_model(model).modules():
+        mlp = getattr(layer, "mlp", None)
+        if not isinstance(layer, GradientCheckpointingLayer) or not type(mlp).__name__.endswith("MLP"):
+            continue  # dense token-wise MLPs only (MoE blocks return router logits too)
+        forward = getattr(mlp.forward, "__wrapped__", mlp.forward) if _tile_of(mlp) else mlp.forward
+        mlp.forward = _tiled(forward, chunk_tokens)
+        count += 1
+    return count
+
+
+def _tile_of(mlp: torch.nn.Module) -> int | None:
+    return getattr(mlp.__dict__.get("forward"), "_grpo_tiled", None)
 
 
 def is_checkpointing(model: Any) -> bool:

@@ -33,8 +33,8 @@ from typing import Any
 
 import torch
 
-# Values per logits tile (fp32): 8M values = 32 MiB; the few temporaries of one tile stay ~100 MiB.
-TILE_VALUES = 1 << 23
+# Values per logits tile (fp32): 4M values = 16 MiB; a tile and its exponentials stay ~32 MiB.
+TILE_VALUES = 1 << 22
 
 
 def selective_log_softmax(logits: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
@@ -58,7 +58,7 @@ def _tile_logits(
     """fp32 ``(h @ W[v0:v1]^T + b) / T`` for one tile (GEMM in the weights' dtype, like the plain head)."""
     z = torch.mm(h, weight[v0:v1].t())
     if bias is not None:
-        z = z + bias[v0:v1]
+        z.add_(bias[v0:v1])
     z = z.float()
     if inv_t != 1.0:
         z.mul_(inv_t)
@@ -108,12 +108,12 @@ class ChunkedLogProbs(torch.autograd.Function):
                 tz = torch.where(inside, picked, tz)
                 new_m = torch.maximum(m, z.amax(1))
                 rescale = torch.exp(m - new_m)
-                e = torch.exp(z - new_m.unsqueeze(1))
+                e = torch.sub(z, new_m.unsqueeze(1)).exp_()  # the tile's only other tile-sized buffer
                 s = s * rescale + e.sum(1)
-                if sz is not None:
-                    sz = sz * rescale + (e * z).sum(1)
                 if ew is not None:
                     ew = ew * rescale.unsqueeze(1) + torch.mm(e, weight[v0:v1].float())
+                if sz is not None:
+                    sz = sz * rescale + z.mul_(e).sum(1)  # z is not needed after this
                 m = new_m
             lse[t0:t1] = m + torch.log(s)
             target_z[t0:t1] = tz

@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from grpo_core.checkpointing import DEFAULT_MLP_CHUNK_TOKENS
 from grpo_core.logprobs import vocab_chunk_for
 
 GiB = 1024**3
@@ -112,12 +113,14 @@ def estimate_peak_memory(
     chunk_size: int = 1024,
     beta: float = 0.0,
     num_iterations: int = 1,
+    mlp_chunk_tokens: int | None = DEFAULT_MLP_CHUNK_TOKENS,
     counts: ParamCounts | None = None,
 ) -> MemoryEstimate:
     """Estimated peak memory of one GRPO step on the accelerator (the process, on a CPU machine).
 
     ``num_sequences`` is the number of sequences in one forward/backward (prompts x generations per
-    micro-batch); ``lora_rank=0`` means a full fine-tune. ``counts`` skips the meta-device build.
+    micro-batch); ``lora_rank=0`` means a full fine-tune; ``mlp_chunk_tokens`` is the MLP tile of
+    :func:`grpo_core.checkpointing.tile_mlp` (None: untiled). ``counts`` skips the meta-device build.
     """
     for name, value in (("num_sequences", num_sequences), ("completion_length", completion_length),
                         ("chunk_size", chunk_size), ("num_iterations", num_iterations)):
@@ -165,16 +168,21 @@ def estimate_peak_memory(
     add(("prefill working set", prefill, "largest layer intermediate of the prompt pass"))
     est.generation = kv + prefill
 
-    per_token_layer = (8 * hidden + 2 * kv_dim + 4 * inter) * nbytes  # saved for backward, fused attention
+    attn_part = (8 * hidden + 2 * kv_dim) * nbytes  # per token, saved for backward (fused attention)
+    mlp_part = 4 * inter * nbytes
     if lora_rank:
-        per_token_layer += 7 * 2 * lora_rank * 4  # each adapter keeps its fp32 r-dim intermediate
+        attn_part += 7 * 2 * lora_rank * 4  # each adapter keeps its fp32 r-dim intermediate
+    per_token_layer = attn_part + mlp_part
     residual = tokens * hidden * nbytes
     if gradient_checkpointing:
         kept = layers * residual
-        acts = residual + tokens * per_token_layer  # the layer inputs + one layer recomputed in backward
+        mlp_tokens = min(tokens, mlp_chunk_tokens or tokens)
+        # the layer inputs + one layer recomputed in backward (its MLP one tile at a time)
+        acts = residual + tokens * attn_part + mlp_tokens * mlp_part
         if offload_activations:
             est.host_offload, kept = kept, 0
-        note = "layer inputs" + (" (in host RAM)" if offload_activations else "") + " + one recomputed layer"
+        note = ("layer inputs" + (" (in host RAM)" if offload_activations else "") + " + one recomputed layer"
+                + (f", MLP in {mlp_tokens}-token tiles" if mlp_tokens < tokens else ""))
         acts += kept
     else:
         acts = layers * tokens * per_token_layer + residual

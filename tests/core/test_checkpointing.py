@@ -42,12 +42,12 @@ def _lora(model):
 
 
 def _step(model, monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, torch.Tensor], int]:
-    """Grads of a completion-logprob objective, and how many decoder-layer MLP forwards ran (module hooks
-    do not fire in a checkpoint's recompute, so the MLP class's forward is wrapped instead)."""
-    from transformers.models.qwen2.modeling_qwen2 import Qwen2MLP
-
+    """Grads of a completion-logprob objective, and how many MLP activations ran (module hooks do not fire
+    in a checkpoint's recompute, and the MLP's own forward may be wrapped, so the activation class's
+    forward is counted)."""
+    act = type(next(m for n, m in model.named_modules() if n.endswith("mlp.act_fn")))
     calls = []
-    forward = Qwen2MLP.forward
+    forward = act.forward
 
     def counted(self, *args, **kwargs):
         calls.append(1)
@@ -57,7 +57,7 @@ def _step(model, monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, torch.Tenso
     ids = torch.randint(0, 500, (B, T))
     model.zero_grad()
     with monkeypatch.context() as patch:
-        patch.setattr(Qwen2MLP, "forward", counted)
+        patch.setattr(act, "forward", counted)
         logps, _ = completion_logprobs(model, ids, torch.ones_like(ids), T // 2, chunk_size=7)
         logps.sum().backward()
     return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}, len(calls)
@@ -104,3 +104,60 @@ def test_offloaded_checkpoint_rejects_reentrant_mode():
 def test_model_without_checkpointable_layers_is_a_clear_error():
     with pytest.raises(ValueError, match="Linear does not support gradient checkpointing"):
         enable_gradient_checkpointing(torch.nn.Linear(2, 2))
+
+
+def _largest_intermediate_during(fn) -> int:
+    """Largest [tokens, intermediate] activation (last dim 4H, not the down_proj weight) any op creates."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Probe(TorchDispatchMode):
+        largest = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for x in out if isinstance(out, (tuple, list)) else (out,):
+                if isinstance(x, torch.Tensor) and x.dim() >= 2 and x.shape[-1] == 4 * H and x.shape[0] != H:
+                    Probe.largest = max(Probe.largest, x.numel())
+            return out
+
+    with Probe():
+        fn()
+    return Probe.largest
+
+
+@pytest.mark.parametrize("lora", [False, True])
+def test_tiled_mlp_keeps_gradients_and_bounds_the_intermediate(lora, monkeypatch):
+    from grpo_core.checkpointing import tile_mlp
+
+    plain = _lora(_model()) if lora else _model()
+    want, _ = _step(plain, monkeypatch)
+    model = _lora(_model()) if lora else _model()
+    enable_gradient_checkpointing(model, mlp_chunk_tokens=5)  # B*T = 48 tokens: 10 tiles, the last of 3
+    assert tile_mlp(model, 5) == LAYERS  # idempotent: re-tiling wraps the original forward, not the tiled one
+    got, mlp_forwards = _step(model, monkeypatch)
+    # 10 tiles per layer: forward + layer recompute, plus the tiles' own recompute in backward (the layer
+    # recompute may stop early once its saved tensors are back, so not exactly 3x)
+    assert 2 * LAYERS * 10 < mlp_forwards <= 3 * LAYERS * 10
+    for name in want:
+        torch.testing.assert_close(got[name], want[name], rtol=1e-4, atol=1e-6, msg=name)
+
+    ids, mask = torch.randint(0, 500, (B, T)), torch.ones(B, T, dtype=torch.long)
+    untiled = _lora(_model()) if lora else _model()  # same seeds: same weights as `model`
+    enable_gradient_checkpointing(untiled, mlp_chunk_tokens=None)
+
+    def fwd_bwd(m):
+        return lambda: completion_logprobs(m, ids, mask, T // 2, chunk_size=7)[0].sum().backward()
+
+    intermediate = B * T * 4 * H  # one [tokens, intermediate] activation of the whole batch
+    assert _largest_intermediate_during(fwd_bwd(untiled)) >= intermediate
+    assert _largest_intermediate_during(fwd_bwd(model)) < intermediate // 4
+    with torch.no_grad():  # no-grad passes (old policy, reference) are tiled too, with the same numbers
+        torch.testing.assert_close(completion_logprobs(model, ids, mask, T // 2)[0],
+                                   completion_logprobs(untiled, ids, mask, T // 2)[0])
+
+
+def test_tile_size_must_be_positive():
+    from grpo_core.checkpointing import tile_mlp
+
+    with pytest.raises(ValueError, match="mlp_chunk_tokens"):
+        tile_mlp(_model(), 0)

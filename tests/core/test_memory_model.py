@@ -74,6 +74,8 @@ def test_switches_move_the_right_components():
     offload = _estimate(cfg, offload_activations=True)
     assert no_gc.component("activations") > base.component("activations") > offload.component("activations")
     assert offload.host_offload > 0 and base.host_offload == 0
+    tiled, untiled = _estimate(cfg, mlp_chunk_tokens=16), _estimate(cfg, mlp_chunk_tokens=None)
+    assert tiled.component("activations") < untiled.component("activations")
     assert _estimate(cfg, beta=0.04).component("reference weights") == base.component("weights")
     assert _estimate(cfg, beta=0.04, lora_rank=16).component("reference weights") == 0
     assert _estimate(cfg, quantization_4bit=True).component("weights") < base.component("weights")

@@ -1,0 +1,247 @@
+"""One side of ``benchmarks/vs_trl.py``, run in its own process: ``python grpo_bench_sides.py SIDE ...``.
+
+``ours``  grpo_core's real ``Trainer`` (backbone + chunked log-probs, checkpointing, grpo_loss, AdamW),
+          with its generation backend swapped, through the plugin hook, for :class:`FixedCompletions`.
+``trl``   ``trl.GRPOTrainer`` with the same model, LoRA, group, reward and optimiser settings, its
+          ``generate`` swapped for the same fixed completions.
+
+Both sides therefore train on byte-identical full-length completions (no EOS, nothing sampled): what is
+timed and measured is the GRPO step after generation (decode + reward + advantages + the policy update
+forward/backward + optimiser step). Generation itself is the same ``model.generate`` code in both
+trainers; on 2 CPU cores it runs at ~1 s per decode step for this 151,936-token vocabulary, which is why
+it is left out. The peak is the process's resident high-water mark (``VmHWM``), reset once the model,
+trainer and data are built, read at the end of every step. The last line of stdout is ``RESULT {json}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+GiB = 1024**3
+
+
+def rss_bytes(field: str = "VmRSS") -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def reset_peak() -> bool:
+    """Reset the resident high-water mark (Linux >= 4.0); False where that is not allowed."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def reward_distinct(completions: list[Any], **_: Any) -> list[float]:
+    """Share of distinct characters: cheap, deterministic, and varies within a group."""
+    texts = [c if isinstance(c, str) else str(c) for c in completions]
+    return [len(set(t)) / (1.0 + len(t)) for t in texts]
+
+
+def fixed_completions(rows: int, length: int, low: int, high: int, seed: int) -> Any:
+    """The completions both sides train on: token ids in ``[low, high)`` (no special token, no EOS)."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randint(low, high, (rows, length), generator=gen)
+
+
+class Recorder:
+    """Step timings and the high-water mark, shared by both sides."""
+
+    def __init__(self) -> None:
+        self.step_start: float | None = None
+        self.steps: list[float] = []
+        self.peak = 0
+        self.reset_ok = False
+
+    def start_run(self) -> None:
+        import gc
+
+        gc.collect()
+        self.reset_ok = reset_peak()
+
+    def start_step(self) -> None:
+        if self.step_start is None:
+            self.step_start = time.perf_counter()
+
+    def end_step(self) -> None:
+        assert self.step_start is not None
+        self.steps.append(time.perf_counter() - self.step_start)
+        self.step_start = None
+        self.peak = max(self.peak, rss_bytes("VmHWM"))
+
+
+# ------------------------------------------------------------------------------------------ ours ---
+
+
+def run_ours(a: argparse.Namespace, rec: Recorder, completions: Any) -> dict[str, Any]:
+    import torch
+
+    from grpo_core.config import config_from_dict
+    from grpo_core.generation import Generation
+    from grpo_core.trainer import Trainer
+    from grpo_rewards import compose, hookimpl
+    from grpo_rewards.plugins import load_registry
+
+    class FixedCompletions:
+        """Generation backend: the prompts, left-padded as the transformers backend does, + fixed ids."""
+
+        def __init__(self, config: Any, model: Any, tokenizer: Any) -> None:
+            self.tokenizer = tokenizer
+
+        def generate(self, prompts: list[str], num_generations: int, *, greedy: bool = False) -> Generation:
+            rec.start_step()
+            self.tokenizer.padding_side = "left"
+            enc = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+            ids = enc["input_ids"].repeat_interleave(num_generations, 0)
+            mask = enc["attention_mask"].repeat_interleave(num_generations, 0)
+            comp = completions[: ids.size(0)]
+            texts = self.tokenizer.batch_decode(comp, skip_special_tokens=True)
+            return Generation(ids, mask, comp, torch.ones_like(comp), texts, torch.ones(ids.size(0), dtype=torch.bool))
+
+    class BenchPlugin:
+        @hookimpl
+        def grpo_register_generation_backends(self, register: Any) -> None:
+            register("vs_trl_fixed", FixedCompletions)
+
+        @hookimpl
+        def grpo_on_train_start(self, trainer: Any) -> None:
+            rec.start_run()
+
+        @hookimpl
+        def grpo_on_step_end(self, trainer: Any, step: int, metrics: dict[str, float]) -> None:
+            rec.end_step()
+
+    registry = load_registry(extra_plugins=[("vs_trl_bench", BenchPlugin())])
+    cfg = config_from_dict(
+        {
+            "model": {"name_or_path": a.model_dir, "dtype": a.dtype, "gradient_checkpointing": True,
+                      "offload_activations": False},
+            "data": {"source": a.prompts, "prompt_field": "prompt", "chat_template": False, "shuffle": False},
+            "generation": {"backend": "vs_trl_fixed", "num_generations": a.generations,
+                           "max_completion_length": a.length, "temperature": 1.0},
+            "grpo": {"learning_rate": 1e-5, "prompts_per_step": 1, "max_steps": a.steps, "loss_type": "dapo",
+                     "beta": 0.0, "num_iterations": 1, "epsilon": 0.2, "max_grad_norm": 1.0,
+                     "lr_scheduler": "constant", "logprob_chunk_size": a.chunk_size, "seed": 0},
+            "lora": {"enabled": a.lora_rank > 0, "r": max(a.lora_rank, 1), "alpha": 2 * max(a.lora_rank, 1)},
+            "logging": {"output_dir": a.out_dir, "plot": False, "progress": False, "sample_every": 10**6},
+            "checkpoint": {"every": 0, "keep_last": 1},
+            "rewards": compose({"distinct": reward_distinct}),
+        },
+        registry=registry,
+    )
+    Trainer(cfg, registry=registry).train()
+    return {"trainer": "grpo_core.trainer.Trainer"}
+
+
+# ------------------------------------------------------------------------------------------- trl ---
+
+
+def run_trl(a: argparse.Namespace, rec: Recorder, completions: Any) -> dict[str, Any]:
+    import torch
+    import transformers
+    from datasets import Dataset
+    from peft import LoraConfig
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    seen: dict[str, int] = {}
+
+    def fake_generate(self: Any, input_ids: Any = None, attention_mask: Any = None, **_: Any) -> Any:
+        seen["prompt_length"] = int(input_ids.size(1))
+        return torch.cat([input_ids, completions[: input_ids.size(0)].to(input_ids.device)], dim=1)
+
+    transformers.GenerationMixin.generate = fake_generate  # type: ignore[method-assign]
+
+    class Timer(TrainerCallback):
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            rec.start_run()
+
+        def on_step_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            rec.start_step()
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            rec.end_step()
+
+    dtype = getattr(torch, a.dtype)
+    tok = AutoTokenizer.from_pretrained(a.model_dir)
+    model = AutoModelForCausalLM.from_pretrained(a.model_dir, dtype=dtype)
+    rows = [json.loads(line) for line in Path(a.prompts).read_text().splitlines() if line.strip()]
+    config = GRPOConfig(
+        output_dir=a.out_dir, per_device_train_batch_size=a.generations, num_generations=a.generations,
+        max_completion_length=a.length, gradient_checkpointing=True, learning_rate=1e-5, beta=0.0,
+        num_iterations=1, loss_type="dapo", epsilon=0.2, max_grad_norm=1.0, lr_scheduler_type="constant",
+        max_steps=a.steps, logging_steps=1, report_to="none", save_strategy="no", use_cpu=True,
+        bf16=a.dtype == "bfloat16", fp16=False, seed=0, temperature=1.0, dataloader_num_workers=0,
+        shuffle_dataset=False, generation_kwargs={"min_new_tokens": a.length}, disable_tqdm=True,
+    )
+    trainer = GRPOTrainer(
+        model=model, reward_funcs=reward_distinct, args=config,
+        train_dataset=Dataset.from_list([{"prompt": r["prompt"]} for r in rows]), processing_class=tok,
+        peft_config=LoraConfig(r=a.lora_rank, lora_alpha=2 * a.lora_rank, target_modules="all-linear",
+                               task_type="CAUSAL_LM") if a.lora_rank else None,
+        callbacks=[Timer()],
+    )
+    trainer.train()
+    return {"trainer": f"trl.GRPOTrainer {__import__('trl').__version__}", **seen}
+
+
+# ------------------------------------------------------------------------------------------ main ---
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("side", choices=["ours", "trl"])
+    p.add_argument("--model-dir", required=True)
+    p.add_argument("--prompts", required=True)
+    p.add_argument("--out-dir", required=True)
+    p.add_argument("--length", type=int, required=True)
+    p.add_argument("--generations", type=int, default=8)
+    p.add_argument("--steps", type=int, default=1)
+    p.add_argument("--lora-rank", type=int, default=16)
+    p.add_argument("--chunk-size", type=int, default=1024)
+    p.add_argument("--dtype", default="float32")
+    p.add_argument("--token-range", default="6,500", help="low,high of the fixed completion ids")
+    p.add_argument("--memory-limit-gb", type=float, default=0.0, help="RLIMIT_AS for this process (0: none)")
+    a = p.parse_args()
+    if a.memory_limit_gb > 0:
+        limit = int(a.memory_limit_gb * GiB)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    out: dict[str, Any] = {"side": a.side, "length": a.length, "pid": os.getpid()}
+    rec = Recorder()
+    try:
+        import torch
+
+        out["runtime_rss"] = rss_bytes()  # interpreter + torch, before any model
+        low, high = (int(x) for x in a.token_range.split(","))
+        completions = fixed_completions(a.generations, a.length, low, high, seed=1234)
+        out.update(run_ours(a, rec, completions) if a.side == "ours" else run_trl(a, rec, completions))
+        out["threads"] = torch.get_num_threads()
+    except (MemoryError, RuntimeError) as exc:
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        out["error"] = message[:300]
+        out["oom"] = isinstance(exc, MemoryError) or any(
+            s in message.lower() for s in ("alloc", "out of memory", "not enough memory")
+        )
+    out.update(steps=rec.steps, peak_step=rec.peak, peak_reset=rec.reset_ok,
+               peak_lifetime=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+    print("RESULT " + json.dumps(out), flush=True)
+    return 0 if "error" not in out or out.get("oom") else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
