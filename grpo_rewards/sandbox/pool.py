@@ -94,7 +94,7 @@ class Slot:
         finally:
             child.close()
         self.sock = parent
-        hello = wire.recv(parent)
+        hello, _ = wire.recv(parent)
         if hello is None or "error" in hello:
             err = self.proc.stderr.read().decode(errors="replace")[-2000:] if self.proc.stderr else ""
             self.stop()
@@ -104,16 +104,18 @@ class Slot:
         self.layers = list(hello["layers"])
         self.problems += list(hello.get("problems", []))
 
-    def call(self, msg: dict[str, Any], timeout: float | None = None) -> dict[str, Any] | None:
-        """Send one request and wait for its reply; None when the zygote died or hung past ``timeout``."""
+    def call(self, msg: dict[str, Any], timeout: float | None = None, fds: Sequence[int] = ()) -> dict[str, Any] | None:
+        """Send one request (and ``fds``) and wait for its reply; None when the zygote died or hung past ``timeout``."""
         with self.lock:
             if self.sock is None:
                 self.start()
             assert self.sock is not None
             self.sock.settimeout(timeout)
             try:
-                wire.send(self.sock, msg)
-                reply = wire.recv(self.sock)
+                wire.send(self.sock, msg, fds)
+                reply, extra = wire.recv(self.sock)
+                for fd in extra:
+                    os.close(fd)
             except OSError:  # includes socket.timeout: the zygote is stuck, start a fresh one
                 reply = None
                 if self.proc is not None:
@@ -233,16 +235,20 @@ class LocalSandbox:
             result = sandbox_error(f"the local sandbox runs Python only, not {program.language!r}")
         else:
             limits = program.limits or self.limits
-            msg = {"op": "run", "code": program.code, "stdin": program.stdin.encode("utf-8", "surrogateescape"),
-                   "limits": limits.as_dict()}
-            slot = self._free.get()
+            fds = _program_fds(program)
             try:
-                reply = slot.call(msg, timeout=limits.wall_seconds + HANG_MARGIN)
-            except OSError as exc:
-                reply = {"status": SANDBOX_ERROR, "error": str(exc)}
+                slot = self._free.get()
+                try:
+                    reply = slot.call({"op": "run", "limits": limits.as_dict()},
+                                      timeout=limits.wall_seconds + HANG_MARGIN, fds=fds)
+                except OSError as exc:
+                    reply = {"status": SANDBOX_ERROR, "error": str(exc)}
+                finally:
+                    self._free.put(slot)
+                result = _result(reply, fds[2], fds[3], limits.output_bytes)
             finally:
-                self._free.put(slot)
-            result = _result(reply)
+                for fd in fds:
+                    os.close(fd)
         with self._count_lock:
             self._counts[result.status] += 1
         return result
@@ -310,13 +316,40 @@ def _layer_order(name: str) -> int:
     return _ORDER.index(name) if name in _ORDER else len(_ORDER)
 
 
-def _result(reply: dict[str, Any] | None) -> RunResult:
+def _memfd(name: str, data: bytes = b"") -> int:
+    fd = os.memfd_create(name, os.MFD_CLOEXEC)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    os.lseek(fd, 0, os.SEEK_SET)  # the child shares this offset
+    return fd
+
+
+def _program_fds(program: Program) -> list[int]:
+    """Memfds for the code, stdin, stdout and stderr: the zygote passes them on without reading them."""
+    return [_memfd("code", program.code.encode("utf-8", "surrogateescape")),
+            _memfd("stdin", program.stdin.encode("utf-8", "surrogateescape")), _memfd("stdout"), _memfd("stderr")]
+
+
+def _read(fd: int, size: int, cap: int) -> str:
+    return os.pread(fd, min(max(size, 0), cap), 0).decode("utf-8", "replace")
+
+
+def _result(reply: dict[str, Any] | None, out_fd: int, err_fd: int, cap: int) -> RunResult:
     if reply is None:
         return sandbox_error("the zygote died (it is restarted for the next run)")
-    return RunResult(
-        status=reply.get("status", SANDBOX_ERROR),
-        stdout=reply.get("stdout", b"").decode("utf-8", "replace"),
-        stderr=reply.get("stderr", b"").decode("utf-8", "replace"),
+    status = reply.get("status", SANDBOX_ERROR)
+    result = RunResult(
+        status=status,
+        stdout=_read(out_fd, reply.get("out_size", 0), cap) if status != SANDBOX_ERROR else "",
+        stderr=_read(err_fd, reply.get("err_size", 0), cap) if status != SANDBOX_ERROR else "",
         exit_code=reply.get("exit_code"), signal=reply.get("signal"),
         wall=float(reply.get("wall", 0.0)), cpu=float(reply.get("cpu", 0.0)), error=reply.get("error", ""),
     )
+    if result.status == "runtime_error":
+        tail = result.stderr.rstrip().rsplit("\n", 1)[-1]
+        if tail.startswith("MemoryError") and result.signal is None:
+            result.status, result.error = "memory", "MemoryError"
+        elif tail and result.signal is None:
+            result.error = f"{result.error}: {tail[:200]}"
+    return result

@@ -246,8 +246,9 @@ def test_floods_are_capped(hostile):
 
 def test_deadline_holds_for_sleepers_and_threads(hostile):
     _, _, results, _ = hostile
-    for name in ("sleep_forever", "thread_outlives", "daemon_thread_spin"):
+    for name in ("sleep_forever", "thread_outlives"):  # these burn no CPU: only the wall clock stops them
         assert FAST.wall_seconds <= results[name].wall < FAST.wall_seconds + 5, name  # generous: a loaded box
+    assert results["daemon_thread_spin"].wall < FAST.wall_seconds + 5  # CPU or wall limit, whichever first
     assert results["cpu_spin"].cpu < FAST.cpu_seconds + 2.5
 
 
@@ -306,3 +307,63 @@ def test_layers_reported(box):
     assert box.metrics()["layers"] == box.layers
     if "uid" in FOUND.layers:
         assert box.profile in ("hardened", "strict")
+
+
+# Scans the memory this child inherited from its zygote for an earlier run's output and source
+# (probing pages through a pipe, so unmapped ones give EFAULT instead of a crash). The zygote's
+# own strings ("scratch_inodes", from its config) must be found: that proves the scan works.
+SCAN = r'''
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.write.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t]
+libc.sbrk.restype = ctypes.c_void_p
+PAGE = 4096
+r, w = os.pipe()
+os.set_blocking(r, False)
+def readable(addr):
+    if libc.write(w, addr, 1) == 1:
+        os.read(r, 16)
+        return True
+    return False
+buf = bytearray(PAGE)
+cbuf = (ctypes.c_char * PAGE).from_buffer(buf)
+buf_addr = ctypes.addressof(cbuf)
+needles = [bytes(reversed(x)) for x in (b"9e1c7-NEKOTTUO", b"2ba15-NEKOTEDOC", b"sedoni_hctarcs")]
+skip = [(buf_addr, buf_addr + PAGE)] + [(id(n), id(n) + 64 + len(n)) for n in needles]
+found = [False] * len(needles)
+anchors = [id(object()), id(b"x" * 100000), libc.sbrk(0), id(int), id(os)]
+seen = set()
+for anchor in anchors:
+    base = anchor - anchor % PAGE
+    for step in (PAGE, -PAGE):
+        misses, addr = 0, base
+        while misses < 256 and abs(addr - base) < (256 << 20):
+            if addr not in seen:
+                seen.add(addr)
+                if readable(addr):
+                    misses = 0
+                    ctypes.memmove(buf_addr, addr, PAGE)
+                    for k, n in enumerate(needles):
+                        i = buf.find(n)
+                        while i >= 0:
+                            if not any(lo <= addr + i < hi for lo, hi in skip):
+                                found[k] = True
+                            i = buf.find(n, i + 1)
+                else:
+                    misses += 1
+            addr += step
+print(found, len(seen))
+'''
+
+
+def test_no_earlier_run_data_in_inherited_memory():
+    """The zygote never holds a program's code or output, so the next child cannot copy them."""
+    from grpo_rewards.sandbox.pool import LocalSandbox
+
+    with LocalSandbox(slots=1, limits=FAST) as pool:
+        first = pool.run_one(Program("x = 'CODE' 'TOKEN-51ab2 in my source'\nprint('OUT' + 'TOKEN-7c1e9' * 3)"))
+        assert first.status == "ok" and "OUTTOKEN-7c1e9" in first.stdout
+        scan = pool.run_one(Program(SCAN))
+    assert scan.status == "ok", scan.stderr[-500:]
+    found = scan.stdout.split("]")[0] + "]"
+    assert found == "[False, False, True]", scan.stdout

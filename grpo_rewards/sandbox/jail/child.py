@@ -19,6 +19,7 @@ _exit = os._exit  # bound now: a program that replaces os._exit still ends here
 
 READY_FD = 3
 RULESET_FD = 4
+CODE_FD = 5
 SETUP_FAILED_EXIT = 111
 MEMORY_EXIT = 125
 CHILD_ENV = {
@@ -27,21 +28,25 @@ CHILD_ENV = {
 }
 
 
-def enter(req: dict[str, Any], ctx: Any, stdin_fd: int, out_w: int, err_w: int, ready_w: int, scratch: str) -> None:
-    """Sandbox this process (after fork) and run ``req['code']``; never returns."""
+def enter(req: dict[str, Any], ctx: Any, fds: list[int], ready_w: int, scratch: str) -> None:
+    """Sandbox this process (after fork) and run the code read from ``fds[0]``; never returns.
+
+    ``fds`` are the memfds of the code, stdin, stdout and stderr.
+    """
     try:
         os.setsid()
         ruleset = -1
         if ctx.landlock_abi:  # the zygote keeps O_PATH fds of the system paths; only the scratch is new
             scratch_rules = landlock.open_rules(ctx.landlock_abi, [], [scratch], [])
             ruleset = landlock.build_ruleset(ctx.landlock_abi, ctx.landlock_rules + scratch_rules)
-        high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 16) for fd in (stdin_fd, out_w, err_w, ready_w)]
-        for target, fd in enumerate(high):  # 0, 1, 2 and READY_FD (3)
+        code_fd, stdin_fd, out_fd, err_fd = fds
+        if ruleset < 0:
+            ruleset = os.open("/dev/null", os.O_RDONLY)  # a placeholder keeps the fd numbers fixed
+        high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 16) for fd in (stdin_fd, out_fd, err_fd, ready_w, ruleset, code_fd)]
+        for target, fd in enumerate(high):  # 0, 1, 2, READY_FD (3), RULESET_FD (4), CODE_FD (5)
             os.dup2(fd, target)
-        if ruleset >= 0:
-            os.dup2(ruleset, RULESET_FD)
-            ruleset = RULESET_FD
-        os.closerange(RULESET_FD + 1, 1 << 20)  # the zygote's socket, pipes, path fds, everything else
+        ruleset = RULESET_FD if ctx.landlock_abi else -1
+        os.closerange(CODE_FD + 1, 1 << 20)  # the zygote's socket, pipes, path fds, everything else
         limits.apply(req["limits"], own_uid=ctx.uid is not None)
         os.chdir(scratch)
         if ctx.uid is not None:
@@ -58,8 +63,11 @@ def enter(req: dict[str, Any], ctx: Any, stdin_fd: int, out_w: int, err_w: int, 
 
             prctl(PR_SET_NO_NEW_PRIVS, 1)
             landlock.restrict_self(ruleset)
+        else:
+            os.close(RULESET_FD)
         if ctx.seccomp is not None:
             ctx.seccomp.install()
+        source = _read_code()
         os.write(READY_FD, b"R")
         os.close(READY_FD)
     except BaseException as exc:
@@ -67,7 +75,16 @@ def enter(req: dict[str, Any], ctx: Any, stdin_fd: int, out_w: int, err_w: int, 
             os.write(READY_FD, b"E" + f"{type(exc).__name__}: {exc}".encode()[:400])
         finally:
             _exit(SETUP_FAILED_EXIT)
-    _exit(_run_program(req["code"], scratch))
+    _exit(_run_program(source, scratch))
+
+
+def _read_code() -> str:
+    os.lseek(CODE_FD, 0, os.SEEK_SET)
+    chunks = []
+    while chunk := os.read(CODE_FD, 1 << 20):
+        chunks.append(chunk)
+    os.close(CODE_FD)
+    return b"".join(chunks).decode("utf-8", "surrogateescape")
 
 
 def _run_program(source: str, scratch: str) -> int:

@@ -20,7 +20,8 @@ def apply(spec: dict[str, Any], *, own_uid: bool = True) -> None:
     pairs = [
         (resource.RLIMIT_CPU, (cpu, cpu + 1)),
         (resource.RLIMIT_AS, (int(spec["memory_mb"]) * MB,) * 2),
-        (resource.RLIMIT_FSIZE, (int(spec["file_size_mb"]) * MB,) * 2),
+        # stdout and stderr are files too (memfds): let them pass the output cap, which the zygote judges
+        (resource.RLIMIT_FSIZE, (max(int(spec["file_size_mb"]) * MB, int(spec["output_bytes"]) + 1),) * 2),
         (resource.RLIMIT_NOFILE, (int(spec["open_files"]),) * 2),
         (resource.RLIMIT_CORE, (0, 0)),
         (resource.RLIMIT_MEMLOCK, (0, 0)),

@@ -1,36 +1,60 @@
-"""Framing between the pool and a zygote: 4-byte length, then a marshal-encoded dict of plain values."""
+"""Framing between the pool and a zygote: 4-byte length, a marshal-encoded dict, and passed fds.
+
+Program data never travels in these messages: code, stdin, stdout and stderr are
+memfds created by the pool and passed with ``SCM_RIGHTS``. The zygote hands them to
+the child without reading them, so no program's code or output ever sits in the
+zygote's memory, which every later child inherits.
+"""
 
 from __future__ import annotations
 
+import array
+import contextlib
 import marshal
 import socket
 import struct
 from typing import Any
 
 _LEN = struct.Struct("<I")
-MAX_MESSAGE = 1 << 30
+MAX_MESSAGE = 1 << 24
+MAX_FDS = 8
 
 
-def send(sock: socket.socket, obj: dict[str, Any]) -> None:
+def send(sock: socket.socket, obj: dict[str, Any], fds: list[int] | tuple[int, ...] = ()) -> None:
     data = marshal.dumps(obj)
-    sock.sendall(_LEN.pack(len(data)) + data)
+    payload = _LEN.pack(len(data)) + data
+    if fds:
+        sent = socket.send_fds(sock, [payload], list(fds))
+        payload = payload[sent:]
+    if payload:
+        sock.sendall(payload)
 
 
-def recv(sock: socket.socket) -> dict[str, Any] | None:
-    """The next message, or None when the peer closed the connection."""
-    head = _exact(sock, _LEN.size)
-    if head is None:
-        return None
+def recv(sock: socket.socket) -> tuple[dict[str, Any] | None, list[int]]:
+    """The next message and the fds that came with it; ``(None, [])`` when the peer closed."""
+    head = bytearray()
+    fds: list[int] = []
+    while len(head) < _LEN.size:
+        data, ancdata, _, _ = sock.recvmsg(_LEN.size - len(head), socket.CMSG_SPACE(MAX_FDS * 4))
+        for level, kind, cdata in ancdata:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                got = array.array("i")
+                got.frombytes(cdata[: len(cdata) - (len(cdata) % got.itemsize)])
+                fds += list(got)
+        if not data:
+            _close(fds)
+            return None, []
+        head += data
     (size,) = _LEN.unpack(head)
-    if size > MAX_MESSAGE:
-        raise ValueError(f"message of {size} bytes")
-    body = _exact(sock, size)
+    body = _exact(sock, size) if size <= MAX_MESSAGE else None
     if body is None:
-        return None
+        _close(fds)
+        return None, []
     obj = marshal.loads(body)
     if not isinstance(obj, dict):
+        _close(fds)
         raise ValueError("malformed message")
-    return obj
+    return obj, fds
 
 
 def _exact(sock: socket.socket, n: int) -> bytes | None:
@@ -41,3 +65,11 @@ def _exact(sock: socket.socket, n: int) -> bytes | None:
             return None
         buf += chunk
     return bytes(buf)
+
+
+def _close(fds: list[int]) -> None:
+    import os
+
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)

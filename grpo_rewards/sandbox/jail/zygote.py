@@ -1,10 +1,13 @@
 """A fork-server for one pool slot: set up once, then fork a fresh child per program and supervise it.
 
 Started by the pool with an empty environment and ``python -I``; it holds no
-secrets and never sees expected outputs. Per run it makes a fresh scratch folder,
-forks a child (see :mod:`child`), enforces the wall-clock deadline and the output
-cap, kills the child's process group, sweeps every process of the slot uid, reaps
-(it is a child subreaper) and deletes the scratch folder. One run at a time.
+secrets and never sees expected outputs, nor any program's code, input or output:
+those are memfds passed through (see :mod:`wire`), so a child cannot find an earlier
+run's data in the memory it inherits. Per run it makes a fresh scratch folder, forks
+a child (see :mod:`child`), enforces the wall-clock deadline, kills the child's
+process group, sweeps every process of the slot uid, reaps (it is a child subreaper),
+measures the output sizes against the cap and deletes the scratch folder. One run at
+a time.
 """
 
 from __future__ import annotations
@@ -39,7 +42,6 @@ PRELOAD = (
     "random", "re", "statistics", "string", "struct", "textwrap", "threading", "time", "traceback", "typing",
     "unicodedata", "atexit", "tempfile", "types",
 )
-READ_CHUNK = 1 << 16
 
 
 @dataclass
@@ -121,77 +123,67 @@ class Zygote:
     def serve(self) -> None:
         wire.send(self.sock, {"op": "hello", "pid": os.getpid(), "layers": self.layers, "problems": self.problems})
         while True:
-            msg = wire.recv(self.sock)
+            msg, fds = wire.recv(self.sock)
             if msg is None:
                 break
             op = msg.get("op")
-            if op == "run":
-                reply = self.run(msg)
-            elif op == "ls":
-                reply = {"entries": sorted(os.listdir(self.root))}
-            else:
-                reply = {"error": f"unknown op {op!r}"}
+            try:
+                if op == "run" and len(fds) == 4:
+                    reply = self.run(msg, fds)
+                elif op == "ls":
+                    reply = {"entries": sorted(os.listdir(self.root))}
+                else:
+                    reply = {"status": "sandbox_error", "error": f"bad request {op!r} with {len(fds)} fds"}
+            finally:
+                _close(fds)
             wire.send(self.sock, reply)
         self._sweep()
 
-    def run(self, req: dict[str, Any]) -> dict[str, Any]:
+    def run(self, req: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        """Run one program; ``fds`` are its code, stdin, stdout and stderr memfds (never read here)."""
         self.runs += 1
         scratch = os.path.join(self.root, f"r{self.runs}")
         t0 = time.monotonic()
-        fds: list[int] = []
         try:
             os.mkdir(scratch, 0o700)
             if self.ctx.uid is not None:
                 os.chown(scratch, self.ctx.uid, self.ctx.gid)
-            stdin_fd = os.memfd_create("stdin")
-            fds.append(stdin_fd)
-            data = req.get("stdin", b"")
-            view = memoryview(data)
-            while view:
-                view = view[os.write(stdin_fd, view):]
-            os.lseek(stdin_fd, 0, os.SEEK_SET)
-            out_r, out_w = os.pipe()
-            err_r, err_w = os.pipe()
             rd_r, rd_w = os.pipe()
-            fds += [out_r, out_w, err_r, err_w, rd_r, rd_w]
         except OSError as exc:
-            _close(fds)
             shutil.rmtree(scratch, ignore_errors=True)
             return {"status": "sandbox_error", "error": f"setup: {exc}", "wall": 0.0}
         pid = os.fork()
         if pid == 0:
             try:
-                child.enter(req, self.ctx, stdin_fd, out_w, err_w, rd_w, scratch)
+                child.enter(req, self.ctx, fds, rd_w, scratch)
             finally:
                 os._exit(child.SETUP_FAILED_EXIT)
-        for fd in (stdin_fd, out_w, err_w, rd_w):
-            os.close(fd)
-        fds = [out_r, err_r, rd_r]
+        os.close(rd_w)
         try:
-            return self._supervise(req, pid, out_r, err_r, rd_r, t0)
+            return self._supervise(req, pid, rd_r, fds[2], fds[3], t0)
         finally:
-            _close(fds)
+            os.close(rd_r)
             try:
                 os.rmdir(scratch)
             except OSError:
                 shutil.rmtree(scratch, ignore_errors=True)
 
-    def _supervise(self, req: dict[str, Any], pid: int, out_r: int, err_r: int, rd_r: int, t0: float) -> dict[str, Any]:
+    def _supervise(self, req: dict[str, Any], pid: int, rd_r: int, out_fd: int, err_fd: int,
+                   t0: float) -> dict[str, Any]:
         lim = req["limits"]
         cap = int(lim["output_bytes"])
         deadline = t0 + float(lim["wall_seconds"])
-        bufs = {out_r: bytearray(), err_r: bytearray(), rd_r: bytearray()}
+        ready = bytearray()
         pidfd = os.pidfd_open(pid)
         poller = select.poll()
-        for fd in (out_r, err_r, rd_r, pidfd):
-            os.set_blocking(fd, False)
-            poller.register(fd, select.POLLIN)
+        os.set_blocking(rd_r, False)
+        poller.register(rd_r, select.POLLIN)
+        poller.register(pidfd, select.POLLIN)
         sock_fd = self.sock.fileno()
         poller.register(sock_fd, select.POLLIN | select.POLLHUP)
-        open_fds = {out_r, err_r, rd_r}
-        exited = timed_out = flooded = orphaned = False
+        exited = timed_out = orphaned = False
         try:
-            while True:
+            while not exited:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     timed_out = True
@@ -201,20 +193,11 @@ class Zygote:
                         exited = True
                     elif fd == sock_fd:
                         orphaned = True
-                    elif fd in open_fds:
-                        _read_some(fd, bufs[fd], open_fds, poller)
+                    elif fd == rd_r:
+                        _read_ready(rd_r, ready, poller)
                 if orphaned:
                     break
-                if len(bufs[out_r]) > cap or len(bufs[err_r]) > cap:
-                    flooded = True
-                    break
-                if exited:
-                    for fd in list(open_fds):  # what the child wrote before it exited
-                        while fd in open_fds and _read_some(fd, bufs[fd], open_fds, poller):
-                            if len(bufs[fd]) > cap:
-                                flooded = fd != rd_r
-                                break
-                    break
+            _read_ready(rd_r, ready, poller)
         finally:
             _kill_group(pid)
             _, wstatus, rusage = os.wait4(pid, 0)
@@ -222,11 +205,10 @@ class Zygote:
             self._sweep()
         if orphaned:  # the pool went away mid-run: nobody wants the result
             raise SystemExit(0)
-        wall = time.monotonic() - t0
         cpu = rusage.ru_utime + rusage.ru_stime
-        ready = bytes(bufs[rd_r])
+        sizes = (os.fstat(out_fd).st_size, os.fstat(err_fd).st_size)  # sizes only: contents are not ours
         reply: dict[str, Any] = {
-            "stdout": bytes(bufs[out_r][:cap]), "stderr": bytes(bufs[err_r][:cap]), "wall": wall, "cpu": cpu,
+            "wall": time.monotonic() - t0, "cpu": cpu, "out_size": sizes[0], "err_size": sizes[1],
             "exit_code": os.waitstatus_to_exitcode(wstatus) if os.WIFEXITED(wstatus) else None,
             "signal": os.WTERMSIG(wstatus) if os.WIFSIGNALED(wstatus) else None,
         }
@@ -235,13 +217,13 @@ class Zygote:
             if timed_out:
                 why = "child not ready before the deadline"
             reply.update(status="sandbox_error", error=why)
-        elif flooded:
+        elif max(sizes) > cap:
             reply.update(status="output_limit", error=f"output over {cap} bytes")
         elif timed_out:
             reply.update(status="timeout", error=f"wall clock over {lim['wall_seconds']}s")
-        elif reply["signal"] in (signal.SIGXCPU,) or (reply["signal"] == signal.SIGKILL and cpu >= float(lim["cpu_seconds"])):
+        elif reply["signal"] == signal.SIGXCPU or (reply["signal"] == signal.SIGKILL and cpu >= float(lim["cpu_seconds"])):
             reply.update(status="timeout", error=f"CPU time over {lim['cpu_seconds']}s")
-        elif reply["exit_code"] == child.MEMORY_EXIT or (reply["signal"] is None and _ends_with_memory_error(reply["stderr"])):
+        elif reply["exit_code"] == child.MEMORY_EXIT:
             reply.update(status="memory", error=f"memory over {lim['memory_mb']} MB")
         elif reply["exit_code"] == 0:
             reply.update(status="ok", error="")
@@ -267,18 +249,18 @@ class Zygote:
         _reap_all()
 
 
-def _read_some(fd: int, buf: bytearray, open_fds: set[int], poller: select.poll) -> bool:
-    """Read what is there; False at EOF or when nothing more is available now."""
-    try:
-        chunk = os.read(fd, READ_CHUNK)
-    except BlockingIOError:
-        return False
-    if not chunk:
-        open_fds.discard(fd)
-        poller.unregister(fd)
-        return False
-    buf += chunk
-    return True
+def _read_ready(fd: int, buf: bytearray, poller: select.poll) -> None:
+    """Read the child's ready pipe ("R", or "E" and why) without blocking; unregister it at EOF."""
+    while len(buf) < 1024:
+        try:
+            chunk = os.read(fd, 512)
+        except (BlockingIOError, OSError):
+            return
+        if not chunk:
+            with contextlib.suppress(KeyError):
+                poller.unregister(fd)
+            return
+        buf += chunk
 
 
 def _kill_group(pid: int) -> None:
@@ -307,16 +289,10 @@ def _close(fds: list[int]) -> None:
             os.close(fd)
 
 
-def _ends_with_memory_error(stderr: bytes) -> bool:
-    tail = stderr.rstrip().rsplit(b"\n", 1)[-1]
-    return tail.startswith(b"MemoryError")
-
-
 def _describe_exit(reply: dict[str, Any]) -> str:
     if reply["signal"] is not None:
         return f"killed by {signal.Signals(reply['signal']).name}"
-    tail = reply["stderr"].rstrip().rsplit(b"\n", 1)[-1].decode(errors="replace")
-    return f"exit code {reply['exit_code']}" + (f": {tail[:200]}" if tail else "")
+    return f"exit code {reply['exit_code']}"
 
 
 def main(argv: list[str]) -> None:
