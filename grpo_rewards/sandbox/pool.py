@@ -6,6 +6,8 @@
 At start-up it probes the kernel, starts the zygotes (empty environment, ``python
 -I``), checks the layers each one really got, logs them in its first line and
 refuses untrusted code below the ``default`` profile unless ``allow_unsafe=True``.
+A program's code, stdin, stdout and stderr are memfds made here and passed to the
+zygote, which hands them to its child unread; the output is read back here.
 """
 
 from __future__ import annotations
