@@ -106,10 +106,21 @@ def test_qlora_nf4_on_cpu_quantizes_and_trains(tiny_model_dir: Path, core_regist
     with torch.no_grad(), reference_model(model, cfg) as ref:
         assert torch.isfinite(ref(**batch).logits).all()
 
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            if "lora_B" in n:
+                p.normal_(0, 0.5)
     save_model(model, tok, tmp_path / "merged", merged=True)
     merged = AutoModelForCausalLM.from_pretrained(tmp_path / "merged")
     assert not any(isinstance(m, Linear4bit) for m in merged.modules())
     assert merged.dtype == torch.float32
+    # merged = the original (unquantized) base weight + scaling * B @ A
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    q = model.base_model.model.model.layers[0].self_attn.q_proj
+    delta = q.scaling["default"] * q.lora_B["default"].weight @ q.lora_A["default"].weight
+    got = merged.model.layers[0].self_attn.q_proj.weight - base.model.layers[0].self_attn.q_proj.weight
+    assert delta.abs().max() > 0.01
+    torch.testing.assert_close(got, delta.detach(), atol=1e-5, rtol=1e-4)
 
 
 def test_a_model_that_cannot_load_is_one_line_naming_the_key(tmp_path: Path, core_registry: Any) -> None:
