@@ -145,6 +145,10 @@ def programs(t: Targets) -> dict[str, tuple[str, set[str]]]:
         "climb_out_of_scratch": ("import os\nprint(os.listdir('..'))", {"runtime_error"}),
         "raw_device": ("print(open('/dev/mem', 'rb').read(10))", {"runtime_error"}),
         "write_dev_null_ok": ("open('/dev/null', 'w').write('fine')\nprint('ok')", {"ok"}),
+        "sysv_shm_stash": ("import ctypes\nlibc = ctypes.CDLL(None)\nshm = libc.shmget(0x5EED, 4096, 0o1666)\n"
+                           "assert shm >= 0, 'shmget refused'", {"runtime_error"}),
+        "sysv_msg_stash": ("import ctypes\nlibc = ctypes.CDLL(None)\nassert libc.msgget(0x5EED, 0o1666) >= 0",
+                           {"runtime_error"}),
     }
 
 
@@ -157,7 +161,8 @@ calls = {
     "fork": (57,), "vfork": (58,), "clone_process": (56, 17, 0, 0, 0, 0), "clone3": (435, 0, 0),
     "ptrace_attach_parent": (101, 16, os.getppid(), 0, 0), "process_vm_readv": (310, os.getppid(), 0, 0, 0, 0, 0),
     "unshare_user": (272, 0x10000000), "setns": (308, 0, 0), "mount": (165, 0, 0, 0, 0, 0), "chroot": (161, 0),
-    "bpf": (321, 0, 0, 0), "io_uring_setup": (425, 8, 0), "userfaultfd": (323, 0), "perf_event_open": (298, 0, 0, 0, 0, 0),
+    "bpf": (321, 0, 0, 0), "io_uring_setup": (425, 8, 0), "shmget": (29, 0x5EED, 4096, 0o1666),
+    "mq_open": (240, 0, 0o100, 0o600, 0), "userfaultfd": (323, 0), "perf_event_open": (298, 0, 0, 0, 0, 0),
     "socket_inet": (41, 2, 1, 0), "socket_inet6": (41, 10, 2, 0), "socket_netlink": (41, 16, 3, 0),
     "setrlimit": (160, 7, 0), "keyctl": (250, 0, 0), "init_module": (175, 0, 0, 0), "reboot": (169, 0, 0, 0, 0),
 }
@@ -229,7 +234,7 @@ def test_forks_and_syscalls_denied(hostile):
     assert results["ctypes_fork_bomb"].stdout.strip() == str([-1] * 8)
     lines = results["ctypes_syscalls"].stdout.split("\n")
     calls = [line.split() for line in lines if line.strip()]
-    assert len(calls) == 21
+    assert len(calls) == 23
     for name, ret, _errno in calls:
         assert int(ret) == -1, f"{name} succeeded inside the sandbox"
     assert int(results["os_system"].stdout.strip()) != 0

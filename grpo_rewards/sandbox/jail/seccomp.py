@@ -5,7 +5,8 @@ thread (``clone3`` gets ``ENOSYS`` so libc falls back to ``clone``), every socke
 family but ``AF_UNIX``, ``connect``/``bind``/``listen``/``accept``/``sendmsg`` and
 ``sendto`` with an address (so a unix socket can only talk to its ``socketpair``
 peer), ptrace and ``process_vm_*``, mount/unshare/setns/chroot and the new mount
-API, bpf, io_uring, userfaultfd, perf events, keyrings, kernel modules, raising
+API, bpf, io_uring, userfaultfd, perf events, keyrings, kernel modules, System V
+IPC and POSIX message queues (they outlive a process: a stash between runs), raising
 limits (``setrlimit``, ``prlimit64`` with a new limit), ``TIOCSTI``. A foreign
 architecture or an x32 call kills the process. Everything else is allowed: Python
 and numpy need a wide surface, and the other layers (Landlock, rlimits, the slot
@@ -52,6 +53,11 @@ X86_64_DENY: dict[str, int] = {
     "sethostname": 170, "setdomainname": 171, "iopl": 172, "ioperm": 173, "quotactl": 179,
     "name_to_handle_at": 303, "open_by_handle_at": 304, "lookup_dcookie": 212, "personality": 135,
     "setrlimit": 160, "memfd_secret": 447, "uselib": 134, "modify_ldt": 154,
+    # System V IPC and POSIX message queues outlive the process: a stash between runs
+    "shmget": 29, "shmat": 30, "shmctl": 31, "shmdt": 67, "semget": 64, "semop": 65, "semctl": 66,
+    "semtimedop": 220, "msgget": 68, "msgsnd": 69, "msgrcv": 70, "msgctl": 71,
+    "mq_open": 240, "mq_unlink": 241, "mq_timedsend": 242, "mq_timedreceive": 243, "mq_notify": 244,
+    "mq_getsetattr": 245,
 }
 SYS_CLONE, SYS_CLONE3, SYS_SOCKET, SYS_SOCKETPAIR = 56, 435, 41, 53
 SYS_SENDTO, SYS_PRLIMIT64, SYS_IOCTL = 44, 302, 16
