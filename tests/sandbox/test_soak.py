@@ -98,3 +98,28 @@ def test_a_killed_trainer_leaves_nothing(tmp_path):
             time.sleep(0.05)
         assert processes_of(uids) == [], disable
         assert set(_jail_processes()) - before == set(), disable
+
+
+def test_a_dead_zygote_is_a_sandbox_error_then_replaced():
+    """Kill a zygote mid-run: that run is a sandbox error (never a wrong answer) and the slot comes back."""
+    import signal
+    import threading
+
+    with LocalSandbox(slots=1, limits=Limits(cpu_seconds=5, wall_seconds=10)) as pool:
+        victim = pool._slots[0].proc.pid
+        out = {}
+        t = threading.Thread(target=lambda: out.setdefault("r", pool.run_one(Program("import time\ntime.sleep(5)"))))
+        t.start()
+        time.sleep(0.5)
+        os.kill(victim, signal.SIGKILL)
+        t.join(timeout=20)
+        assert out["r"].status == "sandbox_error"
+        again = pool.run_one(Program("print('back')"))
+        assert (again.status, again.stdout) == ("ok", "back\n")
+        assert pool._slots[0].proc.pid != victim
+        assert pool.metrics()["sandbox_error_rate"] == 0.5
+        if pool.slot_uids:
+            deadline = time.monotonic() + 5
+            while processes_of(pool.slot_uids) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert processes_of(pool.slot_uids) == []  # the orphaned sleeper died with its zygote
