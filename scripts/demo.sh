@@ -3,4 +3,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-exec .venv/bin/grpo rewards score examples/rewards.toml --input examples/completions.jsonl --output runs/scored.jsonl "$@"
+exec .venv/bin/grpo demo "$@"
