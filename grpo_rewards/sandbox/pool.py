@@ -201,15 +201,8 @@ class LocalSandbox:
                 os.mkdir(root, 0o711)
                 uid = self._uids.uids[i] if self._uids else None
                 self._slots.append(Slot(i, {**common, "scratch_root": root, "uid": uid, "gid": uid}))
-            starters = [threading.Thread(target=s.start) for s in self._slots]
-            errors: list[BaseException] = []
-            for t, s in zip(starters, self._slots, strict=True):
-                t.run = _capture(s.start, errors)  # type: ignore[method-assign]
-                t.start()
-            for t in starters:
-                t.join()
-            if errors:
-                raise errors[0]
+            with ThreadPoolExecutor(self.slots) as starting:  # handshakes in parallel (spawns: one thread)
+                list(starting.map(Slot.start, self._slots))
             self.layers = sorted(set.intersection(*(set(s.layers) for s in self._slots)), key=_layer_order)
             self.profile = probing.check_profile(tuple(self.layers), allow_unsafe)
         except BaseException:
@@ -299,15 +292,6 @@ class LocalSandbox:
     def __del__(self) -> None:
         with contextlib.suppress(Exception):
             self.close()
-
-
-def _capture(fn: Any, errors: list[BaseException]) -> Any:
-    def run() -> None:
-        try:
-            fn()
-        except BaseException as exc:
-            errors.append(exc)
-    return run
 
 
 _ORDER = ["rlimits", "setsid", "subreaper", "uid", "landlock-fs", "landlock-net", "landlock-scope", "seccomp", "pidns",
