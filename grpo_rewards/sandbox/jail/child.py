@@ -13,7 +13,7 @@ import signal
 from typing import Any
 
 from . import landlock, limits
-from .linux import PR_SET_PDEATHSIG, drop_capabilities, prctl
+from .linux import PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, drop_capabilities, prctl
 
 _exit = os._exit  # bound now: a program that replaces os._exit still ends here
 
@@ -59,8 +59,6 @@ def enter(req: dict[str, Any], ctx: Any, fds: list[int], ready_w: int, scratch: 
         if os.getppid() != ctx.zygote_pid:
             raise OSError("zygote gone")
         if ruleset >= 0:
-            from .linux import PR_SET_NO_NEW_PRIVS
-
             prctl(PR_SET_NO_NEW_PRIVS, 1)
             landlock.restrict_self(ruleset)
         else:
