@@ -193,6 +193,8 @@ class LocalSandbox:
             "scratch_mb": scratch_mb, "scratch_inodes": scratch_inodes,
             "bwrap": "bwrap" in wanted, "bwrap_optional": profile != "strict",
         }
+        if "landlock-scope" not in wanted:
+            common["landlock_max_abi"] = 5 if "landlock-net" in wanted else 3
         if preload is not None:
             common["preload"] = list(preload)
         self._slots: list[Slot] = []

@@ -78,3 +78,16 @@ def test_profile_runs_honest_threads(profile):
     with LocalSandbox(slots=1, limits=FAST, disable=PROFILES[profile]) as box:
         r = box.run_one(Program(code))
     assert (r.status, r.stdout) == ("ok", "32\n"), r.stderr[-300:]
+
+
+def test_signals_denied_when_nothing_else_confines_them():
+    """No slot uid and no Landlock scope (a non-root user on Linux < 6.12): seccomp refuses kill()."""
+    if not _available("default"):
+        pytest.skip("no default profile here")
+    with LocalSandbox(slots=1, limits=FAST, disable=("uid", "mountns", "bwrap", "pidns", "landlock-scope")) as box:
+        assert "landlock-scope" not in box.layers and "uid" not in box.layers
+        r = box.run_one(Program("import os, signal\nos.kill(os.getppid(), 0)"))
+        assert r.status == "runtime_error" and "PermissionError" in r.stderr
+        own = box.run_one(Program("import threading\nt = threading.Thread(target=print, args=('ok',))\n"
+                                  "t.start()\nt.join()"))
+        assert (own.status, own.stdout) == ("ok", "ok\n")

@@ -94,7 +94,13 @@ def _null_arg_or_deny(nr: int, arg: int) -> list[bytes]:
     ])
 
 
-def build_filter() -> bytes:
+# sending signals to other processes; denied only when nothing else confines it (no slot uid
+# and no Landlock signal scope): then the program shares the trainer's uid and could kill it
+X86_64_SIGNALS: dict[str, int] = {"kill": 62, "tkill": 200, "tgkill": 234, "rt_sigqueueinfo": 129,
+                                  "rt_tgsigqueueinfo": 297, "pidfd_send_signal": 424}
+
+
+def build_filter(deny_signals: bool = False) -> bytes:
     """The BPF program as bytes (``struct sock_filter[]``)."""
     if not available():
         raise OSError(errno.ENOSYS, f"no seccomp syscall table for {MACHINE}")
@@ -103,7 +109,8 @@ def build_filter() -> bytes:
         _ins(LD_W_ABS, OFF_ARCH), _ins(JEQ_K, AUDIT_ARCH_X86_64, 1, 0), _ret(RET_KILL_PROCESS),
         _ins(LD_W_ABS, OFF_NR), _ins(JGE_K, X32_BIT, 0, 1), _ret(RET_KILL_PROCESS),
     ]
-    for nr in sorted(X86_64_DENY.values()):
+    denied = {**X86_64_DENY, **(X86_64_SIGNALS if deny_signals else {})}
+    for nr in sorted(denied.values()):
         prog += [_ins(JEQ_K, nr, 0, 1), _ret(eperm)]
     prog += [_ins(JEQ_K, SYS_CLONE3, 0, 1), _ret(RET_ERRNO | errno.ENOSYS)]
     prog += _only_if(SYS_CLONE, [_ins(LD_W_ABS, _arg_lo(0)), _ins(JSET_K, CLONE_THREAD, 0, 1),
@@ -126,8 +133,9 @@ class _Fprog(ctypes.Structure):
 class Filter:
     """A compiled filter kept in memory (built once in the zygote, installed in each child)."""
 
-    def __init__(self) -> None:
-        code = build_filter()
+    def __init__(self, deny_signals: bool = False) -> None:
+        self.deny_signals = deny_signals
+        code = build_filter(deny_signals)
         self._buf = ctypes.create_string_buffer(code, len(code))
         self._prog = _Fprog(len(code) // 8, ctypes.addressof(self._buf))
 

@@ -81,14 +81,14 @@ class Zygote:
         self._namespaces(cfg)
         if uid is not None:
             self.layers.append("uid")
-        abi = landlock.abi_version() if cfg.get("landlock", True) else 0
+        abi = min(landlock.abi_version(), int(cfg.get("landlock_max_abi", 99))) if cfg.get("landlock", True) else 0
         self.layers += landlock.features(abi)
         filt = None
         if cfg.get("seccomp", True):
             from . import seccomp
 
             if seccomp.available():
-                filt = seccomp.Filter()
+                filt = seccomp.Filter(deny_signals=uid is None and abi < 6)
                 self.layers.append("seccomp")
         rules = landlock.open_rules(abi, cfg["read_only"], [], cfg["rw_files"]) if abi else []
         self.ctx = Context(os.getpid(), uid, cfg.get("gid"), abi, rules, filt)
