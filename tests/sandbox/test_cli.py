@@ -66,3 +66,19 @@ def test_registering_the_plugin_stays_light():
             "if m in sys.modules]\nprint(heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_rewards_score_with_the_code_reward(tmp_path, capsys):
+    """The user's workflow: a TOML with the code reward, a JSONL of completions, `grpo rewards score`."""
+    config = tmp_path / "rewards.toml"
+    config.write_text('[rewards.tests]\nuse = "code_execution"\ncpu_seconds = 2.0\nwall_seconds = 4.0\n')
+    tests = {"language": "python", "test_cases": [{"input": "2\n", "output": "4\n"}, {"input": "5\n", "output": "25\n"}]}
+    rows = [{"completion": "```python\nn = int(input())\nprint(n * n)\n```", "verification_info": tests},
+            {"completion": "```python\nprint(4)\n```", "verification_info": tests},
+            {"completion": "I do not know.", "verification_info": tests}]
+    data = tmp_path / "rows.jsonl"
+    data.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    out = tmp_path / "scored.jsonl"
+    assert main(["rewards", "score", str(config), "--input", str(data), "--output", str(out)]) == 0
+    scored = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["tests"] for r in scored] == [1.0, 0.5, 0.0]
