@@ -149,3 +149,25 @@ def test_code_reward_through_a_remote_backend(server):
     scores = r(["```python\nprint(int(input()) * 2)\n```", "```python\nprint(0)\n```"],
                verification_info=[{"inputs": ["4\n"], "outputs": ["8\n"]}] * 2)
     assert scores == [1.0, 0.0]
+
+
+def test_several_servers_round_robin_and_fail_over(box):
+    """Two servers share the load; with one of them down, retries move on to the other."""
+    a, b = serve(box, "127.0.0.1", 0, limits=LIMITS), serve(box, "127.0.0.1", 0, limits=LIMITS)
+    urls = [f"http://127.0.0.1:{s.server_address[1]}" for s in (a, b)]
+    seen = []
+    for srv in (a, b):
+        handler = srv.RequestHandlerClass
+        srv.RequestHandlerClass = type("Counting", (handler,), {
+            "do_POST": lambda self, _h=handler, _p=srv.server_address[1]: (seen.append(_p), _h.do_POST(self))})
+    try:
+        with SandboxFusionBackend(",".join(urls), retries=1, backoff=0.01) as client:
+            results = client.run([Program("print(7)")] * 6)
+            assert all(r.stdout == "7\n" for r in results)
+            assert {p for p in seen} == {a.server_address[1], b.server_address[1]}
+        with SandboxFusionBackend(f"http://127.0.0.1:9,{urls[0]}", retries=1, backoff=0.01) as client:
+            assert all(r.stdout == "7\n" for r in client.run([Program("print(7)")] * 4))
+    finally:
+        for srv in (a, b):
+            srv.shutdown()
+            srv.server_close()

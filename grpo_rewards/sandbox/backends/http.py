@@ -1,4 +1,8 @@
-"""What the remote clients share: a concurrency limit, retries on transient errors, timeouts, metrics."""
+"""What the remote clients share: a concurrency limit, retries on transient errors, timeouts, metrics.
+
+``url`` may list several servers, comma-separated (spare CPU machines each running
+``grpo sandbox serve``): requests go round-robin and a retry tries the next server.
+"""
 
 from __future__ import annotations
 
@@ -40,9 +44,12 @@ class HttpBackend:
         timeout_margin: float = 10.0,
         api_key: str = "",
     ):
-        if not url.startswith(("http://", "https://")):
-            raise ValueError(f"{self.name}: url must start with http:// or https://, got {url!r}")
-        self.url = url.rstrip("/")
+        self.urls = [u.strip().rstrip("/") for u in url.split(",") if u.strip()]
+        bad = [u for u in self.urls if not u.startswith(("http://", "https://"))]
+        if not self.urls or bad:
+            raise ValueError(f"{self.name}: url must be http(s)://host:port (several: comma-separated), got {url!r}")
+        self.url = ",".join(self.urls)
+        self._next = 0
         self.limits = limits or Limits()
         self.retries = int(retries)
         self.backoff = float(backoff)
@@ -81,24 +88,28 @@ class HttpBackend:
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         last = ""
+        with self._lock:  # round-robin over the servers; a retry moves on to the next one
+            first = self._next
+            self._next = (self._next + 1) % len(self.urls)
         for attempt in range(self.retries + 1):
             if attempt:
                 with self._lock:
                     self._retried += 1
                 time.sleep(self.backoff * (2 ** (attempt - 1)) * (0.5 + random.random()))
-            req = urllib.request.Request(self.url + path, data=data, headers=headers, method="POST")
+            url = self.urls[(first + attempt) % len(self.urls)] + path
+            req = urllib.request.Request(url, data=data, headers=headers, method="POST")
             try:
                 with urllib.request.urlopen(req, timeout=timeout) as resp:
                     return json.loads(resp.read().decode("utf-8", "replace"))
             except urllib.error.HTTPError as exc:
                 body = exc.read().decode("utf-8", "replace")[:300]
-                last = f"HTTP {exc.code} from {self.url + path}: {body}"
+                last = f"HTTP {exc.code} from {url}: {body}"
                 if exc.code not in TRANSIENT_HTTP:
                     raise RemoteError(last) from None
             except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as exc:
-                last = f"{self.url + path}: {getattr(exc, 'reason', exc)}"
+                last = f"{url}: {getattr(exc, 'reason', exc)}"
             except json.JSONDecodeError as exc:
-                last = f"{self.url + path}: invalid JSON in the response ({exc.msg})"
+                last = f"{url}: invalid JSON in the response ({exc.msg})"
         raise RemoteError(f"{last} (after {self.retries + 1} attempts)")
 
     def metrics(self) -> dict[str, Any]:
