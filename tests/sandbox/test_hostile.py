@@ -18,6 +18,7 @@ import uuid
 
 import pytest
 
+from grpo_rewards.sandbox.probe import PROFILES
 from grpo_rewards.sandbox.program import Program
 
 from .conftest import FAST, FOUND, needs_default, needs_root, processes_of
@@ -172,13 +173,26 @@ for name, args in calls.items():
 """
 
 
+# the whole suite runs under every strong profile this machine has: "strict" (bubblewrap) where it
+# is installed, and "hardened" (what a CI box without bubblewrap gets) always
+SUITE_PROFILES = [p for p in ("hardened", "strict") if set(PROFILES[p]) <= set(FOUND.layers)] or ["auto"]
+
+
+@pytest.fixture(scope="module", params=SUITE_PROFILES)
+def hostile_pool(request):
+    from grpo_rewards.sandbox.pool import LocalSandbox
+
+    with LocalSandbox(slots=2, limits=FAST, profile=request.param) as pool:
+        yield pool
+
+
 @pytest.fixture(scope="module")
-def hostile(box):
+def hostile(hostile_pool):
     targets = Targets()
     table = programs(targets)
     names = list(table)
     t0 = time.monotonic()
-    results = box.run([Program(table[n][0]) for n in names])
+    results = hostile_pool.run([Program(table[n][0]) for n in names])
     elapsed = time.monotonic() - t0
     yield targets, table, dict(zip(names, results, strict=True)), elapsed
     targets.close()
@@ -258,13 +272,13 @@ def test_deadline_holds_for_sleepers_and_threads(hostile):
 
 
 @needs_root
-def test_no_slot_process_left(hostile, box):
-    assert processes_of(box.slot_uids) == []
-    assert box.scratch_entries() == []
+def test_no_slot_process_left(hostile, hostile_pool):
+    assert processes_of(hostile_pool.slot_uids) == []
+    assert hostile_pool.scratch_entries() == []
 
 
-def test_pool_still_serves_after_the_suite(hostile, box):
-    r = box.run_one(Program("print(sum(range(10)))"))
+def test_pool_still_serves_after_the_suite(hostile, hostile_pool):
+    r = hostile_pool.run_one(Program("print(sum(range(10)))"))
     assert (r.status, r.stdout) == ("ok", "45\n")
 
 
