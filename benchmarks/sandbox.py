@@ -2,7 +2,7 @@
 
     python benchmarks/sandbox.py [--programs 2000] [--slots N] [--latency-runs 300]
 
-Throughput: N trivial programs with ``slots`` in flight (default: one per core), through
+Throughput: N trivial programs with ``slots`` in flight (default: two per core, the pool's default; as many ``python3 -c`` in flight), through
 the sandbox pool and through ``subprocess.run([python, "-c", code])``. Overhead: the
 median end-to-end time of one trivial program run alone (its own work is ~0), for each.
 CPU per program (every process involved, load-independent) and the rate it allows on
@@ -54,7 +54,7 @@ def plain(code: str) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--programs", type=int, default=2000)
-    ap.add_argument("--slots", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--slots", type=int, default=2 * (os.cpu_count() or 1))
     ap.add_argument("--latency-runs", type=int, default=300)
     args = ap.parse_args()
 

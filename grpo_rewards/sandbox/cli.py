@@ -25,7 +25,7 @@ def add_commands(subparsers: Any) -> None:
     p = sub.add_parser("serve", help="serve the local sandbox with SandboxFusion's /run_code and Piston's API")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
     p.add_argument("--port", type=int, default=8080)
-    p.add_argument("--slots", type=int, default=0, help="parallel programs (default: one per core)")
+    p.add_argument("--slots", type=int, default=0, help="parallel programs (default: two per core)")
     p.add_argument("--token-env", default="", help="name of an environment variable holding a bearer token")
     _limit_args(p)
     p.set_defaults(func=cmd_serve)

@@ -35,6 +35,7 @@ from grpo_rewards.sandbox.uids import DEFAULT_BASE, UidClaim
 
 log = logging.getLogger("grpo.sandbox")
 
+DEFAULT_SLOTS_PER_CORE = 2
 HANG_MARGIN = 30.0  # seconds past a program's wall limit before its zygote counts as hung
 JAIL_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jail")
 BOOT = (  # python -I -S: no site, no .pth files (a smaller zygote forks faster); site-packages added by hand
@@ -173,7 +174,8 @@ class LocalSandbox:
         disable: Sequence[str] = (),
     ):
         self.limits = limits or Limits()
-        self.slots = max(1, int(slots or os.cpu_count() or 1))
+        # two programs in flight per core: while one slot hands a result back, the core runs another
+        self.slots = max(1, int(slots or DEFAULT_SLOTS_PER_CORE * (os.cpu_count() or 1)))
         found = probing.probe()
         wanted = set(found.layers) if profile == "auto" else set(probing.PROFILES.get(profile, ())) & set(found.layers)
         wanted -= set(disable)  # for diagnosis and tests: dropping a default layer needs allow_unsafe

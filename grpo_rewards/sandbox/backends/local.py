@@ -15,7 +15,7 @@ def make_local(
     profile: str = "auto",
     **_: Any,
 ) -> Any:
-    """A :class:`~grpo_rewards.sandbox.pool.LocalSandbox` (``slots=0``: one per CPU core)."""
+    """A :class:`~grpo_rewards.sandbox.pool.LocalSandbox` (``slots=0``: two per CPU core)."""
     from grpo_rewards.sandbox.pool import LocalSandbox
 
     return LocalSandbox(slots=slots or None, limits=limits, allow_unsafe=allow_unsafe_execution, profile=profile)
