@@ -10,9 +10,10 @@ import contextlib
 import fcntl
 import os
 import signal
+import socket
 from typing import Any
 
-from . import landlock, limits
+from . import landlock, limits, wire
 from .linux import PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, drop_capabilities, prctl
 
 _exit = os._exit  # bound now: a program that replaces os._exit still ends here
@@ -28,17 +29,49 @@ CHILD_ENV = {
 }
 
 
-def enter(req: dict[str, Any], ctx: Any, fds: list[int], ready_w: int, scratch: str) -> None:
-    """Sandbox this process (after fork) and run the code read from ``fds[0]``; never returns.
+def spare(ctx: Any, go_fd: int, ready_w: int, scratch: str) -> None:
+    """A child forked ahead of its program: do what does not depend on the program, then wait.
 
-    ``fds`` are the memfds of the code, stdin, stdout and stderr.
+    It makes its session and its Landlock ruleset, drops every inherited fd but three,
+    and blocks until the zygote sends the run (limits and the four memfds) on ``go_fd``;
+    then :func:`enter`. EOF instead means no run is coming. Never returns.
     """
     try:
         os.setsid()
-        ruleset = -1
-        if ctx.landlock_abi:  # the zygote keeps O_PATH fds of the system paths; only the scratch is new
-            scratch_rules = landlock.open_rules(ctx.landlock_abi, [], [scratch], [])
-            ruleset = landlock.build_ruleset(ctx.landlock_abi, ctx.landlock_rules + scratch_rules)
+        ruleset = _ruleset(ctx, scratch)
+        keep = sorted({go_fd, ready_w, ruleset} - {-1})
+        for lo, hi in zip([3, *[k + 1 for k in keep]], [*keep, 1 << 20]):
+            os.closerange(lo, hi)  # above all the pool's socket: the pool must see EOF when the zygote dies
+        msg, fds = wire.recv(socket.socket(fileno=go_fd))
+        if msg is None:
+            _exit(0)
+    except BaseException as exc:
+        try:
+            os.write(ready_w, b"E" + f"{type(exc).__name__}: {exc}".encode()[:400])
+        finally:
+            _exit(SETUP_FAILED_EXIT)
+    enter(msg, ctx, fds, ready_w, scratch, ruleset)
+
+
+def _ruleset(ctx: Any, scratch: str) -> int:
+    if not ctx.landlock_abi:
+        return -1
+    # the zygote keeps O_PATH fds of the system paths; only the scratch folder is new
+    scratch_rules = landlock.open_rules(ctx.landlock_abi, [], [scratch], [])
+    return landlock.build_ruleset(ctx.landlock_abi, ctx.landlock_rules + scratch_rules)
+
+
+def enter(req: dict[str, Any], ctx: Any, fds: list[int], ready_w: int, scratch: str, ruleset: int = -2) -> None:
+    """Sandbox this process (after fork) and run the code read from ``fds[0]``; never returns.
+
+    ``fds`` are the memfds of the code, stdin, stdout and stderr; ``ruleset`` one
+    :func:`spare` built already (-2: build it here).
+    """
+    try:
+        if os.getsid(0) != os.getpid():
+            os.setsid()
+        if ruleset == -2:
+            ruleset = _ruleset(ctx, scratch)
         code_fd, stdin_fd, out_fd, err_fd = fds
         if ruleset < 0:
             ruleset = os.open("/dev/null", os.O_RDONLY)  # a placeholder keeps the fd numbers fixed

@@ -4,7 +4,8 @@ Started by the pool with an empty environment and ``python -I``; it holds no
 secrets and never sees expected outputs, nor any program's code, input or output:
 those are memfds passed through (see :mod:`wire`), so a child cannot find an earlier
 run's data in the memory it inherits. Per run it makes a fresh scratch folder, forks
-a child (see :mod:`child`), enforces the wall-clock deadline, kills the child's
+a child (see :mod:`child`; ahead of time, right after the previous reply, so fork and
+setup are off the critical path), enforces the wall-clock deadline, kills the child's
 process group, sweeps every process of the slot uid, reaps (it is a child subreaper),
 measures the output sizes against the cap and deletes the scratch folder. One run at
 a time.
@@ -45,6 +46,16 @@ PRELOAD = (
 
 
 @dataclass
+class Spare:
+    """The next run's child, forked and prepared, waiting for its program."""
+
+    pid: int
+    sock: socket.socket
+    rd_r: int
+    scratch: str
+
+
+@dataclass
 class Context:
     """What every child of this zygote needs (built once)."""
 
@@ -64,6 +75,7 @@ class Zygote:
         self.problems: list[str] = []
         self.root = cfg["scratch_root"]
         self.runs = 0
+        self.spare: Spare | None = None
         uid = cfg.get("uid")
         # No PR_SET_PDEATHSIG: it fires when the *thread* that started us ends. The pool's socket tells us
         # instead: EOF between runs, or readable during one (the protocol is strictly request/reply).
@@ -122,6 +134,7 @@ class Zygote:
 
     def serve(self) -> None:
         wire.send(self.sock, {"op": "hello", "pid": os.getpid(), "layers": self.layers, "problems": self.problems})
+        self._prepare_spare()
         while True:
             msg, fds = wire.recv(self.sock)
             if msg is None:
@@ -131,42 +144,77 @@ class Zygote:
                 if op == "run" and len(fds) == 4:
                     reply = self.run(msg, fds)
                 elif op == "ls":
-                    reply = {"entries": sorted(os.listdir(self.root))}
+                    spare = os.path.basename(self.spare.scratch) if self.spare else None
+                    reply = {"entries": sorted(e for e in os.listdir(self.root) if e != spare)}
                 else:
                     reply = {"status": "sandbox_error", "error": f"bad request {op!r} with {len(fds)} fds"}
             finally:
                 _close(fds)
             wire.send(self.sock, reply)
+            if self.spare is None:
+                self._prepare_spare()  # off the critical path: the pool already has its reply
+        self._drop_spare()
         self._sweep()
 
-    def run(self, req: dict[str, Any], fds: list[int]) -> dict[str, Any]:
-        """Run one program; ``fds`` are its code, stdin, stdout and stderr memfds (never read here)."""
+    def _prepare_spare(self) -> None:
+        """Fork the next run's child ahead of time (fork and setup cost no latency then)."""
         self.runs += 1
         scratch = os.path.join(self.root, f"r{self.runs}")
-        t0 = time.monotonic()
         try:
             os.mkdir(scratch, 0o700)
             if self.ctx.uid is not None:
                 os.chown(scratch, self.ctx.uid, self.ctx.gid)
             rd_r, rd_w = os.pipe()
+            ours, theirs = socket.socketpair()
         except OSError as exc:
             shutil.rmtree(scratch, ignore_errors=True)
-            return {"status": "sandbox_error", "error": f"setup: {exc}", "wall": 0.0}
+            self.problems.append(f"spare: {exc}")
+            return
         pid = os.fork()
         if pid == 0:
             try:
-                child.enter(req, self.ctx, fds, rd_w, scratch)
+                child.spare(self.ctx, theirs.fileno(), rd_w, scratch)
             finally:
                 os._exit(child.SETUP_FAILED_EXIT)
         os.close(rd_w)
-        try:
-            return self._supervise(req, pid, rd_r, fds[2], fds[3], t0)
-        finally:
-            os.close(rd_r)
+        theirs.close()
+        self.spare = Spare(pid, ours, rd_r, scratch)
+
+    def _drop_spare(self) -> None:
+        spare, self.spare = self.spare, None
+        if spare is not None:
+            _kill_group(spare.pid)
+            os.waitpid(spare.pid, 0)
+            spare.sock.close()
+            os.close(spare.rd_r)
+            shutil.rmtree(spare.scratch, ignore_errors=True)
+
+    def run(self, req: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        """Run one program; ``fds`` are its code, stdin, stdout and stderr memfds (never read here)."""
+        for _attempt in range(2):
+            if self.spare is None:
+                self._prepare_spare()
+            spare, self.spare = self.spare, None
+            if spare is None:
+                return {"status": "sandbox_error", "error": "could not fork a child", "wall": 0.0}
+            t0 = time.monotonic()
             try:
-                os.rmdir(scratch)
+                wire.send(spare.sock, req, fds)
+                break
+            except OSError:  # the spare died waiting (it should not): reap it, fork another
+                self.spare = spare
+                self._drop_spare()
+        else:
+            return {"status": "sandbox_error", "error": "the child died before its program arrived", "wall": 0.0}
+        spare.sock.close()
+        try:
+            return self._supervise(req, spare.pid, spare.rd_r, fds[2], fds[3], t0)
+        finally:
+            os.close(spare.rd_r)
+            try:
+                os.rmdir(spare.scratch)
             except OSError:
-                shutil.rmtree(scratch, ignore_errors=True)
+                shutil.rmtree(spare.scratch, ignore_errors=True)
 
     def _supervise(self, req: dict[str, Any], pid: int, rd_r: int, out_fd: int, err_fd: int,
                    t0: float) -> dict[str, Any]:
