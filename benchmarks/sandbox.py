@@ -1,6 +1,6 @@
 """Local sandbox vs a plain ``python3 -c`` per program: programs per second and median overhead, side by side.
 
-    python benchmarks/sandbox.py [--programs 2000] [--slots N] [--latency-runs 300]
+    python benchmarks/sandbox.py [--programs 2000] [--slots N] [--latency-runs 300] [--profile auto]
 
 Throughput: N trivial programs with ``slots`` in flight (default: two per core, the pool's default; as many ``python3 -c`` in flight), through
 the sandbox pool and through ``subprocess.run([python, "-c", code])``. Overhead: the
@@ -56,10 +56,11 @@ def main() -> None:
     ap.add_argument("--programs", type=int, default=2000)
     ap.add_argument("--slots", type=int, default=2 * (os.cpu_count() or 1))
     ap.add_argument("--latency-runs", type=int, default=300)
+    ap.add_argument("--profile", default="auto", help="sandbox profile: auto (the strongest), hardened, strict...")
     args = ap.parse_args()
 
     t0 = time.perf_counter()
-    box = LocalSandbox(slots=args.slots)
+    box = LocalSandbox(slots=args.slots, profile=args.profile)
     startup = time.perf_counter() - t0
     with box:
         box.run([Program(CODE)] * (4 * args.slots))  # warm up
