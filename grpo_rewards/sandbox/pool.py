@@ -36,6 +36,7 @@ from grpo_rewards.sandbox.uids import DEFAULT_BASE, UidClaim
 log = logging.getLogger("grpo.sandbox")
 
 DEFAULT_SLOTS_PER_CORE = 2
+BASE_PREFIX = "grpo-sandbox-"  # + owner pid: a pool killed before close() leaves its folder to the next one
 HANG_MARGIN = 30.0  # seconds past a program's wall limit before its zygote counts as hung
 JAIL_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jail")
 BOOT = (  # python -I -S: no site, no .pth files (a smaller zygote forks faster); site-packages added by hand
@@ -187,7 +188,8 @@ class LocalSandbox:
             raise probing.UnsafeSandboxError("sandbox profile 'strict' needs bubblewrap (bwrap), which is not installed")
         probing.check_profile(tuple(wanted), allow_unsafe)
         self._uids = UidClaim(self.slots, uid_base) if "uid" in wanted else None
-        self._base = tempfile.mkdtemp(prefix="grpo-sandbox-")
+        _remove_stale_bases()
+        self._base = tempfile.mkdtemp(prefix=f"{BASE_PREFIX}{os.getpid()}-")
         os.chmod(self._base, 0o711)
         common: dict[str, Any] = {
             "read_only": probing.read_only_paths(tuple(read_only)), "rw_files": list(probing.RW_FILES),
@@ -305,6 +307,24 @@ _ORDER = ["rlimits", "setsid", "subreaper", "uid", "landlock-fs", "landlock-net"
 
 def _layer_order(name: str) -> int:
     return _ORDER.index(name) if name in _ORDER else len(_ORDER)
+
+
+def _remove_stale_bases() -> None:
+    """Delete the scratch folders of pools whose process is gone (killed before ``close``)."""
+    root = tempfile.gettempdir()
+    for name in os.listdir(root):
+        if not name.startswith(BASE_PREFIX):
+            continue
+        owner = name[len(BASE_PREFIX):].split("-", 1)[0]
+        path = os.path.join(root, name)
+        if not owner.isdigit() or os.stat(path).st_uid != os.geteuid():
+            continue
+        try:
+            os.kill(int(owner), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except PermissionError:
+            pass
 
 
 def _memfd(name: str, data: bytes = b"") -> int:

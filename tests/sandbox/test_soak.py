@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 
 from grpo_rewards.sandbox.pool import LocalSandbox
@@ -83,6 +84,7 @@ def test_a_killed_trainer_leaves_nothing(tmp_path):
         import pytest
 
         pytest.skip("needs slot uids (root) to find the programs by uid")
+    limits_small = Limits(cpu_seconds=1, wall_seconds=2)
     for disable in ([], ["bwrap"]):
         before = set(_jail_processes())
         proc = subprocess.Popen([sys.executable, "-c", KILLED_TRAINER, *disable], stdout=subprocess.PIPE, text=True)
@@ -98,6 +100,10 @@ def test_a_killed_trainer_leaves_nothing(tmp_path):
             time.sleep(0.05)
         assert processes_of(uids) == [], disable
         assert set(_jail_processes()) - before == set(), disable
+        stale = [d for d in os.listdir(tempfile.gettempdir()) if d.startswith(f"grpo-sandbox-{proc.pid}-")]
+        assert len(stale) == 1  # the killed pool could not clean up ...
+        LocalSandbox(slots=1, limits=limits_small).close()
+        assert not os.path.exists(os.path.join(tempfile.gettempdir(), stale[0]))  # ... the next pool does
 
 
 def test_a_dead_zygote_is_a_sandbox_error_then_replaced():
