@@ -39,14 +39,21 @@ def warm_up(
     batch_size: int = 32,
     learning_rate: float = 3e-3,
     seed: int = 0,
+    schedule: str = "linear",
+    generator: torch.Generator | None = None,
+    optimizer: torch.optim.Optimizer | None = None,
     on_step: Callable[[int, float], None] | None = None,
 ) -> dict[str, float]:
-    """Train ``model`` in place for ``steps`` minibatches; returns the final loss and the time taken."""
+    """Train ``model`` in place for ``steps`` minibatches (LR ``schedule`` linear-to-zero or constant);
+    returns the final loss and the time taken. Pass ``generator``/``optimizer`` to continue a warm-up."""
     start = time.perf_counter()
-    gen = torch.Generator().manual_seed(seed)
+    if schedule not in ("linear", "constant"):
+        raise ValueError(f"warm-up schedule must be 'linear' or 'constant', got {schedule!r}")
+    gen = generator if generator is not None else torch.Generator().manual_seed(seed)
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=learning_rate, weight_decay=0.0)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0 - s / max(1, steps))
+    opt = optimizer if optimizer is not None else torch.optim.AdamW(params, lr=learning_rate, weight_decay=0.0)
+    decay = schedule == "linear"
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0 - s / max(1, steps) if decay else 1.0)
     model.train()
     loss_value = float("nan")
     for step in range(steps):
