@@ -1,0 +1,86 @@
+"""The policy update of the loop: gradient accumulation splits a generation batch without changing
+the gradient (grpo and dapo normalisers), ``num_iterations`` takes one optimizer step per pass with
+old log-probs computed once, and ``mask_truncated_completions`` removes truncated rows from the loss."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+# the tests replace optimizer.step to record gradients; the scheduler notices and warns
+pytestmark = pytest.mark.filterwarnings("ignore:Seems like `optimizer.step\\(\\)` has been overridden")
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    from grpo_core.demo.task import completion, make_split
+    from grpo_core.demo.tiny import TinySpec, build_tiny_model
+
+    rows = make_split("train", max_operand=9, size=50)
+    out = tmp_path_factory.mktemp("upd-model")
+    build_tiny_model(out, [r["prompt"] + completion(r) for r in rows], TinySpec(hidden=32, intermediate=64))
+    return out
+
+
+def make_trainer(model_dir, tmp_path, **grpo):
+    from grpo_core import Trainer, config_from_dict
+
+    cfg = config_from_dict({
+        "model": {"name_or_path": str(model_dir), "dtype": "float32", "gradient_checkpointing": False},
+        "data": {"source": "demo:arithmetic?max_operand=9", "answer_field": "answer", "chat_template": False},
+        "generation": {"num_generations": 4, "max_completion_length": 6},
+        "grpo": {"learning_rate": 1e-3, "prompts_per_step": 2, "max_steps": 1, **grpo},
+        "logging": {"output_dir": str(tmp_path / "run"), "progress": False, "plot": False},
+        "rewards": {"correct": {"use": "exact_match"}},
+    })
+    return Trainer(cfg)
+
+
+def grads_of_update(trainer, batch, advantages):
+    """Run ``_update`` and record the clipped gradients each optimizer step sees (instead of stepping)."""
+    seen = []
+    trainer.optimizer.step = lambda: seen.append([p.grad.clone() for p in trainer.params])
+    trainer._update(batch, advantages)
+    return seen
+
+
+@pytest.mark.parametrize("loss_type", ["grpo", "dapo", "dr_grpo"])
+def test_gradient_accumulation_does_not_change_the_gradient(model_dir, tmp_path, loss_type):
+    one = make_trainer(model_dir, tmp_path, loss_type=loss_type, gradient_accumulation_steps=1, max_grad_norm=1e9)
+    two = make_trainer(model_dir, tmp_path, loss_type=loss_type, gradient_accumulation_steps=2, max_grad_norm=1e9)
+    torch.manual_seed(0)
+    batch = one.backend.generate([one.prompts[0], one.prompts[1]], 4)
+    advantages = torch.tensor([1.0, -0.5, 0.3, -0.8, 0.2, 1.1, -1.2, 0.0])
+    (g1,), (g2,) = grads_of_update(one, batch, advantages), grads_of_update(two, batch, advantages)
+    assert any(g.abs().sum() > 0 for g in g1)
+    for a, b in zip(g1, g2, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
+
+
+def test_num_iterations_steps_once_per_pass_and_clips(model_dir, tmp_path):
+    trainer = make_trainer(model_dir, tmp_path, num_iterations=3, epsilon=0.05)
+    torch.manual_seed(0)
+    batch = trainer.backend.generate([trainer.prompts[0], trainer.prompts[1]], 4)
+    advantages = torch.tensor([1.0, -0.5, 0.3, -0.8, 0.2, 1.1, -1.2, 0.4])
+    stats = trainer._update(batch, advantages)  # real optimizer steps: the policy moves away from "old"
+    assert trainer.optimizer.state[trainer.params[0]]["step"] == 3
+    assert trainer.scheduler.last_epoch == 3
+    assert stats["clip_ratio/region_mean"] > 0  # later passes see ratios != 1, against the same old log-probs
+
+
+def test_mask_truncated_completions_drops_truncated_rows(model_dir, tmp_path):
+    from grpo_core.generation import Generation
+
+    trainer = make_trainer(model_dir, tmp_path, mask_truncated_completions=True, max_grad_norm=1e9)
+    torch.manual_seed(0)
+    batch = trainer.backend.generate([trainer.prompts[0], trainer.prompts[1]], 4)
+    truncated = torch.tensor([True] + [False] * 7)
+    forced = Generation(batch.prompt_ids, batch.prompt_mask, batch.completion_ids, batch.completion_mask,
+                        batch.completions_text, truncated)
+    only_first = torch.tensor([1.0] + [0.0] * 7)  # only the truncated row carries signal
+    (grads,) = grads_of_update(trainer, forced, only_first)
+    assert all(g.abs().sum() == 0 for g in grads)
+    (grads,) = grads_of_update(trainer, forced, torch.tensor([0.0, 1.0] + [0.0] * 6))
+    assert any(g.abs().sum() > 0 for g in grads)
