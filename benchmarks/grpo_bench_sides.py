@@ -10,7 +10,9 @@ timed and measured is the GRPO step after generation (decode + reward + advantag
 forward/backward + optimiser step). Generation itself is the same ``model.generate`` code in both
 trainers; on 2 CPU cores it runs at ~1 s per decode step for this 151,936-token vocabulary, which is why
 it is left out. The peak is the process's resident high-water mark (``VmHWM``), reset once the model,
-trainer and data are built, read at the end of every step. The last line of stdout is ``RESULT {json}``.
+trainer and data are built, read at the end of every step (both trainers load the safetensors weights
+memory-mapped, so the weights become resident during the first step and are inside the peak). The last
+line of stdout is ``RESULT {json}``.
 """
 
 from __future__ import annotations
@@ -67,12 +69,14 @@ class Recorder:
         self.steps: list[float] = []
         self.peak = 0
         self.reset_ok = False
+        self.rss_at_start = 0
 
     def start_run(self) -> None:
         import gc
 
         gc.collect()
         self.reset_ok = reset_peak()
+        self.rss_at_start = rss_bytes()
 
     def start_step(self) -> None:
         if self.step_start is None:
@@ -237,7 +241,7 @@ def main() -> int:
         out["oom"] = isinstance(exc, MemoryError) or any(
             s in message.lower() for s in ("alloc", "out of memory", "not enough memory")
         )
-    out.update(steps=rec.steps, peak_step=rec.peak, peak_reset=rec.reset_ok,
+    out.update(steps=rec.steps, peak_step=rec.peak, peak_reset=rec.reset_ok, rss_at_start=rec.rss_at_start,
                peak_lifetime=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
     print("RESULT " + json.dumps(out), flush=True)
     return 0 if "error" not in out or out.get("oom") else 1

@@ -73,6 +73,8 @@ def run_side(side: str, length: int, a: argparse.Namespace, model_dir: Path, tok
            "--chunk-size", str(a.chunk_size), "--dtype", a.dtype, "--token-range", token_range,
            "--memory-limit-gb", str(a.memory_limit_gb)]
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "PYTHONWARNINGS": "ignore"}
+    if a.malloc_mmap_threshold:  # the same allocator setting on both sides
+        env["MALLOC_MMAP_THRESHOLD_"] = str(a.malloc_mmap_threshold)
     start = time.perf_counter()
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout, env=env)
@@ -138,6 +140,8 @@ def main() -> int:
     p.add_argument("--memory-limit-gb", type=float, default=0.0,
                    help="address-space cap per child (default: 85%% of the memory available at start)")
     p.add_argument("--timeout", type=int, default=1800, help="seconds per child")
+    p.add_argument("--malloc-mmap-threshold", type=int, default=0,
+                   help="MALLOC_MMAP_THRESHOLD_ for both children (0: glibc's default, dynamic threshold)")
     p.add_argument("--verbose", action="store_true")
     a = p.parse_args()
     lengths = [int(x) for x in a.lengths.split(",") if x]
@@ -158,6 +162,7 @@ def main() -> int:
         print(f"model: Qwen2-shaped, vocab {a.vocab}, hidden {a.hidden}, {a.layers} layers, tied head, "
               f"{built['params'] / 1e6:.1f}M params ({a.dtype}); LoRA r={a.lora_rank}; {a.generations} generations; "
               f"steps {a.steps}; torch threads {torch.get_num_threads()}; cpus {os.cpu_count()}; "
+              f"malloc mmap threshold {a.malloc_mmap_threshold or 'glibc default'}; "
               f"child memory cap {a.memory_limit_gb} GB; load {os.getloadavg()[0]:.1f}", flush=True)
         results: dict[tuple[str, int], dict[str, Any]] = {}
         for length in lengths:

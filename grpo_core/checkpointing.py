@@ -42,7 +42,7 @@ class OffloadStats:
 
 
 OFFLOAD_STATS = OffloadStats()
-DEFAULT_MLP_CHUNK_TOKENS = 2048
+DEFAULT_MLP_CHUNK_TOKENS = 1024
 
 
 def _pack_to_host(tensor: torch.Tensor) -> tuple[torch.device | None, torch.Tensor]:
