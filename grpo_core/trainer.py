@@ -38,13 +38,17 @@ from grpo_core.loss import grpo_loss
 
 
 class Trainer:
-    """``Trainer(config).train() -> dict`` (see the module docs)."""
+    """``Trainer(config).train() -> dict`` (see the module docs); ``config`` is a RunConfig, a TOML path
+    or a dict of sections (the Python API)."""
 
-    def __init__(self, config: RunConfig, *, resume: bool = False, registry: Any = None):
+    def __init__(self, config: RunConfig | str | Path | dict[str, Any], *, resume: bool = False,
+                 registry: Any = None):
+        from grpo_core.config import as_run_config
         from grpo_core.data import format_prompt, train_eval_rows
         from grpo_core.models import load_model_and_tokenizer, trainable_parameters
         from grpo_rewards.plugins import get_registry
 
+        config = as_run_config(config)
         self.cfg = config
         self.registry = registry or get_registry()
         self.run_dir = Path(config.logging.output_dir)

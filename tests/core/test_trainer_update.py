@@ -84,3 +84,22 @@ def test_mask_truncated_completions_drops_truncated_rows(model_dir, tmp_path):
     assert all(g.abs().sum() == 0 for g in grads)
     (grads,) = grads_of_update(trainer, forced, torch.tensor([0.0, 1.0] + [0.0] * 6))
     assert any(g.abs().sum() > 0 for g in grads)
+
+
+def test_trainer_accepts_a_toml_path_and_a_dict(model_dir, tmp_path):
+    from grpo_core import Trainer
+
+    sections = {
+        "model": {"name_or_path": str(model_dir), "dtype": "float32", "gradient_checkpointing": False},
+        "data": {"source": "demo:arithmetic?max_operand=9", "answer_field": "answer", "chat_template": False},
+        "grpo": {"max_steps": 2},
+        "rewards": {"correct": {"use": "exact_match"}},
+    }
+    assert Trainer(sections).cfg.grpo.max_steps == 2
+    path = tmp_path / "run.toml"
+    path.write_text(
+        f'[model]\nname_or_path = "{model_dir}"\ndtype = "float32"\n'
+        '[data]\nsource = "demo:arithmetic?max_operand=9"\nchat_template = false\n'
+        '[grpo]\nmax_steps = 3\n[rewards.correct]\nuse = "exact_match"\n'
+    )
+    assert Trainer(str(path)).cfg.grpo.max_steps == 3
