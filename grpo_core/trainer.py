@@ -223,6 +223,7 @@ class Trainer:
         for alias, values in columns.items():
             present = [v for v in values if v is not None]
             out[f"rewards/{alias}"] = sum(present) / len(present) if present else math.nan
+        out.update(self._reward_health())
         out.update({f"advantages/{k.removeprefix('advantage_')}": v for k, v in adv.items()
                     if k.startswith("advantage_")})
         out["frac_reward_zero_std"] = adv["frac_reward_zero_std"]
@@ -239,6 +240,18 @@ class Trainer:
             "peak_memory_gb": peak_memory_gb(self.device),
             "epoch": self.epoch,
         })
+        return out
+
+    def _reward_health(self) -> dict[str, float]:
+        """Failures so far of each reward (raised, hung, bad values) and any numbers the reward reports
+        itself through a ``metrics()`` method (e.g. the code reward's sandbox error rate)."""
+        out: dict[str, float] = {}
+        for entry in self.cfg.rewards.entries:
+            out[f"rewards/{entry.alias}/failures"] = entry.fn.stats.failures
+            report = getattr(entry.fn.fn, "metrics", None)
+            for key, value in (report() if callable(report) else {}).items():
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    out[f"rewards/{entry.alias}/{key}"] = value
         return out
 
     def _sample_rows(self, rows: list[dict[str, Any]], batch: Generation, rewards: torch.Tensor,
