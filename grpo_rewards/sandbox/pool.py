@@ -89,7 +89,7 @@ class Slot:
         site = "\n".join(p for p in sys.path if p.endswith(("site-packages", "dist-packages")))
         command = [sys.executable, "-I", "-S", "-c", BOOT, json.dumps(cfg), JAIL_DIR, site]
         if cfg.get("bwrap"):
-            command = bwrap_command(cfg["scratch_root"]) + command
+            command = bwrap_command(cfg["scratch_root"], _zygote_paths(site)) + command
         try:
             self.proc = _spawner().submit(
                 subprocess.Popen, command,
@@ -142,13 +142,25 @@ class Slot:
             self.proc = None
 
 
-def bwrap_command(scratch_root: str) -> list[str]:
+def bwrap_command(scratch_root: str, needed: Sequence[str] = ()) -> list[str]:
     """The bubblewrap prefix of the strict profile: new pid/net/ipc/uts/cgroup namespaces, a read-only
     root, a fresh /proc, /dev and /tmp, and the slot's scratch root; capabilities stay (the zygote needs
-    them to switch uid and mount its tmpfs), every child drops them."""
+    them to switch uid and mount its tmpfs), every child drops them. ``needed`` paths that the fresh
+    /tmp would hide (a checkout or virtualenv under /tmp) are bound back read-only."""
+    # bind each whole top-level folder under /tmp (bwrap would create its parents 0700, closing them)
+    under_tmp = sorted({"/tmp/" + os.path.realpath(p)[5:].split("/")[0] for p in needed
+                        if os.path.realpath(p).startswith("/tmp/")})
+    keep = [arg for path in under_tmp for arg in ("--ro-bind", path, path)]
     return ["bwrap", "--die-with-parent", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
             "--unshare-cgroup-try", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-            "--perms", "0711", "--dir", os.path.dirname(scratch_root), "--bind", scratch_root, scratch_root, "--cap-add", "ALL", "--chdir", "/", "--"]
+            *keep, "--perms", "0711", "--dir", os.path.dirname(scratch_root), "--bind", scratch_root, scratch_root,
+            "--cap-add", "ALL", "--chdir", "/", "--"]
+
+
+def _zygote_paths(site: str) -> list[str]:
+    """What the zygote reads at start: the interpreter, its prefixes, the jail package, site-packages."""
+    return [os.path.dirname(sys.executable), sys.prefix, sys.base_prefix, os.path.dirname(os.path.dirname(JAIL_DIR)),
+            *site.split("\n")]
 
 
 class LocalSandbox:
