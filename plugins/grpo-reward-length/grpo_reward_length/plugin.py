@@ -1,8 +1,7 @@
 """The hook implementations grpo finds through this package's entry point."""
 
-from grpo_rewards import RewardSpec, hookimpl
-
 from grpo_reward_length.rewards import length_window, repetition_penalty
+from grpo_rewards import RewardSpec, hookimpl
 
 
 @hookimpl

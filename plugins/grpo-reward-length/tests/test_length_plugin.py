@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from grpo_reward_length import length_window, repetition_penalty
 from hypothesis import given
 from hypothesis import strategies as st
 
-from grpo_reward_length import length_window, repetition_penalty
 from grpo_rewards import load_registry, reward
 
 
