@@ -20,7 +20,7 @@ from typing import Any
 from grpo_rewards.compose import ComposedReward, RewardEntry
 from grpo_rewards.contract import ON_ERROR, SafeReward
 from grpo_rewards.plugins import PluginError, Registry, get_registry
-from grpo_rewards.specs import Param
+from grpo_rewards.specs import Param, params_of
 from grpo_rewards.suggest import did_you_mean
 from grpo_rewards.tomlfile import TomlDoc, load_toml
 from grpo_rewards.verdict import reward_from_verifier
@@ -64,9 +64,7 @@ def build_reward_fn(use: str, params: dict[str, Any], registry: Registry) -> Any
 def _known_params(use: str, registry: Registry) -> dict[str, Param]:
     if use.startswith(VERIFIER_PREFIX):
         spec = registry.verifier(use[len(VERIFIER_PREFIX):])
-        from grpo_rewards.specs import _params_of
-
-        return {**spec.params, **{k: v for k, v in _params_of(reward_from_verifier).items() if k in VERIFIER_REWARD_KEYS}}
+        return {**spec.params, **{k: v for k, v in params_of(reward_from_verifier).items() if k in VERIFIER_REWARD_KEYS}}
     return registry.reward(use).params
 
 

@@ -38,7 +38,7 @@ class Param:
         return self.default is REQUIRED
 
 
-def _params_of(factory: Callable[..., Any]) -> dict[str, Param]:
+def params_of(factory: Callable[..., Any]) -> dict[str, Param]:
     params: dict[str, Param] = {}
     for p in inspect.signature(factory).parameters.values():
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
@@ -71,7 +71,7 @@ class RewardSpec:
 
     @property
     def params(self) -> dict[str, Param]:
-        return _params_of(self.factory)
+        return params_of(self.factory)
 
     @property
     def summary(self) -> str:
@@ -97,7 +97,7 @@ class VerifierSpec:
 
     @property
     def params(self) -> dict[str, Param]:
-        return _params_of(self.factory)
+        return params_of(self.factory)
 
     @property
     def summary(self) -> str:
