@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import inspect
 import logging
 import threading
 from collections import Counter
@@ -175,52 +176,24 @@ def _build(
                                limits=limits, backend_options=options, max_tests=max_tests)
 
 
-def make_code_execution(
-    *,
-    tests_column: str = "verification_info",
-    language: str = "python",
-    backend: str = "local",
-    url: str = "",
-    cpu_seconds: float = 5.0,
-    wall_seconds: float = 10.0,
-    memory_mb: int = 1024,
-    output_kb: int = 1024,
-    max_tests: int = 0,
-    slots: int = 0,
-    concurrency: int = 16,
-    profile: str = "auto",
-    allow_unsafe_execution: bool = False,
-) -> CodeExecutionReward:
+def make_code_execution(**params: Any) -> CodeExecutionReward:
     """Pass fraction of the tests in ``tests_column`` for the last fenced code block of each completion.
 
     Tests formats: open-r1 ``verification_info``, SandboxFusion ``inputs``/``outputs`` and
     ``fn_name``, MBPP/HumanEval asserts (weaker). Limits apply per test. ``backend`` is
     ``local`` (the sandbox pool), ``sandboxfusion`` or ``piston`` (with ``url``).
     """
-    return _build(
-        tests_column=tests_column, language=language, backend=backend, url=url, cpu_seconds=cpu_seconds,
-        wall_seconds=wall_seconds, memory_mb=memory_mb, output_kb=output_kb, max_tests=max_tests, slots=slots,
-        concurrency=concurrency, profile=profile, allow_unsafe_execution=allow_unsafe_execution, binary=False)
+    return _build(**params, binary=False)
 
 
-def make_code_execution_binary(
-    *,
-    tests_column: str = "verification_info",
-    language: str = "python",
-    backend: str = "local",
-    url: str = "",
-    cpu_seconds: float = 5.0,
-    wall_seconds: float = 10.0,
-    memory_mb: int = 1024,
-    output_kb: int = 1024,
-    max_tests: int = 0,
-    slots: int = 0,
-    concurrency: int = 16,
-    profile: str = "auto",
-    allow_unsafe_execution: bool = False,
-) -> CodeExecutionReward:
+def make_code_execution_binary(**params: Any) -> CodeExecutionReward:
     """1 when every test passes, else 0 (same parameters as ``code_execution``)."""
-    return _build(
-        tests_column=tests_column, language=language, backend=backend, url=url, cpu_seconds=cpu_seconds,
-        wall_seconds=wall_seconds, memory_mb=memory_mb, output_kb=output_kb, max_tests=max_tests, slots=slots,
-        concurrency=concurrency, profile=profile, allow_unsafe_execution=allow_unsafe_execution, binary=True)
+    return _build(**params, binary=True)
+
+
+# Both factories take _build's keyword parameters (less ``binary``): one list, shown by
+# ``grpo rewards show`` and checked against TOML keys through the signature.
+_SIGNATURE = inspect.signature(_build)
+_SIGNATURE = _SIGNATURE.replace(parameters=[p for p in _SIGNATURE.parameters.values() if p.name != "binary"])
+make_code_execution.__signature__ = _SIGNATURE  # type: ignore[attr-defined]
+make_code_execution_binary.__signature__ = _SIGNATURE  # type: ignore[attr-defined]
