@@ -31,11 +31,8 @@ def main(argv: list[str] | None = None) -> int:
         format="%(levelname)s %(name)s: %(message)s",
     )
     try:
-        if "--strict-plugins" in argv:
-            import grpo_rewards.plugins as plugins
-            from grpo_rewards.plugins import load_registry
-
-            plugins._default = load_registry(strict=True)
+        if "--strict-plugins" in argv:  # before the parser is built: loading the plugins builds it
+            get_registry(reload=True, strict=True)
         parser = build_parser()
         args = parser.parse_args(argv)
         if not getattr(args, "func", None):

@@ -14,13 +14,14 @@ import importlib.metadata
 import logging
 import os
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pluggy
 
 from grpo_rewards import hookspecs
 from grpo_rewards.specs import RewardSpec, VerifierSpec
+from grpo_rewards.suggest import did_you_mean
 
 log = logging.getLogger("grpo.plugins")
 
@@ -80,8 +81,6 @@ class Registry:
             raise PluginError(f"{kind[:-1].replace('_', ' ')} {name!r} is registered by both {owners}; uninstall one")
         table: dict[str, Any] = getattr(self, kind)
         if name not in table:
-            from grpo_rewards.suggest import did_you_mean
-
             raise PluginError(f"unknown {kind[:-1].replace('_', ' ')} {name!r}{did_you_mean(name, table)}")
         return table[name]
 
@@ -230,17 +229,16 @@ def _make_register(
 
 
 def _with_plugin(spec: Any, plugin_name: str) -> Any:
-    from dataclasses import replace
-
     return replace(spec, plugin=plugin_name)
 
 
 _default: Registry | None = None
 
 
-def get_registry(*, reload: bool = False) -> Registry:
-    """The process-wide registry of installed plugins (loaded once, on first use)."""
+def get_registry(*, reload: bool = False, strict: bool | None = None) -> Registry:
+    """The process-wide registry of installed plugins (loaded once, on first use; ``strict`` as in
+    :func:`load_registry`, applied when it loads)."""
     global _default
     if _default is None or reload:
-        _default = load_registry()
+        _default = load_registry(strict=strict)
     return _default
