@@ -105,6 +105,7 @@ class GRPOConfig:
     adam_beta2: float = 0.99
     seed: int = 0
     logprob_chunk_size: int = 1024
+    micro_batch_tokens: int = 4096
 
 
 @dataclass
@@ -369,7 +370,7 @@ def _cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None
     for key in ("learning_rate", "prompts_per_step", "gradient_accumulation_steps", "max_steps", "num_iterations",
                 "max_grad_norm", "logprob_chunk_size"):
         _positive(doc, ("grpo", key), getattr(o, key))
-    for key in ("beta", "epsilon", "weight_decay"):
+    for key in ("beta", "epsilon", "weight_decay", "micro_batch_tokens"):
         _positive(doc, ("grpo", key), getattr(o, key), zero_ok=True)
     if o.epsilon_high is None:
         o.epsilon_high = o.epsilon

@@ -11,6 +11,10 @@ Normalisers, for one micro-batch of a generation batch split into ``grad_accum_s
 ``dr_grpo``  masked token sum / (rows * max_completion_length), / grad_accum_steps
 ``dapo``     masked token sum / ``num_items_in_batch`` (completion tokens of the whole
              generation batch, so the accumulated loss is a global token mean)
+
+A micro-batch may itself be run as several row slices (the trainer's ``micro_batch_tokens``
+memory budget): pass the whole micro-batch's ``group_rows`` and ``group_tokens`` and each
+slice's loss is its exact share, so the slices' losses (and gradients) sum to the micro-batch's.
 """
 
 from __future__ import annotations
@@ -36,8 +40,14 @@ def grpo_loss(
     num_items_in_batch: torch.Tensor | int | None = None,
     grad_accum_steps: int = 1,
     kl_bias_correction: bool = True,
+    group_rows: int | None = None,
+    group_tokens: torch.Tensor | int | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Loss of one micro-batch ``[B, K]`` and detached metrics (``kl``, ``clip_ratio/*``).
+
+    ``group_rows`` / ``group_tokens``: rows and completion tokens of the micro-batch this tensor is
+    a slice of (default: this tensor's own), the denominators of the grpo, bnpo and dr_grpo
+    normalisers; the metrics stay means over this slice.
 
     ``old_per_token_logps`` None means on-policy (``num_iterations == 1``): the ratio is 1
     but its gradient is the policy gradient. ``ref_per_token_logps`` is needed when
@@ -72,14 +82,16 @@ def grpo_loss(
     if per_token_kl is not None:
         per_token_loss = per_token_loss + beta * per_token_kl
 
+    rows = per_token_loss.size(0) if group_rows is None else group_rows
     if loss_type == "grpo":
-        loss = ((per_token_loss * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).mean() / grad_accum_steps
+        loss = ((per_token_loss * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).sum() / rows / grad_accum_steps
     elif loss_type == "bnpo":
-        loss = (per_token_loss * mask).sum() / mask.sum().clamp(min=1.0) / grad_accum_steps
+        tokens = mask.sum() if group_tokens is None else torch.as_tensor(group_tokens, dtype=mask.dtype)
+        loss = (per_token_loss * mask).sum() / tokens.clamp(min=1.0) / grad_accum_steps
     elif loss_type == "dr_grpo":
         if max_completion_length is None:
             raise ValueError("loss_type 'dr_grpo' needs max_completion_length")
-        loss = (per_token_loss * mask).sum() / (per_token_loss.size(0) * max_completion_length) / grad_accum_steps
+        loss = (per_token_loss * mask).sum() / (rows * max_completion_length) / grad_accum_steps
     else:  # dapo
         items = mask.sum() if num_items_in_batch is None else torch.as_tensor(num_items_in_batch, dtype=mask.dtype)
         loss = (per_token_loss * mask).sum() / items.clamp(min=1.0)

@@ -9,6 +9,9 @@
                                      ``gradient_accumulation_steps`` micro-batches (grpo_core.loss)
         then metrics, samples, checkpoint
 
+Memory: each forward/backward sees at most ``micro_batch_tokens`` padded tokens (whole rows; a row
+longer than that runs alone), so activation memory is bounded by that budget, not by the group size.
+
 ``max_steps`` counts loop steps (generation batches); with ``num_iterations = mu`` the optimizer
 and the LR schedule take ``mu`` steps per loop step. Old log-probs (mu > 1) are computed once per
 batch, before the first update; reference log-probs (beta != 0) come from
@@ -35,6 +38,14 @@ from grpo_core.config import RunConfig
 from grpo_core.generation import Generation, build_backend
 from grpo_core.logprobs import completion_logprobs
 from grpo_core.loss import grpo_loss
+
+
+def rows_per_slice(sequence_length: int, micro_batch_tokens: int) -> int:
+    """Rows of ``sequence_length`` padded tokens per forward/backward under the token budget (>= 1;
+    a budget of 0 means no slicing)."""
+    if micro_batch_tokens <= 0:
+        return 1 << 62
+    return max(1, micro_batch_tokens // max(1, sequence_length))
 
 
 class Trainer:
@@ -156,7 +167,11 @@ class Trainer:
         return total, scores.columns
 
     def _update(self, batch: Generation, advantages: torch.Tensor) -> dict[str, float]:
-        """``num_iterations`` optimizer steps on one generation batch; returns averaged loss metrics."""
+        """``num_iterations`` optimizer steps on one generation batch; returns averaged loss metrics.
+
+        Each of the ``gradient_accumulation_steps`` micro-batches (the loss normalisation unit, as in
+        TRL) runs as row slices of at most ``micro_batch_tokens`` padded tokens, one forward/backward
+        each, with the same loss and gradients as the whole micro-batch at once (grpo_core.loss)."""
         cfg, g = self.cfg, self.cfg.grpo
         input_ids = torch.cat([batch.prompt_ids, batch.completion_ids], dim=1)
         attention_mask = torch.cat([batch.prompt_mask, batch.completion_mask], dim=1)
@@ -166,39 +181,50 @@ class Trainer:
             mask = mask * (~batch.truncated).unsqueeze(1).to(mask.dtype)
         num_items = mask.sum()
         micro = torch.arange(input_ids.size(0)).tensor_split(g.gradient_accumulation_steps)
+        slices = [idx.split(rows_per_slice(input_ids.size(1), g.micro_batch_tokens)) for idx in micro]
 
         def logps(model: Any, idx: torch.Tensor, with_entropy: bool = False) -> tuple[torch.Tensor, Any]:
             return completion_logprobs(model, input_ids[idx], attention_mask[idx], k,
                                        temperature=cfg.generation.temperature, chunk_size=g.logprob_chunk_size,
                                        with_entropy=with_entropy)
 
-        with torch.no_grad():
-            old = [logps(self.model, i)[0] for i in micro] if g.num_iterations > 1 else None
+        with torch.no_grad():  # one [rows, K] tensor each, computed slice by slice
+            everything = [part for parts in slices for part in parts]
+            old = torch.cat([logps(self.model, i)[0] for i in everything]) if g.num_iterations > 1 else None
             ref = None
             if g.beta != 0.0:
                 from grpo_core.models import reference_model
 
                 with reference_model(self.model, cfg) as ref_model:
-                    ref = [logps(ref_model, i)[0] for i in micro]
+                    ref = torch.cat([logps(ref_model, i)[0] for i in everything])
 
         sums: dict[str, float] = {}
         counts: dict[str, int] = {}
         for iteration in range(g.num_iterations):
-            for j, idx in enumerate(micro):
-                lp, entropy = logps(self.model, idx, with_entropy=iteration == 0)
-                loss, m = grpo_loss(
-                    lp, mask[idx], advantages[idx],
-                    old_per_token_logps=None if old is None else old[j],
-                    ref_per_token_logps=None if ref is None else ref[j],
-                    loss_type=g.loss_type, epsilon=g.epsilon, epsilon_high=g.epsilon_high, delta=g.delta,
-                    beta=g.beta, max_completion_length=cfg.generation.max_completion_length,
-                    num_items_in_batch=num_items, grad_accum_steps=g.gradient_accumulation_steps,
-                )
-                loss.backward()
-                if entropy is not None:
-                    m["entropy"] = (entropy * mask[idx]).sum() / mask[idx].sum().clamp(min=1)
-                for key, value in m.items():
-                    sums[key] = sums.get(key, 0.0) + float(value)
+            for idx, parts in zip(micro, slices, strict=True):
+                group_tokens = mask[idx].sum()
+                micro_metrics: dict[str, float] = {}
+                for part in parts:
+                    lp, entropy = logps(self.model, part, with_entropy=iteration == 0)
+                    loss, m = grpo_loss(
+                        lp, mask[part], advantages[part],
+                        old_per_token_logps=None if old is None else old[part],
+                        ref_per_token_logps=None if ref is None else ref[part],
+                        loss_type=g.loss_type, epsilon=g.epsilon, epsilon_high=g.epsilon_high, delta=g.delta,
+                        beta=g.beta, max_completion_length=cfg.generation.max_completion_length,
+                        num_items_in_batch=num_items, grad_accum_steps=g.gradient_accumulation_steps,
+                        group_rows=len(idx), group_tokens=group_tokens,
+                    )
+                    loss.backward()
+                    if entropy is not None:
+                        m["entropy"] = (entropy * mask[part]).sum() / mask[part].sum().clamp(min=1)
+                    # the slices' losses add up to the micro-batch's; the other metrics are token means
+                    share = float(mask[part].sum() / group_tokens.clamp(min=1))
+                    for key, value in m.items():
+                        micro_metrics[key] = micro_metrics.get(key, 0.0) + float(value) * (
+                            1.0 if key == "policy_loss" else share)
+                for key, value in micro_metrics.items():
+                    sums[key] = sums.get(key, 0.0) + value
                     counts[key] = counts.get(key, 0) + 1
             grad_norm = torch.nn.utils.clip_grad_norm_(self.params, g.max_grad_norm)
             sums["grad_norm"] = sums.get("grad_norm", 0.0) + float(grad_norm)

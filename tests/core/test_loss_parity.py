@@ -6,6 +6,7 @@ sampling temperature, asymmetric clipping and gradient accumulation."""
 from __future__ import annotations
 
 import itertools
+import zlib
 
 import pytest
 
@@ -94,7 +95,7 @@ def test_loss_and_grads_match_trl(tiny_model_dir, tmp_path, loss_type, beta, mu,
     ours.train()
     assert trainer.loss_type == loss_type and trainer.beta == beta
 
-    g = torch.Generator().manual_seed(hash((loss_type, beta, mu)) % 1000)
+    g = torch.Generator().manual_seed(zlib.crc32(f"{loss_type}-{beta}-{mu}".encode()) % 1000)  # not hash(): salted
     prompt_ids, prompt_mask, completion_ids, completion_mask, advantages = _batch(ours.config.vocab_size, g)
     input_ids = torch.cat([prompt_ids, completion_ids], 1)
     attention_mask = torch.cat([prompt_mask, completion_mask], 1)
@@ -102,7 +103,7 @@ def test_loss_and_grads_match_trl(tiny_model_dir, tmp_path, loss_type, beta, mu,
     with torch.no_grad():
         base, _ = completion_logprobs(ours, input_ids, attention_mask, k, temperature=TEMPERATURE)
     # old / reference log-probs as a policy a few updates away would give them: ratios around 1, some clipped
-    old = base + 0.3 * torch.randn(base.shape, generator=g) if mu > 1 else None
+    old = base + 0.5 * torch.randn(base.shape, generator=g) if mu > 1 else None
     ref = base + 0.5 * torch.randn(base.shape, generator=g) if beta else None
     num_items = completion_mask.sum() + 7  # the whole generation batch (two micro-batches here)
 

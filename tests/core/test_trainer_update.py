@@ -103,3 +103,48 @@ def test_trainer_accepts_a_toml_path_and_a_dict(model_dir, tmp_path):
         '[grpo]\nmax_steps = 3\n[rewards.correct]\nuse = "exact_match"\n'
     )
     assert Trainer(str(path)).cfg.grpo.max_steps == 3
+
+
+@pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dr_grpo", "dapo"])
+@pytest.mark.parametrize(("accumulation", "beta", "iterations"), [(1, 0.0, 1), (2, 0.04, 1), (1, 0.04, 2), (2, 0.0, 2)])
+def test_token_budget_slices_give_the_same_update(model_dir, tmp_path, loss_type, accumulation, beta, iterations):
+    """``micro_batch_tokens`` only changes how many rows share a forward/backward: gradients and metrics of
+    every optimizer step are those of the unsliced micro-batch (uneven slices included)."""
+    import grpo_core.trainer as sliced_module
+    from grpo_core.trainer import rows_per_slice
+
+    common = dict(loss_type=loss_type, gradient_accumulation_steps=accumulation, beta=beta,
+                  num_iterations=iterations, max_grad_norm=1e9)
+    whole = make_trainer(model_dir, tmp_path / "whole", micro_batch_tokens=0, **common)
+    torch.manual_seed(0)
+    batch = whole.backend.generate([whole.prompts[0], whole.prompts[1]], 4)
+    width = batch.prompt_ids.size(1) + batch.completion_ids.size(1)
+    advantages = torch.tensor([1.0, -0.5, 0.3, -0.8, 0.2, 1.1, -1.2, 0.0])
+    reference = list(grads_of_update(whole, batch, advantages))
+    metrics = whole._update(batch, advantages)
+    for budget in (1, 3 * width):  # one row per pass; 3 + 1 (and 3 + 3 + 2) rows per pass
+        assert rows_per_slice(width, budget) == max(1, budget // width)
+        sliced = make_trainer(model_dir, tmp_path / f"sliced{budget}", micro_batch_tokens=budget, **common)
+        got = grads_of_update(sliced, batch, advantages)
+        assert len(got) == len(reference) == iterations
+        assert any(g.abs().sum() > 0 for g in got[0])
+        for step_a, step_b in zip(reference, got, strict=True):
+            for a, b in zip(step_a, step_b, strict=True):
+                torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
+        sizes: list[int] = []
+        with pytest.MonkeyPatch.context() as mp:  # (optimizer.step is still the recorder: same weights)
+            mp.setattr(sliced_module, "completion_logprobs", _counting(sliced_module.completion_logprobs, sizes))
+            sliced_metrics = sliced._update(batch, advantages)
+        per_pass = rows_per_slice(width, budget)
+        assert max(sizes) == min(per_pass, 8 // accumulation) and sum(sizes) % 8 == 0
+        assert set(sliced_metrics) == set(metrics)
+        for key, value in metrics.items():
+            assert sliced_metrics[key] == pytest.approx(value, rel=1e-4, abs=1e-6), key
+
+
+def _counting(forward, sizes):
+    """``completion_logprobs`` that records the rows of every pass."""
+    def wrapper(model, input_ids, *args, **kwargs):
+        sizes.append(input_ids.size(0))
+        return forward(model, input_ids, *args, **kwargs)
+    return wrapper
