@@ -12,11 +12,14 @@ mechanism outside its own inner hooks, so the outer hooks see exactly the layer 
 layer computes. Tensors already on the host are kept as they are (no copy), so on a CPU-only machine the
 offload is a no-op apart from the bookkeeping in :data:`OFFLOAD_STATS`.
 
-Tiled MLP (Unsloth's "tiled MLP", on by default with ``mlp_chunk_tokens``): the MLP is token-wise, so
-each decoder layer's MLP runs over ``mlp_chunk_tokens`` tokens at a time, each tile checkpointed. Under
-layer checkpointing the recompute would otherwise hold the whole layer's ``tokens x intermediate``
-activations (4 of them, 5.4x the hidden size for Qwen2) at once; tiled, it holds one tile's. The price
-is one more forward of the MLP per tile in backward. Sequences shorter than one tile run untouched.
+Tiled MLP (ALST's and Unsloth's "tiled MLP", on by default with ``mlp_chunk_tokens``): the MLP is
+token-wise, so each decoder layer's MLP runs over ``mlp_chunk_tokens`` tokens at a time, each tile
+checkpointed. Under layer checkpointing the recompute would otherwise hold the whole layer's
+``tokens x intermediate`` activations (4 of them, 5.4x the hidden size for Qwen2) at once; tiled, it
+holds one tile's. The price is one more forward of the MLP per tile in backward. Inputs no longer than
+one tile run untouched. ``"auto"`` tiles by the model's hidden size in tokens, the rule of DeepSpeed's
+ALST ``TiledMLP`` (``num_shards = ceil(seqlen / hidden_size)``): a tile's intermediate activations are
+then about the size of one MLP weight matrix.
 """
 
 from __future__ import annotations
@@ -42,10 +45,6 @@ class OffloadStats:
 
 
 OFFLOAD_STATS = OffloadStats()
-# 2048 tokens: for Qwen2-0.5B shapes a tile's fp32 [tokens, intermediate] buffers are ~40 MiB, above glibc's
-# 32 MiB dynamic mmap ceiling, so on the CPU they go back to the OS when freed; 1024-token tiles measured a
-# higher resident peak there (heap fragmentation), while on a GPU either size is negligible.
-DEFAULT_MLP_CHUNK_TOKENS = 2048
 
 
 def _pack_to_host(tensor: torch.Tensor) -> tuple[torch.device | None, torch.Tensor]:
@@ -80,13 +79,24 @@ def _hf_model(model: Any) -> Any:
     return model.get_base_model() if hasattr(model, "get_base_model") else model
 
 
+def mlp_tile_tokens(model_config: Any, mlp_chunk_tokens: int | str | None = "auto") -> int | None:
+    """Tokens per MLP tile: ``"auto"`` is the model's hidden size (ALST's rule); None or 0 is no tiling."""
+    if mlp_chunk_tokens == "auto":
+        text = model_config.get_text_config() if hasattr(model_config, "get_text_config") else model_config
+        return int(text.hidden_size)
+    if isinstance(mlp_chunk_tokens, str):
+        raise ValueError(f"mlp_chunk_tokens must be an integer, 'auto' or None, got {mlp_chunk_tokens!r}")
+    return mlp_chunk_tokens or None
+
+
 def enable_gradient_checkpointing(
-    model: Any, *, offload_to_cpu: bool = False, mlp_chunk_tokens: int | None = DEFAULT_MLP_CHUNK_TOKENS
+    model: Any, *, offload_to_cpu: bool = False, mlp_chunk_tokens: int | str | None = "auto"
 ) -> None:
     """Checkpoint every decoder layer of ``model`` (a HF causal LM, peft-wrapped or not).
 
     Non-reentrant checkpointing; ``offload_to_cpu`` keeps the checkpointed layer inputs in host RAM;
-    ``mlp_chunk_tokens`` tiles the layers' MLPs (:func:`tile_mlp`; None turns it off).
+    ``mlp_chunk_tokens`` tiles the layers' MLPs (:func:`tile_mlp`; ``"auto"``: the hidden size in
+    tokens; None or 0 turns it off).
     Also turns the KV cache off for training forwards (generation passes ``use_cache`` itself).
     Raises ``ValueError`` naming the model class when it has no checkpointable layers.
     """
@@ -108,8 +118,9 @@ def enable_gradient_checkpointing(
             module._gradient_checkpointing_func = func
     if getattr(hf, "config", None) is not None and hasattr(hf.config, "use_cache"):
         hf.config.use_cache = False
-    if mlp_chunk_tokens:
-        tile_mlp(model, mlp_chunk_tokens)
+    tile = mlp_tile_tokens(hf.config, mlp_chunk_tokens)
+    if tile:
+        tile_mlp(model, tile)
 
 
 def _tiled(forward: Any, chunk: int) -> Any:
@@ -130,7 +141,7 @@ def _tiled(forward: Any, chunk: int) -> Any:
     return tiled_forward
 
 
-def tile_mlp(model: Any, chunk_tokens: int = DEFAULT_MLP_CHUNK_TOKENS) -> int:
+def tile_mlp(model: Any, chunk_tokens: int) -> int:
     """Make every decoder layer's ``mlp`` run ``chunk_tokens`` tokens at a time (each tile checkpointed
     when gradients are on). Idempotent; returns how many MLPs are tiled."""
     if chunk_tokens < 1:

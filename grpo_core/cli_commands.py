@@ -119,6 +119,8 @@ def memory_estimate(cfg: Any) -> Any:
         chunk_size=cfg.grpo.logprob_chunk_size,
         beta=cfg.grpo.beta,
         num_iterations=cfg.grpo.num_iterations,
+        mlp_chunk_tokens="auto" if m.mlp_chunk_tokens is None else m.mlp_chunk_tokens,
+        micro_batch_tokens=cfg.grpo.micro_batch_tokens,
     )
 
 

@@ -51,6 +51,7 @@ class ModelConfig:
     revision: str | None = None
     gradient_checkpointing: bool = True
     offload_activations: bool = False
+    mlp_chunk_tokens: int | None = None  # None: the hidden size (ALST's rule); 0: no MLP tiling
 
 
 @dataclass
@@ -360,6 +361,8 @@ def _cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None
                                                f"{did_you_mean(g.backend, backends)}")
     if g.num_generations < 2:
         doc.problem(("generation", "num_generations"), f"must be >= 2 (advantages compare a group), got {g.num_generations}")
+    if m.mlp_chunk_tokens is not None:
+        _positive(doc, ("model", "mlp_chunk_tokens"), m.mlp_chunk_tokens, zero_ok=True)
     _positive(doc, ("generation", "max_completion_length"), g.max_completion_length)
     _positive(doc, ("generation", "temperature"), g.temperature)
     if not 0 < g.top_p <= 1:

@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from grpo_core.checkpointing import DEFAULT_MLP_CHUNK_TOKENS
+from grpo_core.checkpointing import mlp_tile_tokens
 from grpo_core.logprobs import vocab_chunk_for
 
 GiB = 1024**3
@@ -113,14 +113,17 @@ def estimate_peak_memory(
     chunk_size: int = 1024,
     beta: float = 0.0,
     num_iterations: int = 1,
-    mlp_chunk_tokens: int | None = DEFAULT_MLP_CHUNK_TOKENS,
+    mlp_chunk_tokens: int | str | None = "auto",
+    micro_batch_tokens: int = 0,
     counts: ParamCounts | None = None,
 ) -> MemoryEstimate:
     """Estimated peak memory of one GRPO step on the accelerator (the process, on a CPU machine).
 
-    ``num_sequences`` is the number of sequences in one forward/backward (prompts x generations per
-    micro-batch); ``lora_rank=0`` means a full fine-tune; ``mlp_chunk_tokens`` is the MLP tile of
-    :func:`grpo_core.checkpointing.tile_mlp` (None: untiled). ``counts`` skips the meta-device build.
+    ``num_sequences`` is the number of sequences in one micro-batch (prompts x generations /
+    gradient accumulation steps), run as row slices of at most ``micro_batch_tokens`` padded tokens
+    (0: all at once; the trainer's ``micro_batch_tokens``); ``lora_rank=0`` means a full fine-tune;
+    ``mlp_chunk_tokens`` is the MLP tile of :func:`grpo_core.checkpointing.tile_mlp` (``"auto"``: the
+    hidden size; None: untiled). ``counts`` skips the meta-device build.
     """
     for name, value in (("num_sequences", num_sequences), ("completion_length", completion_length),
                         ("chunk_size", chunk_size), ("num_iterations", num_iterations)):
@@ -137,6 +140,10 @@ def estimate_peak_memory(
     head_dim = getattr(cfg, "head_dim", None) or hidden // heads
     kv_dim = (getattr(cfg, "num_key_value_heads", None) or heads) * head_dim
     seq = prompt_length + completion_length
+    group = num_sequences  # generation holds the whole micro-batch's cache and prefill
+    kv_tokens = group * seq
+    if micro_batch_tokens > 0:  # the trainer's row slices: what one forward/backward sees
+        num_sequences = min(num_sequences, max(1, micro_batch_tokens // seq))
     tokens = num_sequences * seq
     completion_tokens = num_sequences * completion_length
 
@@ -162,9 +169,9 @@ def estimate_peak_memory(
     add(("trainable state", state, note))
     est.resident = weights + ref + state
 
-    kv = tokens * layers * 2 * kv_dim * nbytes
-    prefill = num_sequences * max(prompt_length, 1) * (2 * inter + 2 * hidden) * nbytes
-    add(("KV cache", kv, f"{num_sequences} x {seq} tokens x {layers} layers (generation)"))
+    kv = kv_tokens * layers * 2 * kv_dim * nbytes
+    prefill = group * max(prompt_length, 1) * (2 * inter + 2 * hidden) * nbytes
+    add(("KV cache", kv, f"{group} x {seq} tokens x {layers} layers (generation)"))
     add(("prefill working set", prefill, "largest layer intermediate of the prompt pass"))
     est.generation = kv + prefill
 
@@ -176,12 +183,13 @@ def estimate_peak_memory(
     residual = tokens * hidden * nbytes
     if gradient_checkpointing:
         kept = layers * residual
-        mlp_tokens = min(tokens, mlp_chunk_tokens or tokens)
+        mlp_tokens = min(tokens, mlp_tile_tokens(cfg, mlp_chunk_tokens) or tokens)
         # the layer inputs + one layer recomputed in backward (its MLP one tile at a time)
         acts = residual + tokens * attn_part + mlp_tokens * mlp_part
         if offload_activations:
             est.host_offload, kept = kept, 0
-        note = ("layer inputs" + (" (in host RAM)" if offload_activations else "") + " + one recomputed layer"
+        note = (f"{num_sequences} rows per pass: layer inputs" + (" (in host RAM)" if offload_activations else "")
+                + " + one recomputed layer"
                 + (f", MLP in {mlp_tokens}-token tiles" if mlp_tokens < tokens else ""))
         acts += kept
     else:

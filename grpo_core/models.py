@@ -94,7 +94,9 @@ def _enable_checkpointing(model: Any, cfg: RunConfig) -> None:
     except ImportError:  # the memory module not installed: transformers' own (non-reentrant) checkpointing
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         return
-    enable_gradient_checkpointing(model, offload_to_cpu=cfg.model.offload_activations)
+    tile = cfg.model.mlp_chunk_tokens
+    enable_gradient_checkpointing(model, offload_to_cpu=cfg.model.offload_activations,
+                                  mlp_chunk_tokens="auto" if tile is None else tile)
 
 
 def load_model_and_tokenizer(cfg: RunConfig) -> tuple[Any, Any]:

@@ -71,7 +71,7 @@ def test_checkpointing_recomputes_layers_and_keeps_gradients(lora, offload, monk
     assert forwards == LAYERS and not is_checkpointing(plain)
 
     model = _lora(_model()) if lora else _model()
-    enable_gradient_checkpointing(model, offload_to_cpu=offload)
+    enable_gradient_checkpointing(model, offload_to_cpu=offload, mlp_chunk_tokens=None)  # tiles: below
     assert is_checkpointing(model) and is_offloading(model) == offload
     OFFLOAD_STATS.reset()
     got, forwards = _step(model, monkeypatch)
@@ -161,3 +161,16 @@ def test_tile_size_must_be_positive():
 
     with pytest.raises(ValueError, match="mlp_chunk_tokens"):
         tile_mlp(_model(), 0)
+
+
+def test_auto_tiles_by_the_hidden_size():
+    from grpo_core.checkpointing import _tile_of, mlp_tile_tokens
+
+    model = _model()
+    assert mlp_tile_tokens(model.config) == model.config.hidden_size == H
+    assert mlp_tile_tokens(model.config, 0) is None and mlp_tile_tokens(model.config, None) is None
+    with pytest.raises(ValueError, match="mlp_chunk_tokens"):
+        mlp_tile_tokens(model.config, "half")
+    enable_gradient_checkpointing(model)  # "auto"
+    tiles = {_tile_of(m) for m in model.modules() if type(m).__name__.endswith("MLP")}
+    assert tiles == {H}

@@ -93,7 +93,7 @@ def test_dry_run_prints_the_memory_estimate_for_a_local_model(
     expected = memory_model.estimate_peak_memory(
         AutoConfig.from_pretrained(tiny_model_dir), num_sequences=8, prompt_length=256, completion_length=200,
         dtype="bfloat16", lora_rank=64, quantization_4bit=True, gradient_checkpointing=True,
-        offload_activations=False, chunk_size=1024, beta=0.0, num_iterations=1)
+        offload_activations=False, chunk_size=1024, beta=0.0, num_iterations=1, micro_batch_tokens=4096)
     assert out.strip() == expected.table().strip()
 
 PLUGIN = '''

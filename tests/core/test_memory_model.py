@@ -76,6 +76,12 @@ def test_switches_move_the_right_components():
     assert offload.host_offload > 0 and base.host_offload == 0
     tiled, untiled = _estimate(cfg, mlp_chunk_tokens=16), _estimate(cfg, mlp_chunk_tokens=None)
     assert tiled.component("activations") < untiled.component("activations")
+    assert _estimate(cfg, mlp_chunk_tokens="auto").component("activations") == \
+        _estimate(cfg, mlp_chunk_tokens=cfg.hidden_size).component("activations")
+    sliced = _estimate(cfg, micro_batch_tokens=64)  # 64 // (16 + 48) = one row per pass instead of 4
+    assert sliced.component("activations") < base.component("activations")
+    assert sliced.component("logits chunk") < base.component("logits chunk")
+    assert sliced.component("KV cache") == base.component("KV cache")  # generation is not sliced
     assert _estimate(cfg, beta=0.04).component("reference weights") == base.component("weights")
     assert _estimate(cfg, beta=0.04, lora_rank=16).component("reference weights") == 0
     assert _estimate(cfg, quantization_4bit=True).component("weights") < base.component("weights")
