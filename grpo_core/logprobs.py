@@ -53,16 +53,26 @@ def vocab_chunk_for(chunk_size: int, vocab_size: int) -> int:
 
 
 def _tile_logits(
-    h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, v0: int, v1: int, inv_t: float
+    h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, v0: int, v1: int, inv_t: float,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """fp32 ``(h @ W[v0:v1]^T + b) / T`` for one tile (GEMM in the weights' dtype, like the plain head)."""
-    z = torch.mm(h, weight[v0:v1].t())
+    """fp32 ``(h @ W[v0:v1]^T + b) / T`` for one tile (GEMM in the weights' dtype, like the plain head),
+    written into ``out`` (a reused fp32 buffer) when given."""
+    direct = out is not None and weight.dtype == torch.float32 and h.dtype == torch.float32
+    z = torch.mm(h, weight[v0:v1].t(), out=out if direct else None)
     if bias is not None:
         z.add_(bias[v0:v1])
+    if out is not None and not direct:
+        z = out.copy_(z)
     z = z.float()
     if inv_t != 1.0:
         z.mul_(inv_t)
     return z
+
+
+def _tile_buffer(rows: int, cols: int, like: torch.Tensor) -> torch.Tensor:
+    """One fp32 logits tile, allocated once per call and reused for every tile (no allocator churn)."""
+    return torch.empty(rows, cols, device=like.device, dtype=torch.float32)
 
 
 class ChunkedLogProbs(torch.autograd.Function):
@@ -91,6 +101,8 @@ class ChunkedLogProbs(torch.autograd.Function):
         target_z = torch.empty(n_tok, **f32)
         entropy = torch.empty(n_tok, **f32) if with_entropy else None
         grad_dir = torch.empty(n_tok, hidden.shape[1], **f32) if precompute else None
+        z_buf = _tile_buffer(min(chunk_size, n_tok), min(v_chunk, vocab), hidden)
+        e_buf = torch.empty_like(z_buf)
         for t0 in range(0, n_tok, chunk_size):
             t1 = min(t0 + chunk_size, n_tok)
             h, tg = hidden[t0:t1], targets[t0:t1]
@@ -101,17 +113,17 @@ class ChunkedLogProbs(torch.autograd.Function):
             tz = torch.zeros(t1 - t0, **f32)
             for v0 in range(0, vocab, v_chunk):
                 v1 = min(v0 + v_chunk, vocab)
-                z = _tile_logits(h, weight, bias, v0, v1, inv_t)
+                z = _tile_logits(h, weight, bias, v0, v1, inv_t, out=z_buf[: t1 - t0, : v1 - v0])
                 local = tg - v0
                 inside = (local >= 0) & (local < v1 - v0)
                 picked = z.gather(1, local.clamp(0, v1 - v0 - 1).unsqueeze(1)).squeeze(1)
                 tz = torch.where(inside, picked, tz)
                 new_m = torch.maximum(m, z.amax(1))
                 rescale = torch.exp(m - new_m)
-                e = torch.sub(z, new_m.unsqueeze(1)).exp_()  # the tile's only other tile-sized buffer
+                e = torch.sub(z, new_m.unsqueeze(1), out=e_buf[: t1 - t0, : v1 - v0]).exp_()
                 s = s * rescale + e.sum(1)
                 if ew is not None:
-                    ew = ew * rescale.unsqueeze(1) + torch.mm(e, weight[v0:v1].float())
+                    ew.mul_(rescale.unsqueeze(1)).addmm_(e, weight[v0:v1].float())
                 if sz is not None:
                     sz = sz * rescale + z.mul_(e).sum(1)  # z is not needed after this
                 m = new_m
@@ -153,15 +165,16 @@ class ChunkedLogProbs(torch.autograd.Function):
         grad_h = torch.zeros(hidden.shape, device=hidden.device, dtype=torch.float32) if need_h else None
         grad_w = torch.zeros(weight.shape, device=weight.device, dtype=torch.float32) if need_w else None
         grad_b = torch.zeros(vocab, device=weight.device, dtype=torch.float32) if need_b else None
+        z_buf = _tile_buffer(min(chunk_size, n_tok), min(v_chunk, vocab), hidden)
         for t0 in range(0, n_tok, chunk_size):
             t1 = min(t0 + chunk_size, n_tok)
             h, tg, gc = hidden[t0:t1], targets[t0:t1], g[t0:t1].unsqueeze(1)
             rows = torch.arange(t1 - t0, device=hidden.device)
             for v0 in range(0, vocab, v_chunk):
                 v1 = min(v0 + v_chunk, vocab)
-                z = _tile_logits(h, weight, bias, v0, v1, inv_t)
+                z = _tile_logits(h, weight, bias, v0, v1, inv_t, out=z_buf[: t1 - t0, : v1 - v0])
                 # dz = g * (onehot(target) - p) / T, in place over the tile
-                dz = torch.exp(z.sub_(lse[t0:t1].unsqueeze(1))).mul_(-gc)
+                dz = z.sub_(lse[t0:t1].unsqueeze(1)).exp_().mul_(-gc)
                 local = tg - v0
                 inside = (local >= 0) & (local < v1 - v0)
                 dz[rows[inside], local[inside]] += gc.squeeze(1)[inside]

@@ -56,6 +56,26 @@ def test_kernel_values_and_hidden_grad_match_full_logits(small_tiles, chunk_size
     torch.testing.assert_close(gh, ref_gh, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("head_trainable", [False, True])
+def test_bf16_head_matches_its_bf16_logits(small_tiles, head_trainable):
+    """bf16 weights: each tile's GEMM runs in bf16 (like the plain head), folded in fp32."""
+    torch.manual_seed(3)
+    n, hdim, vocab = 21, 16, 700
+    h = torch.randn(n, hdim).bfloat16().requires_grad_()
+    w = (torch.randn(vocab, hdim) * 0.5).bfloat16().requires_grad_(head_trainable)
+    b = torch.randn(vocab).bfloat16()
+    t = torch.randint(0, vocab, (n,))
+    logps, _ = chunked_token_logprobs(h, w, b, t, temperature=0.8, chunk_size=8)
+    z = (h @ w.t() + b).float() / 0.8  # the plain path's logits
+    ref = z.log_softmax(-1).gather(1, t[:, None]).squeeze(1)
+    torch.testing.assert_close(logps, ref, rtol=0, atol=1e-4)
+    grads = torch.autograd.grad(logps.sum(), [h, w] if head_trainable else [h])
+    ref_grads = torch.autograd.grad(ref.sum(), [h, w] if head_trainable else [h])
+    for got, want in zip(grads, ref_grads, strict=True):
+        assert got.dtype == torch.bfloat16
+        torch.testing.assert_close(got.float(), want.float(), rtol=2e-2, atol=2e-2)
+
+
 @pytest.mark.parametrize("chunk_size", [5, 64])
 @pytest.mark.parametrize("temperature", [1.0, 1.3])
 def test_kernel_weight_and_bias_grads_when_head_is_trainable(small_tiles, chunk_size, temperature):
