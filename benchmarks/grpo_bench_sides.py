@@ -140,7 +140,8 @@ def run_ours(a: argparse.Namespace, rec: Recorder, completions: Any) -> dict[str
                            "max_completion_length": a.length, "temperature": 1.0},
             "grpo": {"learning_rate": 1e-5, "prompts_per_step": 1, "max_steps": a.steps, "loss_type": "dapo",
                      "beta": 0.0, "num_iterations": 1, "epsilon": 0.2, "max_grad_norm": 1.0,
-                     "lr_scheduler": "constant", "logprob_chunk_size": a.chunk_size, "seed": 0},
+                     "lr_scheduler": "constant", "logprob_chunk_size": a.chunk_size,
+                     "micro_batch_tokens": a.micro_batch_tokens, "seed": 0},
             "lora": {"enabled": a.lora_rank > 0, "r": max(a.lora_rank, 1), "alpha": 2 * max(a.lora_rank, 1)},
             "logging": {"output_dir": a.out_dir, "plot": False, "progress": False, "sample_every": 10**6},
             "checkpoint": {"every": 0, "keep_last": 1},
@@ -218,6 +219,7 @@ def main() -> int:
     p.add_argument("--steps", type=int, default=1)
     p.add_argument("--lora-rank", type=int, default=16)
     p.add_argument("--chunk-size", type=int, default=1024)
+    p.add_argument("--micro-batch-tokens", type=int, default=4096, help="ours: tokens per forward/backward")
     p.add_argument("--dtype", default="float32")
     p.add_argument("--token-range", default="6,500", help="low,high of the fixed completion ids")
     p.add_argument("--memory-limit-gb", type=float, default=0.0, help="RLIMIT_AS for this process (0: none)")
@@ -228,9 +230,13 @@ def main() -> int:
     out: dict[str, Any] = {"side": a.side, "length": a.length, "pid": os.getpid()}
     rec = Recorder()
     try:
+        import peft  # noqa: F401  (both trainers' stack, before any model: the runtime part of the floor)
         import torch
+        import transformers  # noqa: F401
 
-        out["runtime_rss"] = rss_bytes()  # interpreter + torch, before any model
+        import grpo_core.trainer  # noqa: F401
+
+        out["runtime_rss"] = rss_bytes()
         low, high = (int(x) for x in a.token_range.split(","))
         completions = fixed_completions(a.generations, a.length, low, high, seed=1234)
         out.update(run_ours(a, rec, completions) if a.side == "ours" else run_trl(a, rec, completions))

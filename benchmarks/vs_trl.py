@@ -5,7 +5,15 @@
 Reference configuration (the issue's): a Qwen2-shaped model built from a config (vocabulary 151,936,
 hidden 896, 2 layers, tied head; random weights) saved with ``save_pretrained`` and loaded back by both
 trainers, fp32 on the CPU, LoRA r=16 on all linear layers, 8 generations of one prompt per step, the
-same reward, AdamW, loss ``dapo``, beta 0, one iteration, gradient checkpointing on both sides.
+same reward, AdamW, loss ``dapo``, beta 0, one iteration, gradient checkpointing on both sides; each
+trainer otherwise runs with its own defaults (ours: ``micro_batch_tokens`` 4096, MLP tiles of the hidden
+size; TRL: its fused chunked LM head).
+
+Allocator: both children run with the same fixed glibc ``M_MMAP_THRESHOLD`` (1 MiB by default), so
+buffers of 1 MiB and more are mapped on allocation and unmapped on free, and the resident peak follows
+each trainer's live memory (the CPU counterpart of ``torch.cuda.max_memory_allocated``). Under glibc's
+default dynamic threshold (``--malloc-mmap-threshold 0``), freed buffers under 32 MiB stay in the heap,
+and the peak then also measures how each trainer's allocation order fragments it.
 
 Each (side, length) runs in its own process (``grpo_bench_sides.py``), both on byte-identical
 full-length completions: generation is replaced by fixed token ids on both sides (see that module for
@@ -70,7 +78,8 @@ def run_side(side: str, length: int, a: argparse.Namespace, model_dir: Path, tok
     cmd = [sys.executable, str(HERE / "grpo_bench_sides.py"), side, "--model-dir", str(model_dir),
            "--prompts", str(model_dir / "prompts.jsonl"), "--out-dir", str(out_dir), "--length", str(length),
            "--generations", str(a.generations), "--steps", str(a.steps), "--lora-rank", str(a.lora_rank),
-           "--chunk-size", str(a.chunk_size), "--dtype", a.dtype, "--token-range", token_range,
+           "--chunk-size", str(a.chunk_size), "--micro-batch-tokens", str(a.micro_batch_tokens),
+           "--dtype", a.dtype, "--token-range", token_range,
            "--memory-limit-gb", str(a.memory_limit_gb)]
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "PYTHONWARNINGS": "ignore"}
     if a.malloc_mmap_threshold:  # the same allocator setting on both sides
@@ -132,6 +141,8 @@ def main() -> int:
     p.add_argument("--generations", type=int, default=8)
     p.add_argument("--lora-rank", type=int, default=16)
     p.add_argument("--chunk-size", type=int, default=1024, help="our log-prob token chunk")
+    p.add_argument("--micro-batch-tokens", type=int, default=None,
+                   help="our tokens per forward/backward (default: the trainer's default)")
     p.add_argument("--dtype", default="float32")
     p.add_argument("--vocab", type=int, default=151936)
     p.add_argument("--hidden", type=int, default=896)
@@ -140,8 +151,8 @@ def main() -> int:
     p.add_argument("--memory-limit-gb", type=float, default=0.0,
                    help="address-space cap per child (default: 85%% of the memory available at start)")
     p.add_argument("--timeout", type=int, default=1800, help="seconds per child")
-    p.add_argument("--malloc-mmap-threshold", type=int, default=0,
-                   help="MALLOC_MMAP_THRESHOLD_ for both children (0: glibc's default, dynamic threshold)")
+    p.add_argument("--malloc-mmap-threshold", type=int, default=1 << 20,
+                   help="MALLOC_MMAP_THRESHOLD_ for both children (default 1 MiB; 0: glibc's dynamic default)")
     p.add_argument("--verbose", action="store_true")
     a = p.parse_args()
     lengths = [int(x) for x in a.lengths.split(",") if x]
@@ -154,14 +165,18 @@ def main() -> int:
     import torch
 
     sys.path.insert(0, str(HERE.parent))
+    from grpo_core.config import GRPOConfig
     from grpo_core.memory_model import estimate_peak_memory
+
+    if a.micro_batch_tokens is None:
+        a.micro_batch_tokens = GRPOConfig().micro_batch_tokens
 
     tmp = Path(tempfile.mkdtemp(prefix="vs_trl_model_"))
     try:
         built = build_model_dir(tmp, a)
         print(f"model: Qwen2-shaped, vocab {a.vocab}, hidden {a.hidden}, {a.layers} layers, tied head, "
               f"{built['params'] / 1e6:.1f}M params ({a.dtype}); LoRA r={a.lora_rank}; {a.generations} generations; "
-              f"steps {a.steps}; torch threads {torch.get_num_threads()}; cpus {os.cpu_count()}; "
+              f"ours: micro_batch_tokens {a.micro_batch_tokens}; steps {a.steps}; torch threads {torch.get_num_threads()}; cpus {os.cpu_count()}; "
               f"malloc mmap threshold {a.malloc_mmap_threshold or 'glibc default'}; "
               f"child memory cap {a.memory_limit_gb} GB; load {os.getloadavg()[0]:.1f}", flush=True)
         results: dict[tuple[str, int], dict[str, Any]] = {}
@@ -188,10 +203,11 @@ def main() -> int:
                 continue
             est = estimate_peak_memory(built["config"], num_sequences=a.generations, prompt_length=32,
                                        completion_length=length, dtype=a.dtype, lora_rank=a.lora_rank,
-                                       chunk_size=a.chunk_size)
+                                       chunk_size=a.chunk_size, micro_batch_tokens=a.micro_batch_tokens)
             floor = ours["runtime_rss"] + est.floor
             modelled = ours["runtime_rss"] + est.peak
-            print(f"floor tokens={length}: runtime {fmt_gb(ours['runtime_rss'])} + weights/LoRA states/one tile "
+            print(f"floor tokens={length}: runtime (Python, torch, transformers, peft) {fmt_gb(ours['runtime_rss'])} "
+                  f"+ weights/LoRA states/one tile "
                   f"{fmt_gb(est.floor)} = {fmt_gb(floor)} GB; ours {fmt_gb(ours['peak_step'])} GB is "
                   f"{fmt_gb(ours['peak_step'] - floor)} GB above it ({ours['peak_step'] / floor:.2f}x); "
                   f"memory model predicted {fmt_gb(modelled)} GB")
