@@ -207,3 +207,17 @@ def test_every_key_is_documented() -> None:
     missing = [f"{name}.{f.name}" for name, cls in SECTIONS.items() for f in dataclasses.fields(cls)
                if f"`{f.name}`" not in doc or f"`[{name}]`" not in doc]
     assert not missing, f"document these in docs/run-config.md: {missing}"
+
+
+def test_memory_keys_are_checked(core_registry: Any) -> None:
+    base = {"data": {"source": "hub/name"}, "rewards": {"len": {"use": "core_len"}}}
+    cfg = config_from_dict({**base, "model": {"name_or_path": "m"}}, registry=core_registry)
+    assert cfg.grpo.micro_batch_tokens == 4096 and cfg.model.mlp_chunk_tokens is None  # None: the hidden size
+    cfg = config_from_dict({**base, "model": {"name_or_path": "m", "mlp_chunk_tokens": 0},
+                            "grpo": {"micro_batch_tokens": 0}}, registry=core_registry)
+    assert cfg.grpo.micro_batch_tokens == 0 and cfg.model.mlp_chunk_tokens == 0  # 0: off
+    with pytest.raises(ConfigError) as info:
+        config_from_dict({**base, "model": {"name_or_path": "m", "mlp_chunk_tokens": -2},
+                          "grpo": {"micro_batch_tokens": -1}}, registry=core_registry)
+    assert problems(info) == ["<dict>: model.mlp_chunk_tokens: must be >= 0, got -2",
+                              "<dict>: grpo.micro_batch_tokens: must be >= 0, got -1"]
