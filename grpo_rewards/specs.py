@@ -53,8 +53,23 @@ def _first_line(doc: str | None) -> str:
     return (inspect.cleandoc(doc).splitlines() or [""])[0] if doc else ""
 
 
+class _FactorySpec:
+    """What a spec says about itself, read from its ``factory``: parameters and a one-line summary."""
+
+    factory: Callable[..., Any]
+    description: str
+
+    @property
+    def params(self) -> dict[str, Param]:
+        return params_of(self.factory)
+
+    @property
+    def summary(self) -> str:
+        return self.description or _first_line(self.factory.__doc__)
+
+
 @dataclass(frozen=True)
-class RewardSpec:
+class RewardSpec(_FactorySpec):
     """A named reward: ``factory(**params)`` returns a :class:`RewardFunction`.
 
     ``columns`` lists the dataset columns the reward reads (``answer``, ``tests``...),
@@ -69,13 +84,6 @@ class RewardSpec:
     example: str = ""
     plugin: str = field(default="", compare=False)  # filled in by the plugin manager
 
-    @property
-    def params(self) -> dict[str, Param]:
-        return params_of(self.factory)
-
-    @property
-    def summary(self) -> str:
-        return self.description or _first_line(self.factory.__doc__)
 
     def build(self, **params: Any) -> RewardFunction:
         fn = self.factory(**params)
@@ -86,7 +94,7 @@ class RewardSpec:
 
 
 @dataclass(frozen=True)
-class VerifierSpec:
+class VerifierSpec(_FactorySpec):
     """A named verifier: ``factory(**params)`` returns ``verify(answer, reference) -> Verdict``."""
 
     name: str
@@ -95,10 +103,3 @@ class VerifierSpec:
     example: str = ""
     plugin: str = field(default="", compare=False)
 
-    @property
-    def params(self) -> dict[str, Param]:
-        return params_of(self.factory)
-
-    @property
-    def summary(self) -> str:
-        return self.description or _first_line(self.factory.__doc__)
