@@ -19,7 +19,8 @@ checkpointed. Under layer checkpointing the recompute would otherwise hold the w
 holds one tile's. The price is one more forward of the MLP per tile in backward. Inputs no longer than
 one tile run untouched. ``"auto"`` tiles by the model's hidden size in tokens, the rule of DeepSpeed's
 ALST ``TiledMLP`` (``num_shards = ceil(seqlen / hidden_size)``): a tile's intermediate activations are
-then about the size of one MLP weight matrix.
+then about the size of one MLP weight matrix. Tiles are never under :data:`MIN_AUTO_MLP_TILE` tokens,
+so toy models (hidden sizes of tens) are not cut into slivers; every released LLM is above it.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ class OffloadStats:
 
 
 OFFLOAD_STATS = OffloadStats()
+MIN_AUTO_MLP_TILE = 512  # tokens
 
 
 def _pack_to_host(tensor: torch.Tensor) -> tuple[torch.device | None, torch.Tensor]:
@@ -80,10 +82,11 @@ def _hf_model(model: Any) -> Any:
 
 
 def mlp_tile_tokens(model_config: Any, mlp_chunk_tokens: int | str | None = "auto") -> int | None:
-    """Tokens per MLP tile: ``"auto"`` is the model's hidden size (ALST's rule); None or 0 is no tiling."""
+    """Tokens per MLP tile: ``"auto"`` is the model's hidden size (ALST's rule, at least
+    :data:`MIN_AUTO_MLP_TILE`); None or 0 is no tiling."""
     if mlp_chunk_tokens == "auto":
         text = model_config.get_text_config() if hasattr(model_config, "get_text_config") else model_config
-        return int(text.hidden_size)
+        return max(int(text.hidden_size), MIN_AUTO_MLP_TILE)
     if isinstance(mlp_chunk_tokens, str):
         raise ValueError(f"mlp_chunk_tokens must be an integer, 'auto' or None, got {mlp_chunk_tokens!r}")
     return mlp_chunk_tokens or None

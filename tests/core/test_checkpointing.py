@@ -164,13 +164,17 @@ def test_tile_size_must_be_positive():
 
 
 def test_auto_tiles_by_the_hidden_size():
-    from grpo_core.checkpointing import _tile_of, mlp_tile_tokens
+    from transformers import Qwen2Config
 
+    from grpo_core.checkpointing import MIN_AUTO_MLP_TILE, _tile_of, mlp_tile_tokens
+
+    assert mlp_tile_tokens(Qwen2Config(hidden_size=896)) == 896  # Qwen2.5-0.5B: ALST's rule
+    assert mlp_tile_tokens(Qwen2Config(hidden_size=3584)) == 3584
     model = _model()
-    assert mlp_tile_tokens(model.config) == model.config.hidden_size == H
+    assert mlp_tile_tokens(model.config) == MIN_AUTO_MLP_TILE > H  # a toy model: not cut into slivers
     assert mlp_tile_tokens(model.config, 0) is None and mlp_tile_tokens(model.config, None) is None
     with pytest.raises(ValueError, match="mlp_chunk_tokens"):
         mlp_tile_tokens(model.config, "half")
     enable_gradient_checkpointing(model)  # "auto"
     tiles = {_tile_of(m) for m in model.modules() if type(m).__name__.endswith("MLP")}
-    assert tiles == {H}
+    assert tiles == {MIN_AUTO_MLP_TILE}

@@ -166,9 +166,9 @@ def test_other_architectures_load_train_and_save(arch: str, tmp_path: Path, core
                                                    ({"mlp_chunk_tokens": 0}, None)])
 def test_mlp_chunk_tokens_reaches_the_model(tiny_model_dir: Path, core_registry: Any, setting: dict, expected: Any
                                             ) -> None:
-    from grpo_core.checkpointing import _tile_of
+    from grpo_core.checkpointing import MIN_AUTO_MLP_TILE, _tile_of
 
     cfg = run_config(tiny_model_dir, core_registry, model={"gradient_checkpointing": True, **setting})
     model, _ = load_model_and_tokenizer(cfg)
-    want = model.config.hidden_size if expected == "hidden" else expected
+    want = max(model.config.hidden_size, MIN_AUTO_MLP_TILE) if expected == "hidden" else expected
     assert {_tile_of(m) for m in model.modules() if type(m).__name__.endswith("MLP")} == {want}
