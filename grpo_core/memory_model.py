@@ -12,9 +12,10 @@ What the step holds at its peak (the larger of the two phases, on top of the res
              parameters' fp32 LoRA copies, gradients and AdamW's two moments;
   generation the KV cache of ``num_sequences x (prompt + completion)`` tokens and the prefill's largest
              layer intermediate;
-  training   the per-layer activations (only the layer inputs under gradient checkpointing, plus one
-             layer being recomputed; the inputs live in host RAM with ``offload_activations``) and
-             the chunked log-prob tile (:mod:`grpo_core.logprobs`): never the ``[B, K, V]`` logits.
+  training   per forward/backward pass (the rows that fit in ``micro_batch_tokens``): the per-layer
+             activations (only the layer inputs under gradient checkpointing, plus one layer being
+             recomputed; the inputs live in host RAM with ``offload_activations``) and the chunked
+             log-prob tile (:mod:`grpo_core.logprobs`): never the ``[B, K, V]`` logits.
 The old-policy pass (``num_iterations > 1``) and the reference pass (``beta > 0``) run without grad:
 they add their per-token outputs, not activations.
 """
@@ -123,7 +124,7 @@ def estimate_peak_memory(
     gradient accumulation steps), run as row slices of at most ``micro_batch_tokens`` padded tokens
     (0: all at once; the trainer's ``micro_batch_tokens``); ``lora_rank=0`` means a full fine-tune;
     ``mlp_chunk_tokens`` is the MLP tile of :func:`grpo_core.checkpointing.tile_mlp` (``"auto"``: the
-    hidden size; None: untiled). ``counts`` skips the meta-device build.
+    hidden size, at least 512; None: untiled). ``counts`` skips the meta-device build.
     """
     for name, value in (("num_sequences", num_sequences), ("completion_length", completion_length),
                         ("chunk_size", chunk_size), ("num_iterations", num_iterations)):
