@@ -131,6 +131,7 @@ class LoggingConfig:
     output_dir: str = ""  # "" -> runs/<config file stem> (resolved at load)
     log_every: int = 1
     sample_every: int = 10
+    eval_every: int = 0  # steps between held-out evaluations (and one at the end); 0 = never
     num_samples: int = 4
     plot: bool = True
     wandb: bool = False
@@ -409,6 +410,9 @@ def _cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None
     for key in ("log_every", "sample_every"):
         _positive(doc, ("logging", key), getattr(lg, key))
     _positive(doc, ("logging", "num_samples"), lg.num_samples, zero_ok=True)
+    _positive(doc, ("logging", "eval_every"), lg.eval_every, zero_ok=True)
+    if lg.eval_every > 0 and not d.eval_source and not d.eval_size:
+        doc.problem(("logging", "eval_every"), "needs held-out rows: set [data] eval_size or eval_source")
     _positive(doc, ("checkpoint", "every"), ck.every, zero_ok=True)
     _positive(doc, ("checkpoint", "keep_last"), ck.keep_last)
     if ck.save_merged and not lo.enabled:

@@ -7,7 +7,8 @@
         4. advantages                ``(R - group mean) / (group std + 1e-4)`` (grpo_core.advantages)
         5. policy update             ``num_iterations`` optimizer steps on this batch, each over
                                      ``gradient_accumulation_steps`` micro-batches (grpo_core.loss)
-        then metrics, samples, checkpoint
+        then metrics, samples, checkpoint; every ``eval_every`` steps (and at the end) the held-out
+        rows get one greedy completion each, scored by the same rewards (``eval/...`` metrics)
 
 Memory: each forward/backward sees at most ``micro_batch_tokens`` padded tokens (whole rows; a row
 longer than that runs alone), so activation memory is bounded by that budget, not by the group size.
@@ -74,6 +75,7 @@ class Trainer:
 
         self.rows, self.eval_rows = train_eval_rows(config.data)
         self.prompts = [format_prompt(r, config.data, self.tokenizer) for r in self.rows]
+        self.eval_prompts = [format_prompt(r, config.data, self.tokenizer) for r in self.eval_rows]
 
         g = config.grpo
         self.params = trainable_parameters(self.model)
@@ -121,6 +123,9 @@ class Trainer:
                 self.step += 1
 
                 metrics = self._metrics(batch, rewards, columns, adv_stats, update, time.perf_counter() - start)
+                every = cfg.logging.eval_every
+                if every and self.eval_rows and (self.step % every == 0 or self.step == g.max_steps):
+                    metrics.update(self._evaluate())
                 self.logger.log(self.step, metrics)
                 self.logger.log_samples(self.step, samples)
                 hook.grpo_on_step_end(trainer=self, step=self.step, metrics=metrics)
@@ -154,9 +159,11 @@ class Trainer:
                 self.epoch, self.position = self.epoch + 1, 0
         return out
 
-    def _score(self, rows: list[dict[str, Any]], batch: Generation) -> tuple[torch.Tensor, dict[str, list]]:
-        """Total reward per completion (NaN where every reward is None) and each reward's column."""
-        k = self.cfg.generation.num_generations
+    def _score(self, rows: list[dict[str, Any]], batch: Generation, k: int | None = None
+               ) -> tuple[torch.Tensor, dict[str, list]]:
+        """Total reward per completion (NaN where every reward is None) and each reward's column; ``k``
+        completions per row (default: ``num_generations``)."""
+        k = k or self.cfg.generation.num_generations
         prompt_field = self.cfg.data.prompt_field
         columns = {key: [r[key] for r in rows for _ in range(k)] for key in rows[0] if key != prompt_field}
         columns["prompts"] = [r[prompt_field] for r in rows for _ in range(k)]
@@ -233,6 +240,30 @@ class Trainer:
             self.scheduler.step()
             self.optimizer.zero_grad(set_to_none=True)
         return {key: sums[key] / counts[key] for key in sums}
+
+    def _evaluate(self) -> dict[str, float]:
+        """One greedy completion per held-out row, scored by the run's rewards: ``eval/reward/mean``,
+        ``eval/rewards/<alias>`` and ``eval/completion_length/mean``. Greedy decoding draws no random
+        numbers, so evaluating does not change the training run."""
+        per_call = self.cfg.grpo.prompts_per_step * self.cfg.generation.num_generations
+        totals: list[torch.Tensor] = []
+        columns: dict[str, list] = {}
+        lengths: list[torch.Tensor] = []
+        for start in range(0, len(self.eval_rows), per_call):
+            batch = self.backend.generate(self.eval_prompts[start : start + per_call], 1, greedy=True)
+            total, cols = self._score(self.eval_rows[start : start + per_call], batch, k=1)
+            totals.append(total)
+            lengths.append(batch.completion_mask.sum(1).float())
+            for alias, values in cols.items():
+                columns.setdefault(alias, []).extend(values)
+        total = torch.cat(totals)
+        scored = total[~torch.isnan(total)]
+        out = {"eval/reward/mean": scored.mean().item() if scored.numel() else math.nan,
+               "eval/completion_length/mean": torch.cat(lengths).mean().item()}
+        for alias, values in columns.items():
+            present = [v for v in values if v is not None]
+            out[f"eval/rewards/{alias}"] = sum(present) / len(present) if present else math.nan
+        return out
 
     # ---------------------------------------------------------------- bookkeeping ----
 

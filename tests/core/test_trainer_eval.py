@@ -1,0 +1,75 @@
+"""Periodic held-out evaluation inside the loop (``logging.eval_every``): greedy completions of the held-out
+rows scored by the run's own rewards, logged as ``eval/...`` at the chosen steps and the last one, and
+leaving the training itself untouched (greedy decoding draws no random numbers)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    from grpo_core.demo.task import completion, make_split
+    from grpo_core.demo.tiny import TinySpec, build_tiny_model
+
+    rows = make_split("train", max_operand=9, size=60)
+    return build_tiny_model(tmp_path_factory.mktemp("eval-model"), [r["prompt"] + completion(r) for r in rows],
+                            TinySpec(hidden=32, intermediate=64))
+
+
+def _run(model_dir, out, **logging):
+    from grpo_core import Trainer, config_from_dict
+
+    cfg = config_from_dict({
+        "model": {"name_or_path": str(model_dir), "dtype": "float32"},
+        "data": {"source": "demo:arithmetic?max_operand=9", "answer_field": "answer", "chat_template": False,
+                 "eval_size": 6},
+        "generation": {"num_generations": 4, "max_completion_length": 6},
+        "grpo": {"learning_rate": 1e-2, "prompts_per_step": 2, "max_steps": 5},
+        "logging": {"output_dir": str(out), "progress": False, "plot": False, **logging},
+        "rewards": {"correct": {"use": "exact_match"}, "digits": {"use": "integer_format", "value": 0.25}},
+    })
+    trainer = Trainer(cfg)
+    trainer.train()
+    return trainer, [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_eval_every_logs_held_out_rewards_without_changing_training(model_dir, tmp_path):
+    trainer, with_eval = _run(model_dir, tmp_path / "eval", eval_every=2)
+    _, without = _run(model_dir, tmp_path / "plain")
+    assert len(trainer.eval_rows) == 6
+    evaluated = [row["step"] for row in with_eval if "eval/reward/mean" in row]
+    assert evaluated == [2, 4, 5]  # every 2 steps, and the last step
+    for row in with_eval:
+        if "eval/reward/mean" in row:
+            assert 0.0 <= row["eval/rewards/correct"] <= 1.0 and 0.0 <= row["eval/rewards/digits"] <= 0.25
+            assert row["eval/reward/mean"] == pytest.approx(row["eval/rewards/correct"] + row["eval/rewards/digits"])
+            assert 1 <= row["eval/completion_length/mean"] <= 6
+    # the training numbers are those of the run without evaluation
+    for a, b in zip(with_eval, without, strict=True):
+        for key in ("loss", "reward/mean", "grad_norm", "completion_length/mean"):
+            assert a[key] == b[key], (a["step"], key)
+
+
+def test_eval_scores_the_greedy_completions(model_dir, tmp_path):
+    """The logged figures are the rewards of the policy's own greedy completions of the held-out prompts."""
+    from grpo_rewards import reward
+
+    trainer, rows = _run(model_dir, tmp_path / "final", eval_every=5)
+    greedy = trainer.backend.generate(trainer.eval_prompts, 1, greedy=True).completions_text
+    correct = reward("exact_match")(greedy, answer=[r["answer"] for r in trainer.eval_rows])
+    assert rows[-1]["eval/rewards/correct"] == pytest.approx(sum(correct) / len(correct))
+
+
+def test_eval_every_without_held_out_rows_is_a_config_error(model_dir):
+    from grpo_core import config_from_dict
+    from grpo_core.config import ConfigError
+
+    with pytest.raises(ConfigError, match="logging.eval_every: needs held-out rows"):
+        config_from_dict({"model": {"name_or_path": str(model_dir)}, "data": {"source": "demo:arithmetic"},
+                          "logging": {"eval_every": 10}, "rewards": {"c": {"use": "exact_match"}}})
