@@ -63,7 +63,9 @@ def reward_from_verifier(
     The answer is extracted from each completion with ``extract`` (see
     :func:`grpo_rewards.extraction.extract_answer`); ``ok`` scores ``value``,
     ``wrong`` (and a completion with no answer) scores ``wrong_value``, and
-    ``undecided`` scores ``None``: the row does not count.
+    ``undecided`` scores ``None``: the row does not count. A completion with no
+    answer against a reference the verifier cannot check either (``verify(ref, ref)``
+    is undecided) also scores ``None``, as the built-in rewards do.
     """
 
     def reward(completions: list[Any], **columns: Any) -> list[float | None]:
@@ -74,7 +76,8 @@ def reward_from_verifier(
         for completion, ref in zip(completions, refs, strict=True):
             answer = extract_answer(completion_text(completion), extract, pattern=pattern)
             if answer is None:
-                out.append(wrong_value)
+                checkable = verify(str(ref), str(ref)).status is not Status.UNDECIDED
+                out.append(wrong_value if checkable else None)
                 continue
             verdict = verify(answer, str(ref))
             if verdict.status is Status.OK:

@@ -122,6 +122,9 @@ def test_registered_reward_and_verifier_from_the_registry():
     assert reward(["<answer>\\frac{6}{4}</answer>"], answer=["1.5"]) == [3.0]
     as_reward = grpo_rewards.reward("verify:math", workers=2)
     assert as_reward(["<answer>1.5</answer>", "<answer>2</answer>"], answer=["3/2", "3/2"]) == [1.0, 0.0]
+    # no answer: wrong against a reference that parses, not counted against one that does not (as the reward)
+    missing, golds = ["no answer at all", "no answer either"], ["garbage words", "3"]
+    assert as_reward(missing, answer=golds) == reward(missing, answer=golds) == [None, 0.0]
 
 
 def test_hanging_item_times_out_in_a_worker_thread_others_still_scored(caplog):
