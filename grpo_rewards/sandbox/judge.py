@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import secrets
 from dataclasses import dataclass
 from typing import Any
@@ -86,14 +87,17 @@ def program_for(code: str, case: TestCase, limits: Limits | None = None, languag
     return Prepared(Program(f"{code}\n{emit}{tail}", "", language, limits), nonce)
 
 
-def judge(case: TestCase, prepared: Prepared, result: RunResult) -> Outcome:
-    """Compare the run's output with the case's expected output (here, outside the sandbox)."""
+def judge(case: TestCase, prepared: Prepared, result: RunResult, *, float_tolerance: float = 0.0) -> Outcome:
+    """Compare the run's output with the case's expected output (here, outside the sandbox).
+
+    ``float_tolerance`` > 0: stdout lines also match when they differ only in numbers within that
+    relative or absolute tolerance, token by token (``0.33333334`` for ``0.333333``)."""
     weak = isinstance(case, AssertCase) and case.weak
     if result.status != OK:
         return Outcome(result.status, result.error or result.status, weak)
     if isinstance(case, StdioCase):
         got, want = output_lines(result.stdout), output_lines(case.expected)
-        if got == want:
+        if got == want or (float_tolerance > 0 and lines_close(got, want, float_tolerance)):
             return Outcome(OK)
         return Outcome(WRONG, _first_difference(got, want))
     reported = _reported(result.stdout, prepared.nonce)
@@ -122,6 +126,28 @@ def output_lines(text: str) -> list[str]:
     while lines and not lines[-1]:
         lines.pop()
     return lines
+
+
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def lines_close(got: list[str], want: list[str], tolerance: float) -> bool:
+    """Same lines and whitespace-separated tokens, where numeric tokens may differ within ``tolerance``
+    (relative or absolute) and every other token must be identical."""
+    if len(got) != len(want):
+        return False
+    for got_line, want_line in zip(got, want):
+        got_tokens, want_tokens = got_line.split(), want_line.split()
+        if len(got_tokens) != len(want_tokens):
+            return False
+        for g, w in zip(got_tokens, want_tokens):
+            if g == w:
+                continue
+            if not (_NUMBER.fullmatch(g) and _NUMBER.fullmatch(w)):
+                return False
+            if not math.isclose(float(g), float(w), rel_tol=tolerance, abs_tol=tolerance):
+                return False
+    return True
 
 
 def _first_difference(got: list[str], want: list[str]) -> str:

@@ -58,7 +58,7 @@ class CodeExecutionReward:
     """A TRL-style batch reward (see module docs)."""
 
     def __init__(self, *, binary: bool, tests_column: str, language: str, backend: str, limits: Limits,
-                 backend_options: dict[str, Any], max_tests: int):
+                 backend_options: dict[str, Any], max_tests: int, float_tolerance: float = 0.0):
         self.__name__ = "code_execution_binary" if binary else "code_execution"
         self.binary = binary
         self.tests_column = tests_column
@@ -67,6 +67,7 @@ class CodeExecutionReward:
         self.limits = limits
         self.backend_options = backend_options
         self.max_tests = max_tests
+        self.float_tolerance = float_tolerance
         self.last_details: list[dict[str, Any]] = []
         self._counts: Counter[str] = Counter()
         self._backend: Any = None
@@ -106,7 +107,7 @@ class CodeExecutionReward:
         results = self.backend.run([p.program for _, _, p in jobs]) if jobs else []
         per_row: dict[int, list[Outcome]] = {}
         for (i, case, prepared), result in zip(jobs, results, strict=True):
-            outcome = judge(case, prepared, result)
+            outcome = judge(case, prepared, result, float_tolerance=self.float_tolerance)
             per_row.setdefault(i, []).append(outcome)
             self._counts[outcome.status] += 1
             self._counts["weak_tests"] += outcome.weak
@@ -145,6 +146,7 @@ def _build(
     memory_mb: int = 1024,
     output_kb: int = 1024,
     max_tests: int = 0,
+    float_tolerance: float = 0.0,
     slots: int = 0,
     concurrency: int = 16,
     profile: str = "auto",
@@ -172,8 +174,11 @@ def _build(
         options = {"url": url, "concurrency": concurrency}
     if max_tests < 0:
         raise ValueError("max_tests must be >= 0 (0 runs every test)")
+    if not 0 <= float_tolerance < 1:
+        raise ValueError(f"float_tolerance must be in [0, 1) (0: exact text), got {float_tolerance}")
     return CodeExecutionReward(binary=binary, tests_column=tests_column, language=language, backend=backend,
-                               limits=limits, backend_options=options, max_tests=max_tests)
+                               limits=limits, backend_options=options, max_tests=max_tests,
+                               float_tolerance=float_tolerance)
 
 
 def make_code_execution(**params: Any) -> CodeExecutionReward:

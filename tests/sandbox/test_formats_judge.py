@@ -155,3 +155,19 @@ def test_weak_assert_is_flagged():
     prepared = program_for("def f(): return 1", case)
     outcome = judge(case, prepared, _ok(f"{prepared.nonce} {json.dumps({'passed': True})}\n"))
     assert outcome.passed and outcome.weak
+
+
+def test_float_tolerance_forgives_numbers_only():
+    from grpo_rewards.sandbox.judge import lines_close
+
+    case = StdioCase("", "0.333333 x\n2.5e3\n")
+    prepared = program_for("", case)
+    close = _ok("0.33333334 x\n2500.0001\n")
+    assert judge(case, prepared, close).status == "wrong"  # exact text by default
+    assert judge(case, prepared, close, float_tolerance=1e-6).passed
+    assert judge(case, prepared, _ok("0.3334 x\n2500\n"), float_tolerance=1e-6).status == "wrong"  # too far
+    assert judge(case, prepared, _ok("0.333333 y\n2500\n"), float_tolerance=0.1).status == "wrong"  # a word differs
+    assert judge(case, prepared, _ok("0.333333\nx 2500\n"), float_tolerance=0.1).status == "wrong"  # tokens moved
+    assert not lines_close(["nan"], ["nan0"], 0.5) and lines_close(["-1e-9"], ["0"], 1e-6)
+    assert not lines_close(["1_000"], ["1000"], 0.1)  # Python-only spellings are not numbers here
+    assert not lines_close(["1", "2"], ["1"], 0.1)

@@ -55,6 +55,16 @@ def test_pass_fraction_stdio(code_reward):
     assert "no fenced" in code_reward.last_details[4]["reason"]
 
 
+def test_float_tolerance_parameter(code_reward):
+    tests = json.dumps({"language": "python", "test_cases": [{"input": "3\n", "output": "0.333333\n"}]})
+    program = [fenced("print(1 / int(input()))")]  # prints 0.3333333333333333
+    assert code_reward(program, verification_info=[tests]) == [0.0]
+    tolerant = reward("code_execution", cpu_seconds=2.0, wall_seconds=4.0, memory_mb=512, float_tolerance=1e-5)
+    assert tolerant(program, verification_info=[tests]) == [1.0]
+    with pytest.raises(ValueError, match="float_tolerance must be in"):
+        reward("code_execution", float_tolerance=-1)
+
+
 def test_binary_variant():
     binary = reward("code_execution_binary", cpu_seconds=2.0, wall_seconds=4.0)
     scores = binary([fenced("a, b = map(int, input().split())\nprint(a + b)"), fenced("print(3)")],
