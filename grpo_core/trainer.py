@@ -41,6 +41,17 @@ from grpo_core.logprobs import completion_logprobs
 from grpo_core.loss import grpo_loss
 
 
+def reward_means(total: torch.Tensor, columns: dict[str, list]) -> dict[str, float]:
+    """``reward/mean`` over the scored completions (NaN total: unscored) and ``rewards/<alias>`` over each
+    reward's non-None values (NaN when none)."""
+    scored = total[~torch.isnan(total)]
+    out = {"reward/mean": scored.mean().item() if scored.numel() else math.nan}
+    for alias, values in columns.items():
+        present = [v for v in values if v is not None]
+        out[f"rewards/{alias}"] = sum(present) / len(present) if present else math.nan
+    return out
+
+
 def rows_per_slice(sequence_length: int, micro_batch_tokens: int) -> int:
     """Rows of ``sequence_length`` padded tokens per forward/backward under the token budget (>= 1;
     a budget of 0 means no slicing)."""
@@ -256,13 +267,8 @@ class Trainer:
             lengths.append(batch.completion_mask.sum(1).float())
             for alias, values in cols.items():
                 columns.setdefault(alias, []).extend(values)
-        total = torch.cat(totals)
-        scored = total[~torch.isnan(total)]
-        out = {"eval/reward/mean": scored.mean().item() if scored.numel() else math.nan,
-               "eval/completion_length/mean": torch.cat(lengths).mean().item()}
-        for alias, values in columns.items():
-            present = [v for v in values if v is not None]
-            out[f"eval/rewards/{alias}"] = sum(present) / len(present) if present else math.nan
+        out = {f"eval/{key}": value for key, value in reward_means(torch.cat(totals), columns).items()}
+        out["eval/completion_length/mean"] = torch.cat(lengths).mean().item()
         return out
 
     # ---------------------------------------------------------------- bookkeeping ----
@@ -273,13 +279,9 @@ class Trainer:
 
         lengths = batch.completion_mask.sum(1).float()
         scored = rewards[~torch.isnan(rewards)]
-        out: dict[str, Any] = {
-            "reward/mean": scored.mean().item() if scored.numel() else math.nan,
-            "reward/std": scored.std().item() if scored.numel() > 1 else 0.0,
-        }
-        for alias, values in columns.items():
-            present = [v for v in values if v is not None]
-            out[f"rewards/{alias}"] = sum(present) / len(present) if present else math.nan
+        means = reward_means(rewards, columns)
+        out: dict[str, Any] = {"reward/mean": means.pop("reward/mean"),
+                               "reward/std": scored.std().item() if scored.numel() > 1 else 0.0, **means}
         out.update(self._reward_health())
         out.update({f"advantages/{k.removeprefix('advantage_')}": v for k, v in adv.items()
                     if k.startswith("advantage_")})
