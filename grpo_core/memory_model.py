@@ -204,8 +204,9 @@ def estimate_peak_memory(
     add(("logits chunk", tile + per_token_out, f"{rows} tokens x {v_chunk} vocab tile; full logits would be "
          f"{completion_tokens * vocab * 4 / GiB:.2f} GiB"))
     extra_passes = (num_iterations > 1) + (beta > 0)
-    add(("old/ref log-probs", extra_passes * completion_tokens * 4,
+    kept_logps = extra_passes * group * completion_length * 4  # kept for every row of the micro-batch
+    add(("old/ref log-probs", kept_logps,
          f"old-policy pass: {'yes' if num_iterations > 1 else 'no'}, reference pass: {'yes' if beta > 0 else 'no'}"))
-    est.training = acts + tile + per_token_out + extra_passes * completion_tokens * 4
+    est.training = acts + tile + per_token_out + kept_logps
     est.floor = weights + state + tile
     return est

@@ -82,6 +82,8 @@ def test_switches_move_the_right_components():
     assert sliced.component("activations") < base.component("activations")
     assert sliced.component("logits chunk") < base.component("logits chunk")
     assert sliced.component("KV cache") == base.component("KV cache")  # generation is not sliced
+    sliced_old = _estimate(cfg, micro_batch_tokens=64, num_iterations=2)  # old log-probs: every row is kept
+    assert sliced_old.component("old/ref log-probs") == _estimate(cfg, num_iterations=2).component("old/ref log-probs")
     assert _estimate(cfg, beta=0.04).component("reference weights") == base.component("weights")
     assert _estimate(cfg, beta=0.04, lora_rank=16).component("reference weights") == 0
     assert _estimate(cfg, quantization_4bit=True).component("weights") < base.component("weights")
