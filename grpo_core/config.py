@@ -1,6 +1,6 @@
 """The run config: one TOML file (``grpo train run.toml``) or one dict (the Python API) -> :class:`RunConfig`.
 
-Sections: ``[model] [data] [generation] [grpo] [lora] [quantization] [logging] [checkpoint]``
+Sections: ``[model] [data] [generation] [grpo] [lora] [quantization] [logging] [checkpoint] [trainer]``
 and the reward side's ``[rewards.*]`` tables (validated by ``grpo_rewards.rewards_from_doc`` so
 trainer and reward problems are reported together). Every problem is collected before one
 :class:`grpo_rewards.ConfigError` is raised, each as ``file:line: section.key: what is wrong``,
@@ -147,6 +147,11 @@ class CheckpointConfig:
     save_merged: bool = False
 
 
+@dataclass
+class TrainerConfig:
+    backend: str = "grpo_core"  # a name registered through grpo_register_trainer_backends ("grpo_core", "trl")
+
+
 SECTIONS: dict[str, type] = {
     "model": ModelConfig,
     "data": DataConfig,
@@ -156,6 +161,7 @@ SECTIONS: dict[str, type] = {
     "quantization": QuantizationConfig,
     "logging": LoggingConfig,
     "checkpoint": CheckpointConfig,
+    "trainer": TrainerConfig,
 }
 REQUIRED: dict[str, tuple[str, ...]] = {"model": ("name_or_path",), "data": ("source",)}
 
@@ -172,6 +178,7 @@ class RunConfig:
     quantization: QuantizationConfig
     logging: LoggingConfig
     checkpoint: CheckpointConfig
+    trainer: TrainerConfig
     rewards: ComposedReward
     path: str = "<dict>"
     raw: dict[str, Any] = field(default_factory=dict, repr=False)  # the merged input (file + overrides)
@@ -342,7 +349,7 @@ def _check_source(doc: TomlDoc, key: tuple[str, ...], source: str, registry: Reg
 
 
 def _cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None:
-    m, d, g, o, lo, q, lg, ck = (cfg[n] for n in SECTIONS)
+    m, d, g, o, lo, q, lg, ck, tr = (cfg[n] for n in SECTIONS)
     _choice(doc, ("model", "dtype"), m.dtype, DTYPES)
     if m.name_or_path.startswith(("/", "./", "../", "~")) and not Path(m.name_or_path).expanduser().exists():
         doc.problem(("model", "name_or_path"), f"folder not found: {m.name_or_path}")
@@ -356,6 +363,10 @@ def _cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None
     if d.limit is not None:
         _positive(doc, ("data", "limit"), d.limit)
 
+    trainers = set(registry.trainer_backends) | {"grpo_core"}
+    if tr.backend not in trainers:
+        doc.problem(("trainer", "backend"), f"unknown trainer backend {tr.backend!r}{did_you_mean(tr.backend, trainers)} "
+                                            f"(registered: {', '.join(sorted(trainers))})")
     backends = set(registry.generation_backends) | {"transformers"}
     if g.backend not in backends:
         doc.problem(("generation", "backend"), f"unknown generation backend {g.backend!r}"

@@ -81,7 +81,8 @@ def _naming_the_model(name: str) -> Iterator[None]:
         raise OSError(f"model.name_or_path: cannot load {name!r}: {first}") from exc
 
 
-def _base_model(cfg: RunConfig) -> Any:
+def load_base_model(cfg: RunConfig) -> Any:
+    """The causal LM of ``[model]`` (dtype, revision, attention, 4-bit) without LoRA or checkpointing."""
     from transformers import AutoModelForCausalLM
 
     with _naming_the_model(cfg.model.name_or_path):
@@ -102,28 +103,31 @@ def _enable_checkpointing(model: Any, cfg: RunConfig) -> None:
 def load_model_and_tokenizer(cfg: RunConfig) -> tuple[Any, Any]:
     """The trainable policy and its tokenizer, as ``cfg`` describes (see the module docs)."""
     tokenizer = load_tokenizer(cfg)
-    model = _base_model(cfg)
+    model = load_base_model(cfg)
     if model.generation_config is not None and model.generation_config.pad_token_id is None:
         model.generation_config.pad_token_id = tokenizer.pad_token_id
     if cfg.lora.enabled:
-        from peft import LoraConfig, get_peft_model
+        from peft import get_peft_model
 
         for p in model.parameters():
             p.requires_grad_(False)
         if cfg.model.gradient_checkpointing:
             model.enable_input_require_grads()  # frozen embeddings: checkpointed blocks still need a grad path
-        lora = LoraConfig(
-            r=cfg.lora.r,
-            lora_alpha=cfg.lora.alpha,
-            lora_dropout=cfg.lora.dropout,
-            target_modules=cfg.lora.target_modules,
-            task_type="CAUSAL_LM",
-        )
-        model = get_peft_model(model, lora)
+        model = get_peft_model(model, lora_config(cfg))
     if cfg.model.gradient_checkpointing:
         _enable_checkpointing(model, cfg)
     model.train()
     return model, tokenizer
+
+
+def lora_config(cfg: RunConfig) -> Any:
+    """The ``peft.LoraConfig`` of ``[lora]`` (what this trainer wraps the model with, and what the TRL
+    backend hands to ``GRPOTrainer(peft_config=...)``)."""
+    from peft import LoraConfig
+
+    lo = cfg.lora
+    return LoraConfig(r=lo.r, lora_alpha=lo.alpha, lora_dropout=lo.dropout, target_modules=lo.target_modules,
+                      task_type="CAUSAL_LM")
 
 
 def is_peft(model: Any) -> bool:
@@ -139,7 +143,7 @@ def reference_model(model: Any, cfg: RunConfig) -> Iterator[Any]:
         return
     ref = _REFERENCES.get(model)
     if ref is None:
-        ref = _base_model(cfg)
+        ref = load_base_model(cfg)
         ref.requires_grad_(False)
         ref.eval()
         ref.to(next(model.parameters()).device)
