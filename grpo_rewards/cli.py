@@ -1,8 +1,10 @@
 """The ``grpo`` command line: a thin argparse shell whose sub-commands come from plugins.
 
 Every command (ours included) is added through the ``grpo_register_commands`` hook,
-so a plugin can add ``grpo <its-command>`` the same way. Config problems exit with
-status 2 and one line per problem, never a traceback.
+so a plugin can add ``grpo <its-command>`` the same way. This is the one place errors are
+printed: bad input (any :class:`~grpo_rewards.errors.UserError`, a :class:`PluginError`) prints
+one ``file:line: key: what is wrong`` line per problem and exits with status 2; anything
+else is a bug, printed as one line (``--debug`` shows the traceback) with status 1.
 """
 
 from __future__ import annotations
@@ -10,15 +12,17 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import traceback
 
+from grpo_rewards.errors import UserError
 from grpo_rewards.plugins import PluginError, get_registry
-from grpo_rewards.tomlfile import ConfigError
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="grpo", description="GRPO toolkit: reward plugins and a lean trainer.")
     parser.add_argument("--strict-plugins", action="store_true", help="fail if any plugin cannot be loaded")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an unexpected error")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     get_registry().hook.grpo_register_commands(subparsers=sub)
     return parser
@@ -39,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.print_help()
             return 0
         return int(args.func(args) or 0)
-    except ConfigError as exc:
+    except UserError as exc:
         print(str(exc), file=sys.stderr)
         return 2
     except PluginError as exc:
@@ -47,6 +51,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # a bug, not bad input: one line, the traceback on request
+        if "--debug" in argv:
+            traceback.print_exc()
+        text = str(exc).strip().splitlines()
+        print(f"internal error: {type(exc).__name__}: {text[0] if text else ''} "
+              "(a bug: please report it; run again with --debug for the traceback)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -6,7 +6,6 @@ Registered through the ``grpo`` entry-point group like any plugin's commands.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
 from typing import Any
 
@@ -29,7 +28,7 @@ def grpo_register_commands(subparsers: Any) -> None:
     p = rsub.add_parser("score", help="score a JSONL file of completions with a reward config")
     p.add_argument("config", help="TOML file with [rewards.<alias>] tables")
     p.add_argument("--input", "-i", required=True, help="JSONL rows with 'completion' and dataset columns")
-    p.add_argument("--output", "-o", help="JSONL output (default: stdout)")
+    p.add_argument("--output", "-o", help="JSONL output, written when complete (default: stdout); never the input")
     p.add_argument("--batch-size", type=int, default=1024)
     p.set_defaults(func=cmd_rewards_score)
 
@@ -108,17 +107,21 @@ def cmd_rewards_score(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
+    from grpo_rewards.errors import ConfigError, RewardInputError
+    from grpo_rewards.files import atomic_write, check_output, read_bytes
     from grpo_rewards.reward_config import load_rewards
     from grpo_rewards.scoring import describe, score_file
 
+    if args.batch_size < 1:
+        raise ConfigError(f"must be >= 1, got {args.batch_size}", file="--batch-size")
     composed = load_rewards(args.config)
-    try:
-        with contextlib.ExitStack() as stack:
-            out = stack.enter_context(open(args.output, "w", encoding="utf-8")) if args.output else sys.stdout
-            summary = score_file(composed, args.input, out, batch_size=args.batch_size)
-    except OSError as exc:
-        print(f"error: {exc.filename or args.input}: {exc.strerror or exc}", file=sys.stderr)
-        return 2
+    read_bytes(args.input, RewardInputError)  # missing, a folder, unreadable: before any output is touched
+    if args.output:  # written to a temporary file and renamed when complete: a failure leaves the old file
+        out = check_output(args.output, [args.input, args.config], RewardInputError)
+        with atomic_write(out) as fh:
+            summary = score_file(composed, args.input, fh, batch_size=args.batch_size)
+    else:
+        summary = score_file(composed, args.input, sys.stdout, batch_size=args.batch_size)
     for problem in summary.skipped:
         print(f"skipped {problem}", file=sys.stderr)
     console = Console(stderr=args.output is None)

@@ -15,6 +15,7 @@ for unknown names and keys) in one :class:`ConfigError`.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from grpo_rewards.compose import ComposedReward, RewardEntry
@@ -31,8 +32,21 @@ VERIFIER_PREFIX = "verify:"
 VERIFIER_REWARD_KEYS = ("value", "wrong_value", "extract", "pattern", "reference_column")
 
 
+def _not_finite(value: Any) -> bool:
+    """NaN or an infinity anywhere in ``value`` (a number, or inside a list or table)."""
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, (list, tuple)):
+        return any(_not_finite(v) for v in value)
+    if isinstance(value, dict):
+        return any(_not_finite(v) for v in value.values())
+    return False
+
+
 def _type_error(param: Param, value: Any) -> str | None:
     """Why ``value`` does not fit ``param`` (judged from its annotation and default), or None."""
+    if _not_finite(value):
+        return f"must be a finite number, got {value!r}"
     ann = param.annotation.replace(" ", "")
     default = param.default
     allowed: list[type] = []
@@ -99,7 +113,12 @@ def rewards_from_doc(doc: TomlDoc, registry: Registry | None = None, *, section:
         key = (section, alias)
         use = entry.get("use")
         if not isinstance(use, str):
-            doc.problem(key + ("use",) if "use" in entry else key, "`use` must name a reward (see `grpo rewards list`)")
+            near = [k for k in entry if k not in ENTRY_KEYS and did_you_mean(k, ["use"])]
+            if "use" not in entry and near:
+                doc.problem(key + (near[0],), f"unknown key{did_you_mean(near[0], ['use'])}")
+            else:
+                doc.problem(key + ("use",) if "use" in entry else key,
+                            "`use` must name a reward (see `grpo rewards list`)")
             continue
         try:
             known = _known_params(use, registry)
@@ -109,17 +128,20 @@ def rewards_from_doc(doc: TomlDoc, registry: Registry | None = None, *, section:
         weight = entry.get("weight", 1.0)
         if isinstance(weight, bool) or not isinstance(weight, (int, float)):
             doc.problem(key + ("weight",), f"must be a number, got {weight!r}")
+        elif not math.isfinite(weight):
+            doc.problem(key + ("weight",), f"must be a finite number, got {weight!r}")
         on_error = entry.get("on_error", on_error_default)
         if on_error not in ON_ERROR:
             doc.problem(key + ("on_error",), f"must be one of {', '.join(ON_ERROR)}, got {on_error!r}")
         timeout = entry.get("timeout", timeout_default)
-        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                    or not 0 < timeout < math.inf):
             doc.problem(key + ("timeout",), f"must be a positive number of seconds, got {timeout!r}")
         params = {k: v for k, v in entry.items() if k not in ENTRY_KEYS}
         ok = True
         for name, value in params.items():
             if name not in known:
-                doc.problem(key + (name,), f"unknown parameter of {use!r}{did_you_mean(name, known)}")
+                doc.problem(key + (name,), f"unknown parameter of {use!r}{did_you_mean(name, [*known, *ENTRY_KEYS])}")
                 ok = False
             elif (why := _type_error(known[name], value)) is not None:
                 doc.problem(key + (name,), why)
@@ -134,7 +156,7 @@ def rewards_from_doc(doc: TomlDoc, registry: Registry | None = None, *, section:
         try:
             fn = build_reward_fn(use, params, registry)
         except (ValueError, TypeError, KeyError, PluginError) as exc:
-            doc.problem(key, f"{use}: {exc}")
+            _blame_params(doc, key, use, params, known, registry, exc)
             before = len(doc.problems)
             continue
         plugin = "" if use.startswith(VERIFIER_PREFIX) else registry.reward(use).plugin
@@ -143,6 +165,27 @@ def rewards_from_doc(doc: TomlDoc, registry: Registry | None = None, *, section:
     if doc.problems:
         return None
     return ComposedReward(entries)
+
+
+def _blame_params(doc: TomlDoc, key: tuple[str, ...], use: str, params: dict[str, Any], known: dict[str, Param],
+                  registry: Registry, exc: Exception) -> None:
+    """A factory refused its parameters: build again with each optional parameter alone (the required ones
+    always given) to report every parameter it refuses, at that parameter's line; if none fails alone (a
+    rule between parameters), the factory's message goes on the table."""
+    required = {n: v for n, v in params.items() if known[n].required}
+    blamed = False
+    for name, value in params.items():
+        if name in required:
+            continue
+        try:
+            build_reward_fn(use, {**required, name: value}, registry)
+        except (ValueError, TypeError, KeyError, PluginError) as alone:
+            doc.problem(key + (name,), f"{use}: {alone}")
+            blamed = True
+        except Exception:  # noqa: S112 (a factory's own bug with this parameter alone: the table is blamed below)
+            continue
+    if not blamed:
+        doc.problem(key, f"{use}: {exc}")
 
 
 def load_rewards(path: str, registry: Registry | None = None) -> ComposedReward:

@@ -3,7 +3,8 @@
 Each input row holds ``completion`` (text or a list of chat messages) plus any
 dataset columns the rewards read (``answer``, ``tests``, ...); ``prompt`` is passed
 as TRL's ``prompts``. Each output row is the input row plus one field per reward
-alias and ``total``. A malformed row is reported by line number and skipped.
+alias and ``total``. A malformed row (not JSON, not UTF-8, no ``completion``) is reported by line
+number and skipped; a file with no row to score is a :class:`RewardInputError`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from grpo_rewards.compose import ComposedReward
+from grpo_rewards.errors import RewardInputError
+from grpo_rewards.files import read_bytes, text_lines
 
 
 @dataclass
@@ -40,21 +43,30 @@ def _row_problem(row: Any) -> str | None:
 
 
 def read_rows(path: str | Path, problems: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield ``(line_number, row)`` for each well-formed row; malformed ones go to ``problems``."""
-    with open(path, encoding="utf-8") as fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                problems.append(f"{path}:{number}: invalid JSON: {exc.msg} (column {exc.colno})")
-                continue
-            why = _row_problem(row)
-            if why:
-                problems.append(f"{path}:{number}: {why}")
-                continue
-            yield number, row
+    """Yield ``(line_number, row)`` for each well-formed row; malformed ones go to ``problems``.
+    A missing, unreadable or binary file raises :class:`RewardInputError` before any row is yielded."""
+    data = read_bytes(path, RewardInputError)
+    if b"\x00" in data[:65536]:
+        raise RewardInputError("a binary file, not JSON lines", file=str(path))
+    for number, line, undecodable in text_lines(data):
+        if line is None:
+            problems.append(f"{path}:{number}: {undecodable}")
+            continue
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            problems.append(f"{path}:{number}: invalid JSON: {exc.msg} (column {exc.colno})")
+            continue
+        except RecursionError:
+            problems.append(f"{path}:{number}: invalid JSON: nested too deeply")
+            continue
+        why = _row_problem(row)
+        if why:
+            problems.append(f"{path}:{number}: {why}")
+            continue
+        yield number, row
 
 
 def _columns(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
@@ -91,11 +103,16 @@ def score_file(
         summary.scored += len(batch)
         batch.clear()
 
+    if batch_size < 1:
+        raise RewardInputError(f"must be >= 1, got {batch_size}", file="--batch-size")
     for _, row in read_rows(input_path, summary.skipped):
         batch.append(row)
         if len(batch) >= batch_size:
             flush()
     flush()
+    if not summary.scored:
+        skipped = f": all {len(summary.skipped)} rows are malformed (first: {summary.skipped[0]})" if summary.skipped else ""
+        raise RewardInputError(f"no rows to score{skipped}", file=str(input_path))
     return summary
 
 

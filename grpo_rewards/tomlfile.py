@@ -1,8 +1,9 @@
-"""TOML files with line numbers, and the config-error type every validator reports with.
+"""TOML files with line numbers, for validators that report ``file:line: key: what is wrong``.
 
 ``tomllib`` parses but forgets positions; :func:`load_toml` also scans the text for
 table headers and keys so each problem can be reported as ``file:line: key: what``.
-Validators collect *every* problem before raising one :class:`ConfigError`.
+Validators collect *every* problem before raising one :class:`ConfigError` (see
+:mod:`grpo_rewards.errors`). A duplicate key, a BOM or a byte that is not UTF-8 is named as such.
 """
 
 from __future__ import annotations
@@ -14,6 +15,11 @@ from typing import Any
 
 import tomllib
 
+from grpo_rewards.errors import ConfigError, Problem
+from grpo_rewards.files import read_text
+
+__all__ = ["ConfigError", "Problem", "TomlDoc", "load_toml", "locate_keys", "parse_toml"]
+
 _HEADER = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(?:#.*)?$")
 _KEY = re.compile(r"""^\s*((?:[A-Za-z0-9_\-]+|"[^"]*"|'[^']*')(?:\s*\.\s*(?:[A-Za-z0-9_\-]+|"[^"]*"|'[^']*'))*)\s*=""")
 
@@ -21,26 +27,6 @@ _KEY = re.compile(r"""^\s*((?:[A-Za-z0-9_\-]+|"[^"]*"|'[^']*')(?:\s*\.\s*(?:[A-Z
 def _split_dotted(text: str) -> tuple[str, ...]:
     parts = re.findall(r"""[A-Za-z0-9_\-]+|"[^"]*"|'[^']*'""", text)
     return tuple(p[1:-1] if p[:1] in "\"'" else p for p in parts)
-
-
-@dataclass(frozen=True)
-class Problem:
-    file: str
-    line: int | None
-    key: str
-    message: str
-
-    def __str__(self) -> str:
-        where = f"{self.file}:{self.line}" if self.line else self.file
-        return f"{where}: {self.key}: {self.message}" if self.key else f"{where}: {self.message}"
-
-
-class ConfigError(Exception):
-    """One or more problems in a config file; ``str()`` gives one line per problem."""
-
-    def __init__(self, problems: list[Problem]):
-        self.problems = problems
-        super().__init__("\n".join(str(p) for p in problems))
 
 
 @dataclass
@@ -93,20 +79,41 @@ def locate_keys(text: str) -> dict[tuple[str, ...], int]:
     return lines
 
 
+def _syntax_problem(text: str, path: str, exc: tomllib.TOMLDecodeError) -> Problem:
+    """tomllib's message, with the key named when a key or table is given twice."""
+    match = re.search(r"line (\d+)", str(exc))
+    line = int(match.group(1)) if match else None
+    message = str(exc)
+    if line and ("Cannot overwrite" in message or "Cannot declare" in message or "immutable namespace" in message):
+        table: tuple[str, ...] = ()
+        for raw in text.splitlines()[:line - 1]:
+            if header := _HEADER.match(raw):
+                table = _split_dotted(header.group(1))
+        raw = text.splitlines()[line - 1]
+        if header := _HEADER.match(raw):
+            name = ".".join(_split_dotted(header.group(1)))
+            return Problem(path, line, name, f"table [{name}] is declared twice (TOML allows each table once)")
+        if key := _KEY.match(raw):
+            name = ".".join(table + _split_dotted(key.group(1)))
+            first = locate_keys(text).get(table + _split_dotted(key.group(1)))
+            where = f" (first set on line {first})" if first and first != line else ""
+            return Problem(path, line, name, f"duplicate key: {name} is already set{where}")
+    return Problem(path, line, "", f"invalid TOML: {message}")
+
+
 def parse_toml(text: str, path: str = "<string>") -> TomlDoc:
     """Parse ``text``; a syntax error becomes a :class:`ConfigError` with tomllib's line."""
+    if text.startswith("\ufeff"):
+        raise ConfigError([Problem(path, 1, "", "starts with a UTF-8 byte-order mark (BOM); save the file as "
+                                                 "UTF-8 without BOM")])
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        match = re.search(r"line (\d+)", str(exc))
-        raise ConfigError([Problem(path, int(match.group(1)) if match else None, "", f"invalid TOML: {exc}")]) from None
+        raise ConfigError([_syntax_problem(text, path, exc)]) from None
     return TomlDoc(path, data, locate_keys(text))
 
 
 def load_toml(path: str | Path) -> TomlDoc:
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError([Problem(str(path), None, "", f"cannot read: {exc.strerror or exc}")]) from None
+    """Read and parse a TOML file: missing, binary, not UTF-8 or invalid -> one :class:`ConfigError` line."""
+    text = read_text(path, ConfigError, bom_ok=False)
     return parse_toml(text, str(path))

@@ -1,0 +1,127 @@
+"""A user's files, read and written without surprises.
+
+* :func:`read_text` / :func:`text_lines`: strict UTF-8; a binary file, a missing file, a folder or a byte
+  that is not UTF-8 becomes a :class:`UserError` (of the caller's layer) naming the file and the line.
+* :func:`check_output`: before anything is opened for writing, an output must not be an input, a folder,
+  or in a folder that is missing or not writable.
+* :func:`atomic_write`: an output is written to a temporary file beside it and renamed over the target only
+  when complete, so a failure half way leaves the old file as it was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from grpo_rewards.errors import UserError
+
+BOM = b"\xef\xbb\xbf"
+
+
+def read_bytes(path: str | Path, error: type[UserError] = UserError, *, key: str = "") -> bytes:
+    """The bytes of ``path``; missing, a folder or unreadable -> ``error`` naming the file."""
+    path = Path(path)
+    try:
+        return path.read_bytes()
+    except IsADirectoryError:
+        raise error("is a folder, not a file", file=str(path), key=key) from None
+    except FileNotFoundError:
+        raise error("file not found", file=str(path), key=key) from None
+    except OSError as exc:
+        raise error(f"cannot read: {exc.strerror or exc}", file=str(path), key=key) from None
+
+
+def _undecodable(chunk: bytes, exc: UnicodeDecodeError) -> str:
+    return f"not UTF-8 text (byte 0x{chunk[exc.start]:02x} at column {exc.start + 1}); save the file as UTF-8"
+
+
+def decode(data: bytes, path: str | Path, error: type[UserError] = UserError, *, key: str = "",
+           bom_ok: bool = True) -> str:
+    """``data`` as text: a NUL byte means a binary file; a bad byte is reported by line and column."""
+    if b"\x00" in data[:65536]:
+        raise error("a binary file, not text", file=str(path), key=key)
+    if data.startswith(BOM):
+        if not bom_ok:
+            raise error("starts with a UTF-8 byte-order mark (BOM); save the file as UTF-8 without BOM",
+                        file=str(path), line=1, key=key)
+        data = data[len(BOM):]
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        start = data.rfind(b"\n", 0, exc.start) + 1
+        chunk = data[start:]
+        shifted = UnicodeDecodeError(exc.encoding, chunk, exc.start - start, exc.end - start, exc.reason)
+        raise error(_undecodable(chunk, shifted), file=str(path), line=line, key=key) from None
+
+
+def read_text(path: str | Path, error: type[UserError] = UserError, *, key: str = "", bom_ok: bool = True) -> str:
+    """The text of ``path`` (see :func:`decode`)."""
+    return decode(read_bytes(path, error, key=key), path, error, key=key, bom_ok=bom_ok)
+
+
+def text_lines(data: bytes) -> Iterator[tuple[int, str | None, str]]:
+    """``(line_number, text, "")`` per line, or ``(line_number, None, why)`` for a line that is not UTF-8."""
+    if data.startswith(BOM):
+        data = data[len(BOM):]
+    for number, chunk in enumerate(data.splitlines(), start=1):
+        try:
+            yield number, chunk.decode("utf-8"), ""
+        except UnicodeDecodeError as exc:
+            yield number, None, _undecodable(chunk, exc)
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def check_output(path: str | Path, inputs: Iterable[str | Path], error: type[UserError] = UserError, *,
+                 label: str = "--output") -> Path:
+    """Refuse an output that is one of ``inputs``, a folder, or in a missing or read-only folder."""
+    out = Path(path).expanduser()
+    for given in inputs:
+        src = Path(given).expanduser()
+        if _same(out, src) or out.resolve() == src.resolve():
+            raise error(f"{out} is also an input ({given}); write to another file", file=label)
+    if out.is_dir():
+        raise error(f"{out} is a folder; name a file", file=label)
+    parent = out.resolve().parent
+    if not parent.is_dir():
+        raise error(f"folder {parent} does not exist", file=label)
+    if not os.access(parent, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
+        raise error(f"cannot write {out} (permission denied)", file=label)
+    return out
+
+
+def _mode_for(path: Path) -> int:
+    try:
+        return path.stat().st_mode & 0o777
+    except OSError:
+        mask = os.umask(0)
+        os.umask(mask)
+        return 0o666 & ~mask
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | Path, mode: str = "w", *, encoding: str | None = "utf-8") -> Iterator[IO[Any]]:
+    """Open a temporary file beside ``path``; on success it replaces ``path``, on an exception it is removed."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, _mode_for(path))
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
