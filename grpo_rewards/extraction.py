@@ -1,20 +1,33 @@
 """Answer extraction shared by every reward: find the final answer inside a completion.
 
+Reasoning is not the answer: every method except ``regex`` first drops the text inside
+``<think>...</think>`` (and everything before a lone ``</think>``, as when the chat
+template opened the block); an unclosed ``<think>`` runs to the end, so a completion
+cut off while thinking has no answer, whatever its reasoning says (an ``<answer>``
+drafted inside ``<think>`` never wins).
+
 Methods, tried in this order by ``auto``:
 
 ``answer_tag``     the content of the last non-empty ``<answer>...</answer>``; an unclosed
                    last tag counts (the answer runs to the next ``<answer>`` or the end)
 ``gsm8k``          the rest of the line after the last ``####`` (GSM8K's solution format), or
-                   the next line when that is empty; ``auto``
-                   skips it when a ``\\boxed{}`` comes after it (a markdown ``####`` heading)
+                   the next line when that is empty. ``auto`` takes it only when it is a
+                   number literal or the last line of the text, and no ``\\boxed{}`` follows:
+                   a Markdown heading ``#### Step 1: ...`` is not an answer
 ``boxed``          the content of the last ``\\boxed{...}`` / ``\\fbox{...}`` (nested braces
                    matched; an unbalanced last box gives no answer); ``\\boxed 5`` too
-``answer_prefix``  the rest of the last line starting ``Answer:``, ``A:`` or ``Final answer:``
-                   (markdown bold and heading marks around it are ignored; the answer may
-                   be on the next line)
-``last_number``    the last number in the text (``-1,234.5``, ``3/4``, ``$12``, ``1e-3``);
-                   a hyphen between digits (``2023-05-01``, ``10-3``) is not a minus sign
+``answer_prefix``  the answer announced in words, strongest first: ``Final answer: X`` (or a
+                   ``Final Answer`` heading with X on the next line, or "the final answer is X"),
+                   then ``Answer: X`` / "the answer is X", then a line starting ``A: X``
+                   (capital A, Q/A style; ``a: 3`` is a variable, not an answer). The last of
+                   the strongest kind wins. Markdown bold/heading marks are ignored. After
+                   "is", X must be a math span (``$...$``, ``\\(...\\)``, ``\\boxed{}``) or a
+                   number literal ("the answer is correct" announces nothing)
+``last_number``    the last number literal in the text (:data:`grpo_rewards.numbers.NUMBER_IN_TEXT`:
+                   ``-1,234.5``, ``1 000 000``, ``3/4``, ``\\frac{1}{3}``, ``$12``, ``1e-3``, ``50%``);
+                   list markers, dates, times, ranges and powers are not numbers
 ``regex``          the first group (or whole match) of the last match of a custom ``pattern``
+                   (on the raw text: the pattern decides)
 
 Every method strips the answer; an empty extraction (``<answer></answer>``) is no answer.
 When the text has an ``<answer>`` tag, ``auto`` uses the tag alone: a completion cut
@@ -26,29 +39,58 @@ from __future__ import annotations
 import re
 from collections import deque
 
+from grpo_rewards.numbers import NUMBER_IN_TEXT, is_list_marker, parse_literal
+
 METHODS = ("auto", "answer_tag", "gsm8k", "boxed", "answer_prefix", "last_number", "regex")
 AUTO_ORDER = ("answer_tag", "gsm8k", "boxed", "answer_prefix", "last_number")
 
 _ANSWER_OPEN = re.compile(r"<answer>", re.IGNORECASE)
 _ANSWER_CLOSE = re.compile(r"</answer>", re.IGNORECASE)
+_THINK = re.compile(r"<(/?)think>", re.IGNORECASE)
 _GSM8K = re.compile(r"####[ \t]*(?:\n[ \t]*)?([^\n]*)")
 _BOXED = re.compile(r"\\(?:boxed|fbox)(?:\s*\{|\s+([^\s{}\\$]+))")
 _BRACES = re.compile(r"[{}]")
+_MARKS = "[ \t*#>_-]*"
+# kind 0: "final answer", kind 1: "answer", kind 2: "A" (Q/A style, capital only)
 _PREFIX = re.compile(
-    r"^[ \t*#>_-]*(?:final answer|answer|a)[ \t*_]*[:：][ \t*_]*(?:\n[ \t]*)?(\S[^\n]*)",
+    rf"^{_MARKS}(?:(?P<final>final[ \t]+answer)|(?P<answer>answer)|(?P<qa>(?-i:A)))"
+    r"[ \t*_]*(?:[:：][ \t*_]*(?:\n[ \t]*)?(?P<rest>\S[^\n]*)"
+    r"|(?(qa)(?!)|[ \t*_]*\n(?:[ \t]*\n)*[ \t]*(?P<next>\S[^\n]*)))",
     re.IGNORECASE | re.MULTILINE,
 )
-NUMBER = (
-    r"(?<![\w.])(?:[-+−][ \t]?)?(?:\\?\$)?[ \t]?(?:\d{1,3}(?:,\d{3})+(?![\d])|\d+)(?:\.\d+)?"
-    r"(?:[eE][-+]?\d+)?(?:/\d+(?:\.\d+)?)?"
-    r"|(?<![\w.])[-+−]?\.\d+"
+_PHRASE = re.compile(
+    r"\b(?:(?P<final>final[ \t]+answer)|(?P<answer>answer))(?:[ \t*_]+(?:is|was|would be|will be)"
+    r"|[ \t*_]*(?:=|is:))[ \t*_:]*(?P<rest>\S[^\n]*)",
+    re.IGNORECASE,
 )
-_NUMBER = re.compile(NUMBER, re.ASCII)
+_MATH_SPAN = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]")
 
 
 def _last(pattern: re.Pattern[str], text: str) -> re.Match[str] | None:
     tail = deque(pattern.finditer(text), maxlen=1)
     return tail[0] if tail else None
+
+
+def strip_reasoning(text: str) -> str:
+    """``text`` without its ``<think>...</think>`` reasoning (see the module docs)."""
+    if "think>" not in text and "THINK>" not in text.upper():
+        return text
+    out: list[str] = []
+    depth_open = False
+    pos = 0
+    for tag in _THINK.finditer(text):
+        closing = tag.group(1) == "/"
+        if not closing and not depth_open:
+            out.append(text[pos:tag.start()])
+            depth_open = True
+        elif closing:
+            if not depth_open:  # a lone </think>: everything before it was reasoning
+                out.clear()
+            depth_open = False
+            pos = tag.end()
+    if not depth_open:
+        out.append(text[pos:])
+    return "".join(out)
 
 
 def _answer_tag(text: str) -> str | None:
@@ -89,14 +131,63 @@ def _boxed(text: str) -> str | None:
     return None  # unbalanced: no answer rather than a guess
 
 
+def _clean(value: str) -> str:
+    """An announced answer without Markdown emphasis around it."""
+    value = value.strip().strip("*_").strip()
+    return value
+
+
+def _after_is(rest: str) -> str | None:
+    """The answer that follows "the answer is": a math span, a ``\\boxed{}`` or a number literal."""
+    rest = _clean(rest)
+    if rest.startswith("\\boxed") or rest.startswith("\\fbox"):
+        return _boxed(rest)
+    span = _MATH_SPAN.match(rest)
+    if span:
+        return rest[:span.end()]
+    number = NUMBER_IN_TEXT.match(rest)
+    if number and parse_literal(number.group()) is not None:
+        return number.group()
+    return None  # "the answer is correct": words after "is" are not taken for an answer
+
+
+def _prefix_value(match: re.Match[str]) -> str | None:
+    rest = match.group("rest")
+    if rest is None:
+        return _clean(match.group("next")) or None
+    value = _clean(rest.rstrip(" \t*_"))
+    inner = _PHRASE.match(value)  # "Final answer: The final answer is $7$."
+    if inner:
+        return _after_is(inner.group("rest"))
+    return value or None
+
+
+def _kind(match: re.Match[str]) -> int:
+    return 0 if match.group("final") else 1 if match.group("answer") else 2
+
+
 def _answer_prefix(text: str) -> str | None:
-    found = _last(_PREFIX, text)
-    return found.group(1).rstrip(" \t*_") or None if found else None
+    best: tuple[int, int, str] | None = None  # (kind, -position, value): lowest kind, then last
+    if "nswer" not in text and "NSWER" not in text and "A" not in text:
+        return None
+    for match in _PREFIX.finditer(text):
+        value = _prefix_value(match)
+        if value and (best is None or (_kind(match), -match.start()) <= best[:2]):
+            best = (_kind(match), -match.start(), value)
+    for match in _PHRASE.finditer(text):
+        value = _after_is(match.group("rest"))
+        if value and (best is None or (_kind(match), -match.start()) <= best[:2]):
+            best = (_kind(match), -match.start(), value)
+    return best[2] if best else None
 
 
 def _last_number(text: str) -> str | None:
-    found = _last(_NUMBER, text)
-    return found.group().strip() if found else None
+    matches = deque(NUMBER_IN_TEXT.finditer(text), maxlen=8)
+    while matches:
+        found = matches.pop()
+        if not is_list_marker(text, found):
+            return found.group().strip()
+    return None
 
 
 _EXTRACTORS = {
@@ -146,6 +237,7 @@ def extract_answer(text: str, method: str = "auto", *, pattern: str | re.Pattern
             return None
         value = found.group(1) if compiled.groups else found.group(0)
         return (value or "").strip() or None
+    text = strip_reasoning(text)
     if method == "auto":
         return _auto(text)
     try:
@@ -155,12 +247,28 @@ def extract_answer(text: str, method: str = "auto", *, pattern: str | re.Pattern
     return extractor(text) or None
 
 
+def _gsm8k_answer(text: str) -> str | None:
+    """The ``####`` answer when it reads as one: a number literal, or the last line; not a heading."""
+    found = _last_gsm8k(text)
+    if not found:
+        return None
+    value = _clean(found.group(1))
+    if not value or "\\boxed" in text[found.end():] or "\\fbox" in text[found.end():]:
+        return None
+    announced = _PREFIX.match(value)
+    if announced:  # "#### Final answer: 7"
+        value = _prefix_value(announced) or ""
+    if parse_literal(value) is not None or not text[found.end():].strip():
+        return value or None
+    return None
+
+
 def _auto(text: str) -> str | None:
     if _ANSWER_OPEN.search(text):  # a tagged answer decides, even an empty one: no fallback to stray numbers
         return _answer_tag(text)
-    found = _last_gsm8k(text)
-    if found and found.group(1).strip() and "\\boxed" not in text[found.end():] and "\\fbox" not in text[found.end():]:
-        return found.group(1).strip()
+    value = _gsm8k_answer(text)
+    if value:
+        return value
     for extractor in (_boxed, _answer_prefix, _last_number):
         value = extractor(text)
         if value:

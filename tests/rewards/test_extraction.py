@@ -75,7 +75,8 @@ def test_boxed(text, expected):
         ("## Final Answer:\n  12", "12"),
         ("Answer: 1\nmore\nAnswer: 2\n", "2"),
         ("answer：5", "5"),  # full-width colon
-        ("The answer is 5", None),  # no colon: not this method
+        ("The answer is 5", "5"),  # announced in words
+        ("the answer is correct, so it is 5", None),  # words after "is" announce nothing
         ("Answer:\n\nnothing", None),
     ],
 )
@@ -94,10 +95,10 @@ def test_answer_prefix(text, expected):
         ("ratio 3/4", "3/4"),
         ("tiny 1.5e-3", "1.5e-3"),
         ("x = .5", ".5"),
-        ("on 2023-05-01", "01"),  # a hyphen between digits is not a minus sign
+        ("on 2023-05-01", None),  # a date is not a number, and no part of it is
         ("10-3=7", "7"),
         ("3x5=15", "15"),
-        ("version 1.2.3", "1.2"),
+        ("version 1.2.3", None),
         ("no numbers", None),
     ],
 )
@@ -170,3 +171,43 @@ def test_long_junk_is_fast():
         for method in METHODS[:-1]:
             extract_answer(junk, method)
     assert time.perf_counter() - start < 5.0  # linear-time regexes: milliseconds in practice
+
+
+# Chat models write Markdown and reasoning blocks: none of it may take the place of the answer.
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("#### Step 1: add\n3 + 4 = 7\n#### Step 2: check\nSo 7 it is.", "7"),  # headings are not answers
+        ("#### Step 1: add\nThe sum is 7.", "7"),
+        ("#### Final answer: 7", "7"),
+        ("Work.\n**Final answer: 7**", "7"),
+        ("**Final Answer**\n\n7", "7"),
+        ("The **final answer** is **7**.", "7"),
+        ("The answer is 7.\na: 3", "7"),  # a variable line "a: 3" is not an answer
+        ("Answer: 8\nthen, checking, the final answer is 9", "9"),  # "final answer" outranks "answer"
+        ("The final answer is $\\frac{1}{3}$", "$\\frac{1}{3}$"),
+        ("so we get \\frac{1}{3}", "\\frac{1}{3}"),
+        ("It is 1 000 000", "1 000 000"),
+        ("We got 5 on 2023-05-01", "5"),
+        ("We got 5 at 12:30", "5"),
+        ("We got 5, which is 2^10 smaller", "5"),
+        ("We got 5 from x_2", "5"),
+        ("The answer is 7.\n\n1. Note the units", "7"),  # a list marker is not a number
+        ("<think>maybe <answer>5</answer></think> The answer is 7.", "7"),
+        ("<think>draft <answer>5</answer></think>\n<answer>7</answer>", "7"),
+        ("<think>the answer is 5, \\boxed{5}", None),  # cut off while thinking: no answer
+        ("the prompt opened the block: 5</think> so 6", "6"),
+        ("The total is 42. Let me verify the answer is correct.", "42"),
+    ],
+)
+def test_auto_is_not_hijacked_by_markdown_or_reasoning(text, expected):
+    assert extract_answer(text) == expected
+
+
+def test_last_number_finds_only_literals_of_the_number_grammar():
+    from grpo_rewards.numbers import parse_literal
+
+    pieces = ["1,234", "-5", "1 000", "\\frac{2}{3}", "50%", "1e3", "$7", "3/4", "1 000 000", "1e-3"]
+    for piece in pieces:
+        assert extract_answer(f"so it is {piece} in the end", "last_number") == piece
+        assert parse_literal(piece) is not None

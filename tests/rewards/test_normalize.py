@@ -59,7 +59,7 @@ def test_parses(text, value):
 @pytest.mark.parametrize(
     "text",
     ["", "   ", "abc", "72 apples", "seventy-two", "12,34", "1,2,3", "--5", "-$-5", "1/0", "\\frac{1}{0}",
-     "1e999", "٣", "７２", "1..2", "5-3", "3 4", "$", "%", "1/", ".", "e5", "x" * 1000, "1" * 300],
+     "1e999", "٣", "７２", "1..2", "5-3", "3 4", "$", "%", "1/", ".", "e5", "x" * 1000, "1" * 20_001],
 )
 def test_rejects(text):
     assert parse_number(text) is None

@@ -1,0 +1,240 @@
+"""The number grammar: the one place that decides what a number literal is and what it is worth.
+
+Every reward that reads a number uses this module: :func:`parse_number` (one answer,
+whole text), :data:`NUMBER_IN_TEXT` (numbers inside prose, for ``last_number``
+extraction), :func:`numbers_equal` (the percent rule) and :func:`plain_decimal`
+(stdout tokens of the code rewards). A value is an exact :class:`fractions.Fraction`,
+never a float, so ``4.0 == 4``, ``1,234 == 1234`` and ``3/4 == 0.75``.
+
+A number literal is, after wrappers are peeled (``$...$``, ``\\(...\\)``, ``\\[...\\]``,
+``\\boxed{}``, ``\\text{}``, ``\\mathrm{}``, ``\\textbf{}``; surrounding space; one
+trailing sentence period):
+
+* digits with thousands groups: ``1,234,567``, ``1 000 000`` (space, no-break or thin
+  space), LaTeX ``1{,}234`` and ``1\\,234``; only well-formed groups of three
+* a sign, including the unicode minus ``−`` and en dash ``–``; ``+5``
+* currency ``$``, ``\\$``, ``€``, ``£``, ``¥`` before the number or after the sign
+* decimals ``4.0``, ``.5``, ``5.``; exponents ``1.5e3`` (``|exponent| <= 400``)
+* fractions ``3/4``, ``-3/4``, ``\\frac{3}{4}``, ``\\frac34``, ``\\dfrac``, ``\\tfrac``, ``-\\frac{3}{4}``
+* a trailing percent sign ``50%`` / ``50\\%``
+
+Only ASCII digits count (``int()`` would also accept ``٣``). Integers of any length
+parse (Python's 4,300-digit ``int(str)`` limit does not apply) up to :data:`MAX_LENGTH`
+characters. Anything else is not a number literal: words and units (``72 apples``),
+arithmetic (``17*23+5``, ``2^10``), algebra (``x + 1``), dates (``2023-05-01``), times
+(``12:30``).
+
+The percent rule (:func:`numbers_equal`): ``p%`` equals a number ``r`` written without a
+percent sign when ``p == r`` (GSM8K writes percentages as bare numbers: "what percent...?
+#### 50") or ``p / 100 == r`` (the value: ``50% == 0.5``); two percentages are equal
+when their numbers are. :func:`parse_number` returns the number as written (``50%`` is 50).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import lru_cache
+
+MAX_EXPONENT = 400
+MAX_LENGTH = 20_000  # longer strings are not parsed as numbers (keeps junk cheap)
+MAX_WRAPPERS = 6  # layers of $...$, \\boxed{...} and the like peeled off an answer
+_INT_CHUNK = 4000  # int(str) refuses more than 4,300 digits: longer integers are built in chunks
+
+MINUS_SIGNS = str.maketrans({"−": "-", "‒": "-", "–": "-", "﹣": "-", "－": "-", "＋": "+"})
+_WRAPPERS = re.compile(r"^\\(?:boxed|fbox|text|textbf|mathrm|mathbf|displaystyle)\s*\{(.*)\}$", re.DOTALL)
+_MATH_DELIMS = (("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
+_FRAC = re.compile(r"^([-+]?)\\[dtc]?frac\s*(?:\{([^{}]*)\}|(\d))\s*(?:\{([^{}]*)\}|(\d))$")
+_LATEX_NOISE = re.compile(r"\\[,;:! ]|\{,\}")
+_THOUSANDS_SPACE = "[ \u00a0\u202f\u2009]"
+CURRENCY = "$€£¥"
+#: an unsigned decimal: thousands groups (comma or space), plain digits, fraction part
+PLAIN = rf"(?:\d{{1,3}}(?:,\d{{3}})+|\d{{1,3}}(?:{_THOUSANDS_SPACE}\d{{3}})+|\d+)(?:\.\d*)?|\.\d+"
+_NUMBER = re.compile(
+    rf"(?P<sign>[-+]?)[ \t]*(?:[{re.escape(CURRENCY)}][ \t]*)?(?P<sign2>[-+]?)(?P<body>{PLAIN})"
+    rf"(?:[eE](?P<exp>[-+]?\d+))?",
+    re.ASCII,
+)
+_FRACTION = re.compile(rf"(?P<sign>[-+]?)(?P<num>{PLAIN})[ \t]*/[ \t]*(?P<den>{PLAIN})", re.ASCII)
+
+#: A number literal inside prose (``last_number`` extraction): signed, with currency, thousands
+#: groups, a decimal part, an exponent, ``/denominator``, ``\\frac{a}{b}`` and a trailing ``%``.
+#: Not a number here: digits glued to a word or a decimal point (``x2``, ``v1.2``), a list marker
+#: at the start of a line (``2. Next``), parts of dates, ranges, times and ratios
+#: (``2023-05-01``, ``10-3``, ``12:30``), and bases or exponents of a power (``2^10``, ``x_1``).
+NUMBER_IN_TEXT = re.compile(
+    r"(?<![\w.^_\\])(?<!\d[-:/])(?<!\d[-:] )(?<!\^\{)(?<!_\{)"
+    r"(?:"
+    r"(?:[-+−][ \t]?)?\\[dtc]?frac\{\d+\}\{\d+\}"
+    r"|(?:[-+−][ \t]?)?(?:\\?[$€£¥][ \t]?)?"
+    r"(?:\d{1,3}(?:,\d{3})+(?![\d])|\d{1,3}(?:[ \u00a0\u202f\u2009]\d{3})+(?![\d])|\d+)(?:\.\d+)?"
+    r"(?:[eE][-+]?\d+)?(?:/\d+(?:\.\d+)?)?"
+    r"|(?:[-+−])?\.\d+"
+    r")(?:[ \t]?\\?%)?"
+    r"(?![\w^_]|[-:/]\d|\.\d|,\d)",
+)
+
+
+
+@dataclass(frozen=True)
+class Number:
+    """A parsed literal: its ``value`` as written and whether it had a percent sign."""
+
+    value: Fraction
+    percent: bool = False
+
+
+def unwrap(s: str) -> str:
+    """Peel a trailing period, LaTeX/markup wrappers and surrounding whitespace (a few layers deep)."""
+    for _ in range(MAX_WRAPPERS):
+        s = s.strip()
+        before = s
+        if s.endswith(".") and not s.endswith(".."):
+            s = s[:-1].rstrip()
+        for left, right in _MATH_DELIMS:
+            if len(s) > len(left) + len(right) and s.startswith(left) and s.endswith(right):
+                s = s[len(left):-len(right)].strip()
+        m = _WRAPPERS.match(s)
+        if m:
+            s = m.group(1)
+        if s == before:
+            break
+    return s.strip()
+
+
+def _int(digits: str) -> int:
+    """``int(digits)`` for any number of ASCII digits (no 4,300-digit limit)."""
+    if len(digits) <= _INT_CHUNK:
+        return int(digits)
+    half = len(digits) // 2
+    return _int(digits[:half]) * 10 ** (len(digits) - half) + _int(digits[half:])
+
+
+def _plain(body: str) -> Fraction:
+    body = body.replace(",", "").replace(" ", "").replace("\u00a0", "").replace("\u202f", "").replace("\u2009", "")
+    whole, _, frac = body.partition(".")
+    value = Fraction(_int(whole or "0"))
+    if frac:
+        value += Fraction(_int(frac), 10 ** len(frac))
+    return value
+
+
+@lru_cache(maxsize=65536)
+def parse_literal(text: str) -> Number | None:
+    """The :class:`Number` written in ``text`` if it is one number literal, else ``None``."""
+    if not isinstance(text, str) or len(text) > MAX_LENGTH:
+        return None
+    s = _unwrap_percent(text)
+    if s is None:
+        return None
+    s, percent = s
+    value = _value(s)
+    return None if value is None else Number(value, percent)
+
+
+def _unwrap_percent(text: str) -> tuple[str, bool] | None:
+    s = unwrap(text.translate(MINUS_SIGNS))
+    s = _LATEX_NOISE.sub("", s).replace("\\$", "$").replace("\\%", "%")
+    percent = s.endswith("%")
+    if percent:
+        s = unwrap(s[:-1])
+    return s, percent
+
+
+def _value(s: str) -> Fraction | None:
+    m = _FRAC.match(s)
+    if m:
+        num, den = parse_number(m.group(2) or m.group(3)), parse_number(m.group(4) or m.group(5))
+        if num is None or den is None or den == 0:
+            return None
+        value = num / den
+        return -value if m.group(1) == "-" else value
+    m = _FRACTION.fullmatch(s)
+    if m:
+        den = _plain(m.group("den"))
+        if den == 0:
+            return None
+        value = _plain(m.group("num")) / den
+        return -value if m.group("sign") == "-" else value
+    m = _NUMBER.fullmatch(s)
+    if not m or (m.group("sign") and m.group("sign2")):
+        return None
+    value = _plain(m.group("body"))
+    if m.group("exp"):
+        exp = int(m.group("exp"))
+        if abs(exp) > MAX_EXPONENT:
+            return None
+        value *= Fraction(10) ** exp
+    return -value if "-" in (m.group("sign"), m.group("sign2")) else value
+
+
+def parse_number(text: str) -> Fraction | None:
+    """The exact value of ``text`` if it is one number literal (``50%`` is 50), else ``None``."""
+    number = parse_literal(text)
+    return None if number is None else number.value
+
+
+def numbers_equal(a: Number, b: Number) -> bool:
+    """Equality under the percent rule (module docs): ``50%`` equals ``50`` and ``0.5``, not ``5000%``."""
+    if a.percent == b.percent:
+        return a.value == b.value
+    p, r = (a, b) if a.percent else (b, a)
+    return p.value == r.value or p.value / 100 == r.value
+
+
+def is_list_marker(text: str, match: re.Match[str]) -> bool:
+    """Whether a :data:`NUMBER_IN_TEXT` match is a list marker: ``2.`` or ``2)`` opening a line."""
+    start, end = match.span()
+    if text[end:end + 1] not in (".", ")") or text[end + 1:end + 2] not in (" ", "\t"):
+        return False
+    line_start = text.rfind("\n", 0, start) + 1
+    return not text[line_start:start].strip(" \t")
+
+
+def int_text(n: int) -> str:
+    """``str(n)`` for an integer of any size (no 4,300-digit limit)."""
+    if n.bit_length() < 14_000:
+        return str(n)
+    if n < 0:
+        return "-" + int_text(-n)
+    k = int(n.bit_length() * 0.30103) // 2  # about half the decimal digits
+    high, low = divmod(n, 10**k)
+    return int_text(high) + int_text(low).rjust(k, "0")
+
+
+def format_number(value: Fraction) -> str:
+    """A canonical rendering: ``72``, ``-0.25``, or ``1/3`` when the decimal does not terminate."""
+    if value.denominator == 1:
+        return int_text(value.numerator)
+    den = value.denominator
+    for p in (2, 5):
+        while den % p == 0:
+            den //= p
+    if den != 1:
+        return f"{int_text(value.numerator)}/{int_text(value.denominator)}"
+    digits = 0
+    scaled = value
+    while scaled.denominator != 1:
+        scaled *= 10
+        digits += 1
+    sign = "-" if scaled < 0 else ""
+    text = int_text(abs(scaled.numerator)).rjust(digits + 1, "0")
+    return f"{sign}{text[:-digits]}.{text[-digits:]}"
+
+
+def is_integer_literal(text: str, *, allow_negative: bool = False) -> bool:
+    """Whether ``text`` is written as a bare integer (ASCII digits, optionally ``-``/``−`` when allowed)."""
+    s = text.strip().translate(MINUS_SIGNS)
+    if allow_negative and s[:1] in "-+" and len(s) > 1:
+        s = s[1:]
+    return s.isascii() and s.isdigit()
+
+
+#: a plain decimal token of program output (``-1.5``, ``2e-3``): what ``float_tolerance`` may compare
+PLAIN_DECIMAL = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def plain_decimal(token: str) -> float | None:
+    """The float value of a plain decimal token of program output, else ``None``."""
+    return float(token) if PLAIN_DECIMAL.fullmatch(token) else None
