@@ -38,6 +38,7 @@ SCALE_REWARDS = ("group", "batch", "none")
 QUANT_TYPES = ("nf4", "fp4")
 LR_SCHEDULERS = ("linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup",
                  "inverse_sqrt", "cosine_with_min_lr", "warmup_stable_decay")
+OVERLONG_PROMPTS = ("drop", "error", "truncate")
 LOCAL_DATA_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
 SOURCE_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9_\-]+):(?!//)")  # 2+ characters: "C:\\data" is a path
 
@@ -45,6 +46,7 @@ SOURCE_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9_\-]+):(?!//)")  # 2+ character
 @dataclass
 class ModelConfig:
     name_or_path: str = ""
+    gguf_file: str | None = None  # a GGUF file inside the name_or_path folder (a `.gguf` name_or_path also works)
     dtype: str = "auto"
     trust_remote_code: bool = False
     attn_implementation: str | None = None
@@ -65,6 +67,7 @@ class DataConfig:
     system_prompt: str | None = None
     chat_template: bool = True
     max_prompt_length: int | None = 512
+    overlong_prompts: str = "drop"  # prompts over max_prompt_length tokens: drop (reported), error, or truncate (left)
     eval_source: str | None = None
     eval_split: str | None = None
     eval_size: int = 0
@@ -359,6 +362,7 @@ def _cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None
         d.eval_source = _check_source(doc, ("data", "eval_source"), d.eval_source, registry)
     if d.max_prompt_length is not None:
         _positive(doc, ("data", "max_prompt_length"), d.max_prompt_length)
+    _choice(doc, ("data", "overlong_prompts"), d.overlong_prompts, OVERLONG_PROMPTS)
     _positive(doc, ("data", "eval_size"), d.eval_size, zero_ok=True)
     if d.limit is not None:
         _positive(doc, ("data", "limit"), d.limit)
