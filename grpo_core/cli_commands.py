@@ -138,14 +138,15 @@ def cmd_train(args: argparse.Namespace) -> int:
         return 0
     from grpo_core.checkpoint import CheckpointError, load_latest_checkpoint
     from grpo_core.data import DataError
+    from grpo_rewards.plugins import get_registry
 
-    if args.resume and load_latest_checkpoint(cfg.logging.output_dir) is None:
+    if args.resume and cfg.trainer.backend == "grpo_core" and load_latest_checkpoint(cfg.logging.output_dir) is None:
         return _error(f"--resume: no checkpoint in {cfg.logging.output_dir}/checkpoints")
-    from grpo_core.trainer import Trainer
+    backend = get_registry().get("trainer_backends", cfg.trainer.backend)  # [trainer] backend, checked at load
 
     try:
-        trainer = Trainer(cfg, resume=args.resume)
-    except (DataError, OSError) as exc:
+        trainer = backend(cfg, resume=args.resume)
+    except (DataError, OSError, ImportError) as exc:
         return _error(_first_line(exc))
     try:
         result = trainer.train()

@@ -1,4 +1,5 @@
-"""Registers the trainer's commands (``grpo train``, ``grpo demo``, ...), generation backends and dataset sources.
+"""Registers the trainer's commands (``grpo train``, ``grpo demo``, ...), trainer backends (``grpo_core``,
+``trl``), generation backends and dataset sources.
 
 Imports nothing heavy: each registered factory imports its module when it is used.
 """
@@ -18,6 +19,22 @@ def grpo_register_commands(subparsers: Any) -> None:
 
     cli_commands.register(subparsers)
     demo_command.register(subparsers)
+
+
+@hookimpl
+def grpo_register_trainer_backends(register: Callable[..., None]) -> None:
+    def grpo_core_backend(config: Any, *, resume: bool = False) -> Any:
+        from grpo_core.trainer import Trainer
+
+        return Trainer(config, resume=resume)
+
+    def trl_backend(config: Any, *, resume: bool = False) -> Any:
+        from grpo_core.backends.trl_backend import TRLBackend
+
+        return TRLBackend(config, resume=resume)
+
+    register("grpo_core", grpo_core_backend)
+    register("trl", trl_backend)
 
 
 @hookimpl

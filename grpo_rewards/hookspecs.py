@@ -91,8 +91,8 @@ def grpo_register_generation_backends(register: Callable[..., None]) -> None:
 def grpo_register_trainer_backends(register: Callable[..., None]) -> None:
     """Register trainer backends (the built-in lean trainer, TRL, ...).
 
-    Call ``register(name, factory)``; ``factory(config)`` returns an object with
-    ``train() -> dict``.
+    Call ``register(name, factory)``; ``factory(config, resume=False)`` returns an object
+    with ``train() -> dict``. ``[trainer] backend = "<name>"`` in a run config picks one.
     """
 
 

@@ -1,0 +1,172 @@
+"""The ``trl`` trainer backend: a run config run by ``trl.GRPOTrainer``.
+
+``TRLBackend(config, resume=False).train() -> dict`` (what ``grpo train`` calls for ``[trainer] backend =
+"trl"``). What is shared with the built-in trainer, not copied:
+
+* the model and tokenizer: ``grpo_core.models`` (dtype, revision, attention, 4-bit), LoRA handed to TRL
+  as ``peft_config`` (``models.lora_config``);
+* the rows and prompts: ``grpo_core.data`` (source, columns, limit, held-out rows, chat template); the
+  dataset's ``prompt`` column is the formatted prompt text, every other column goes to the rewards;
+* the rewards: ``ComposedReward.trl_reward_funcs()``, one TRL reward function per ``[rewards.<alias>]``,
+  named by its alias (TRL logs ``rewards/<alias>/mean``), with the weights as ``reward_weights``; each
+  reward's weight is logged too, as ``rewards/<alias>/weight``;
+* the run folder: ``metrics.jsonl`` under our metric names (``grpo_core.metrics``, from each TRL log
+  record), ``config.json``, ``curves.png``, and the final ``model/`` (and ``merged/``) as our trainer
+  writes them; TRL's checkpoints are its own ``checkpoint-<step>`` folders, which ``--resume`` continues.
+
+How each key maps onto ``GRPOConfig`` is :mod:`grpo_core.backends.trl_mapping`; the keys TRL has no
+equivalent for are printed as warnings, one line each, when the backend starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+from typing import Any
+
+from grpo_core.backends.trl_mapping import NO_TRL_EQUIVALENT, grpo_config_kwargs, our_metrics
+from grpo_core.config import RunConfig
+
+
+def _grpo_trainer_class() -> Any:
+    """``trl.GRPOTrainer`` logging each reward's weight with its training metrics."""
+    from trl import GRPOTrainer
+
+    class GRPOTrainerWithWeights(GRPOTrainer):
+        reward_weight_logs: dict[str, float] = {}
+
+        def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+            if self.model.training and "train_runtime" not in logs:  # a training record, not the run summary
+                logs.update(self.reward_weight_logs)
+            super().log(logs, start_time)
+
+    return GRPOTrainerWithWeights
+
+
+def _run_log_callback(backend: TRLBackend) -> Any:
+    """A ``TrainerCallback`` writing TRL's log records to our run folder and calling our lifecycle hooks."""
+    from transformers import TrainerCallback
+
+    from grpo_core.metrics import MetricsLogger
+
+    cfg, hook = backend.cfg, backend.registry.hook
+
+    class RunLog(TrainerCallback):
+        logger: MetricsLogger | None = None
+
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self.logger = MetricsLogger(backend.run_dir, cfg.logging, total_steps=args.max_steps,
+                                        start_step=state.global_step, config=cfg.to_dict())
+            hook.grpo_on_train_start(trainer=backend)
+
+        def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None,
+                   **kwargs: Any) -> None:
+            if not logs or "train_runtime" in logs or self.logger is None:
+                return
+            metrics = our_metrics(logs)
+            for entry in cfg.rewards.entries:
+                metrics[f"rewards/{entry.alias}/failures"] = entry.fn.stats.failures
+            self.logger.log(state.global_step, metrics)
+            backend.last_metrics.update(metrics)
+            if not any(k.startswith("eval/") for k in metrics):
+                hook.grpo_on_step_end(trainer=backend, step=state.global_step, metrics=metrics)
+
+        def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            path = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+            hook.grpo_on_checkpoint(trainer=backend, step=state.global_step, path=str(path))
+
+    return RunLog()
+
+
+class TRLBackend:
+    """See the module docs. Loads the data and the model when built (``DataError`` / ``OSError`` with one
+    line); ``ImportError`` when TRL is missing or too old, ``ConfigError`` for a value TRL cannot run."""
+
+    def __init__(self, config: RunConfig | str | Path | dict[str, Any], *, resume: bool = False,
+                 registry: Any = None):
+        from grpo_core.config import as_run_config
+        from grpo_rewards.plugins import get_registry
+
+        self.cfg = cfg = as_run_config(config)
+        self.registry = registry or get_registry()
+        self.run_dir = Path(cfg.logging.output_dir)
+        self.last_metrics: dict[str, Any] = {}
+        try:
+            import trl
+        except ImportError:
+            raise ImportError("trainer.backend = \"trl\" needs TRL: pip install trl") from None
+        kwargs = grpo_config_kwargs(cfg)  # ConfigError for a value TRL cannot run
+        fields = {f.name for f in dataclasses.fields(trl.GRPOConfig)}
+        missing = [name for name in kwargs if name not in fields]
+        if missing:
+            raise ImportError(f"trainer.backend: TRL {trl.__version__}'s GRPOConfig has no {', '.join(missing)}; "
+                             f"this backend needs TRL 1.x")
+        self.resume_from: str | None = None
+        if resume:
+            from transformers.trainer_utils import get_last_checkpoint
+
+            last = get_last_checkpoint(str(self.run_dir)) if self.run_dir.is_dir() else None
+            if last is None:
+                raise FileNotFoundError(f"--resume: no TRL checkpoint (checkpoint-<step>) in {self.run_dir}")
+            self.resume_from = last
+        for key, why in NO_TRL_EQUIVALENT.items():
+            print(f"warning: trainer.backend = \"trl\": {key} has no TRL equivalent: {why}; ignored", file=sys.stderr)
+
+        from grpo_core.data import format_prompt, train_eval_rows
+        from grpo_core.models import load_base_model, load_tokenizer, lora_config
+
+        rows, eval_rows = train_eval_rows(cfg.data)
+        self.tokenizer = load_tokenizer(cfg)
+        self.train_dataset = self._dataset(rows, format_prompt)
+        self.eval_dataset = self._dataset(eval_rows, format_prompt) if eval_rows and cfg.logging.eval_every else None
+        if cfg.logging.eval_every and self.eval_dataset is None:
+            print("warning: logging.eval_every: no held-out rows; the trl backend does not evaluate", file=sys.stderr)
+            kwargs.update(eval_strategy="no")
+        self.args = trl.GRPOConfig(**kwargs)
+        model = load_base_model(cfg)
+
+        reward_funcs, weights = cfg.rewards.trl_reward_funcs()
+        trainer_class = _grpo_trainer_class()
+        self.trainer = trainer_class(
+            model=model,
+            reward_funcs=reward_funcs,
+            args=self.args,
+            train_dataset=self.train_dataset,
+            eval_dataset=self.eval_dataset,
+            processing_class=self.tokenizer,
+            peft_config=lora_config(cfg) if cfg.lora.enabled else None,
+            callbacks=[_run_log_callback(self)],
+        )
+        self.trainer.reward_weight_logs = {f"rewards/{alias}/weight": weight
+                                           for alias, weight in zip(cfg.rewards.aliases, weights, strict=True)}
+        from transformers.trainer_callback import PrinterCallback
+
+        self.trainer.remove_callback(PrinterCallback)  # our metrics logger reports progress
+
+    def _dataset(self, rows: list[dict[str, Any]], format_prompt: Any) -> Any:
+        from datasets import Dataset
+
+        return Dataset.from_list([{**row, "prompt": format_prompt(row, self.cfg.data, self.tokenizer)}
+                                  for row in rows])
+
+    def train(self) -> dict[str, Any]:
+        """Run TRL's training loop; write the final model like our trainer; returns the last metrics."""
+        from grpo_core.models import save_model
+
+        callback = next(c for c in self.trainer.callback_handler.callbacks if hasattr(c, "logger"))
+        plot = None
+        try:
+            self.trainer.train(resume_from_checkpoint=self.resume_from)
+            model = self.trainer.model
+            save_model(model, self.tokenizer, self.run_dir / "model")
+            if self.cfg.checkpoint.save_merged:
+                save_model(model, self.tokenizer, self.run_dir / "merged", merged=True)
+        finally:
+            if callback.logger is not None:
+                plot = callback.logger.close()
+        step = self.trainer.state.global_step
+        summary = {**self.last_metrics, "step": step, "interrupted": False, "run_dir": str(self.run_dir),
+                   "plot": str(plot) if plot else None, "log_history": list(self.trainer.state.log_history)}
+        self.registry.hook.grpo_on_train_end(trainer=self, metrics=summary)
+        return summary

@@ -1,0 +1,183 @@
+"""``[trainer] backend = "trl"``: one of our TOML files trained by TRL's GRPOTrainer through ``grpo train``,
+with our model loading (LoRA as TRL's peft_config), our data loading and our composed rewards, each logged
+by TRL under its alias with its weight; then resumed from TRL's checkpoint. Plus the config mapping
+(batch shape, step count), the documented key list and the backend registry."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from grpo_rewards.cli import main
+
+pytest.importorskip("trl")
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "run-config.md"
+
+CONFIG = """
+[model]
+name_or_path = "{model}"
+dtype = "float32"
+gradient_checkpointing = false
+
+[data]
+source = "{rows}"
+prompt_field = "question"
+
+[generation]
+num_generations = 4
+max_completion_length = 8
+
+[grpo]
+learning_rate = 0.01
+prompts_per_step = 2
+gradient_accumulation_steps = 2
+max_steps = 2
+
+[lora]
+enabled = true
+r = 4
+alpha = 8
+
+[logging]
+output_dir = "{out}"
+progress = false
+plot = false
+
+[checkpoint]
+every = 2
+
+[trainer]
+backend = "trl"
+
+[rewards.len]
+use = "core_len"
+weight = 0.5
+
+[rewards.match]
+use = "core_match"
+weight = 2.0
+"""
+
+
+def _write_run(tmp_path: Path, model_dir: Path) -> Path:
+    rows = [{"question": f"What is {a} plus {b}?", "answer": str(a + b)} for a in range(4) for b in range(2)]
+    (tmp_path / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    path = tmp_path / "run.toml"
+    path.write_text(CONFIG.format(model=model_dir, rows=tmp_path / "rows.jsonl", out=tmp_path / "run"))
+    return path
+
+
+def test_trl_backend_trains_a_toml_run_and_logs_each_reward_by_alias_and_weight(
+    tiny_model_dir: Path, tmp_path: Path, use_core_registry: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from safetensors.torch import load_file
+
+    from grpo_core.backends.trl_mapping import NO_TRL_EQUIVALENT
+
+    path = _write_run(tmp_path, tiny_model_dir)
+    run = tmp_path / "run"
+    assert main(["train", str(path)]) == 0
+    err = capsys.readouterr().err
+    for key in NO_TRL_EQUIVALENT:  # one warning line per key TRL cannot honour
+        assert len(re.findall(rf"^warning: .*{re.escape(key)} has no TRL equivalent", err, re.M)) == 1, err
+
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [1, 2]
+    for r in records:
+        assert r["rewards/len/weight"] == 0.5 and r["rewards/match/weight"] == 2.0
+        assert r["rewards/match"] is not None  # core_match got the answer column (None without it)
+        assert r["rewards/len"] < 0  # core_len: minus 0.01 per character
+        # TRL applied our weights: its total is the weighted sum of the per-reward means
+        assert r["reward/mean"] == pytest.approx(0.5 * r["rewards/len"] + 2.0 * r["rewards/match"], abs=1e-5)
+        assert {"loss", "grad_norm", "completion_length/mean", "rewards/len/failures"} <= set(r)
+
+    # TRL's own log history (in its checkpoint) names each reward by its alias, with its weight
+    state = json.loads((run / "checkpoint-2" / "trainer_state.json").read_text())
+    steps = [h for h in state["log_history"] if "loss" in h]
+    assert len(steps) == 2
+    for h in steps:
+        assert {"rewards/len/mean", "rewards/match/mean"} <= set(h)
+        assert h["rewards/len/weight"] == 0.5 and h["rewards/match/weight"] == 2.0
+
+    # the LoRA adapter (TRL's peft_config from our [lora]) was trained: lora_B starts at zero
+    adapter = load_file(run / "model" / "adapter_model.safetensors")
+    lora_b = [t for name, t in adapter.items() if "lora_B" in name]
+    assert lora_b and any(t.abs().max() > 0 for t in lora_b)
+    assert json.loads((run / "model" / "adapter_config.json").read_text())["r"] == 4
+
+    # --resume continues from TRL's newest checkpoint; metrics.jsonl keeps one line per step
+    assert main(["train", str(path), "--resume", "--set", "grpo.max_steps=3"]) == 0
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [1, 2, 3]
+
+
+def test_resume_without_a_trl_checkpoint_is_one_line(
+    tiny_model_dir: Path, tmp_path: Path, use_core_registry: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _write_run(tmp_path, tiny_model_dir)
+    assert main(["train", str(path), "--resume"]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"error: --resume: no TRL checkpoint (checkpoint-<step>) in {tmp_path / 'run'}")
+    assert not (tmp_path / "run").exists()  # nothing written
+
+
+def test_mapping_gives_trl_the_same_batch_and_step_count(core_registry: Any) -> None:
+    import trl
+
+    from grpo_core.backends.trl_mapping import grpo_config_kwargs
+    from grpo_core.config import config_from_dict
+    from grpo_rewards import ConfigError
+
+    cfg = config_from_dict({
+        "model": {"name_or_path": "m"}, "data": {"source": "hub/x"},
+        "generation": {"num_generations": 4},
+        "grpo": {"prompts_per_step": 3, "gradient_accumulation_steps": 2, "num_iterations": 2, "max_steps": 5,
+                 "lr_scheduler": "cosine", "warmup_ratio": 0.1, "epsilon": 0.2, "epsilon_high": 0.28},
+        "checkpoint": {"every": 2, "keep_last": 3},
+        "trainer": {"backend": "trl"},
+        "rewards": {"a": {"use": "core_len", "weight": 0.5}, "b": {"use": "core_match"}},
+    }, registry=core_registry)
+    args = trl.GRPOConfig(**grpo_config_kwargs(cfg))
+    # one of our steps: 12 sequences in 2 micro-batches of 6, generated at once, reused num_iterations times
+    assert args.per_device_train_batch_size == 6 and args.gradient_accumulation_steps == 2
+    assert args.generation_batch_size == cfg.sequences_per_step == 12 and args.steps_per_generation == 2
+    assert args.max_steps == 10 and args.num_iterations == 2  # TRL counts optimizer steps
+    assert args.save_steps == 4 and args.save_total_limit == 3
+    assert args.reward_weights == [0.5, 1.0] and args.epsilon_high == 0.28
+    assert args.lr_scheduler_type == "cosine" and args.warmup_steps == 0.1
+
+    cfg.generation.backend = "my_backend"
+    with pytest.raises(ConfigError, match="generation.backend: the trl trainer backend generates with"):
+        grpo_config_kwargs(cfg)
+
+
+def test_trainer_backends_are_registered_and_checked(core_registry: Any) -> None:
+    from grpo_core.config import config_from_dict
+    from grpo_rewards import ConfigError
+
+    assert {"grpo_core", "trl"} <= set(core_registry.trainer_backends)
+    base = {"model": {"name_or_path": "m"}, "data": {"source": "hub/x"}, "rewards": {"a": {"use": "core_len"}}}
+    assert config_from_dict(base, registry=core_registry).trainer.backend == "grpo_core"
+    with pytest.raises(ConfigError) as info:
+        config_from_dict({**base, "trainer": {"backend": "trll"}}, registry=core_registry)
+    assert str(info.value).startswith("<dict>: trainer.backend: unknown trainer backend 'trll'; did you mean 'trl'?")
+
+
+def test_every_key_has_its_trl_mapping_documented() -> None:
+    from grpo_core.backends.trl_mapping import NO_TRL_EQUIVALENT
+    from grpo_core.config import SECTIONS
+
+    text = DOCS.read_text()
+    section = text[text.index("## The TRL backend"):]
+    section = section[: section.index("\n## ", 1) if "\n## " in section[1:] else len(section)]
+    keys = [f"{name}.{f.name}" for name, cls in SECTIONS.items() for f in dataclasses.fields(cls)]
+    assert not [k for k in keys if f"`{k}`" not in section]
+    assert set(NO_TRL_EQUIVALENT) <= set(keys)
+    listed = section[section.index("### No TRL equivalent"):]
+    assert not [k for k in NO_TRL_EQUIVALENT if f"`{k}`" not in listed]
