@@ -74,6 +74,9 @@ def reward_from_verifier(
             raise KeyError(f"column {reference_column!r} is missing (the verifier needs references)")
         out: list[float | None] = []
         for completion, ref in zip(completions, refs, strict=True):
+            if ref is None:  # no reference: the row does not count (str(None) would be a reference "None")
+                out.append(None)
+                continue
             answer = extract_answer(completion_text(completion), extract, pattern=pattern)
             if answer is None:
                 checkable = verify(str(ref), str(ref)).status is not Status.UNDECIDED

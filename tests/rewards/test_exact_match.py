@@ -162,3 +162,14 @@ def test_every_gsm8k_solution_matches_its_own_answer():
     shifted = finals[1:] + finals[:1]
     wrong = sum(s == 0.0 for s in score([f"<answer>{f}</answer>" for f in shifted], solutions))
     assert wrong == sum(a != b for a, b in zip(shifted, finals))
+
+
+def test_verify_reward_with_a_missing_reference_does_not_count():
+    # str(None) is "None": an answer "None" must not match a missing reference
+    from grpo_rewards.builtins.exact_match import make_exact_verifier, make_numeric_verifier
+    from grpo_rewards.verdict import reward_from_verifier
+
+    for verifier in (make_exact_verifier(), make_numeric_verifier()):
+        reward = reward_from_verifier(verifier)
+        assert reward(["<answer>None</answer>", "<answer>4</answer>"], answer=[None, None]) == [None, None]
+    assert exact_match()(["<answer>None</answer>"], answer=[None]) == [None]
