@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 NO_TRL_EQUIVALENT: dict[str, str] = {
     "model.offload_activations": "TRL does not offload checkpointed activations to host memory",
     "model.mlp_chunk_tokens": "TRL does not tile the MLP under gradient checkpointing",
-    "data.max_prompt_length": "TRL 1.x's GRPOConfig has no prompt truncation; prompts are kept whole",
+    "data.max_prompt_length": "TRL 1.x's GRPOConfig has no prompt length limit; prompts are kept whole",
+    "data.overlong_prompts": "TRL 1.x neither drops nor truncates long prompts",
     "data.seed": "TRL shuffles the rows with the training seed (grpo.seed)",
     "grpo.logprob_chunk_size": "TRL computes a micro-batch's log-probs in one pass, not in token chunks",
     "grpo.micro_batch_tokens": "TRL runs per_device_train_batch_size rows per forward/backward, with no token budget",
