@@ -1,0 +1,184 @@
+"""One reward in its own killable process: a call that runs past its deadline is stopped, not abandoned.
+
+:class:`RewardWorker` pickles a reward once, starts a child process (``spawn``) that
+unpickles it and then serves calls over a pipe, one batch at a time. The reward object
+lives in the child for the whole run, so its caches, connections and counters persist
+between calls exactly as they would in-process (its ``metrics()``, when it has one, is
+sent back after every call). A call that does not answer within its timeout kills the
+child's whole process group (``SIGKILL``: regex backtracking or a C extension holding
+the GIL cannot ignore it, and the reward's own children go with it); the next call
+starts a fresh child. Starting a child (imports, unpickling) has its own deadline,
+``start_timeout``, which does not count against the first call.
+
+Why not :mod:`grpo_rewards.builtins.timeout_pool`: that pool runs independent items
+on shared workers and pickles ``fn`` with every task, so a stateful reward would lose
+its state between calls; and a killed chunk is rerun item by item, which doubles the
+wall time of a hang. Here one batch is one call to one long-lived object.
+
+The scoring itself (batch call, row-by-row retry, value conversion) is
+:func:`grpo_rewards.contract.score_batch`; it runs the same way in the child as in
+the thread fallback, so both paths give the same scores.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import multiprocessing
+import os
+import pickle
+import signal
+import threading
+import weakref
+from multiprocessing.connection import Connection
+from typing import Any
+
+DEFAULT_START_TIMEOUT = 120.0
+
+
+class WorkerFailed(Exception):
+    """The child did not answer: ``kind`` is ``timeout`` or ``crash``."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+
+def pickled_or_none(fn: Any) -> bytes | None:
+    """``fn`` pickled, or None when it cannot cross a process boundary safely.
+
+    A closure, a lambda or a local class does not pickle. Something that pickles but is
+    defined in ``__main__`` (a training script) is refused too: a ``spawn`` child would
+    re-run the script's top-level code to find it.
+    """
+    try:
+        data = pickle.dumps(fn, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # noqa: BLE001 - any failure means "not picklable"
+        return None
+    return None if b"__main__" in data else data
+
+
+def _serve(conn: Connection, payload: bytes) -> None:
+    """The child: unpickle the reward, say ready, then answer ``(completions, columns)`` until EOF."""
+    with contextlib.suppress(OSError):
+        os.setsid()  # its own process group: a kill takes the reward's children with it
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the trainer, which stops us
+    from grpo_rewards.contract import score_batch
+
+    try:
+        fn = pickle.loads(payload)
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent
+        conn.send(("error", f"could not be loaded in a worker process: {type(exc).__name__}: {exc}"))
+        return
+    conn.send(("ready", None))
+    while True:
+        try:
+            completions, columns = conn.recv()
+        except (EOFError, OSError):
+            return
+        outcome = score_batch(fn, completions, columns)
+        report = getattr(fn, "metrics", None)
+        metrics: dict[str, Any] = {}
+        if callable(report):
+            with contextlib.suppress(Exception):
+                metrics = {k: v for k, v in dict(report()).items() if isinstance(v, (int, float, str, bool))}
+        conn.send(("ok", (outcome, metrics)))
+
+
+class RewardWorker:
+    """A child process holding one reward (see module docs). Thread-safe; one call at a time."""
+
+    def __init__(self, payload: bytes, name: str, *, start_timeout: float = DEFAULT_START_TIMEOUT):
+        self.payload = payload
+        self.name = name
+        self.start_timeout = start_timeout
+        self._process: Any = None
+        self._conn: Connection | None = None
+        self._pid = 0
+        self._lock = threading.Lock()
+        _live.add(self)
+
+    def __getstate__(self) -> dict[str, Any]:  # a pickled SafeReward gets a fresh, unstarted worker
+        return {"payload": self.payload, "name": self.name, "start_timeout": self.start_timeout}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["payload"], state["name"], start_timeout=state["start_timeout"])  # type: ignore[misc]
+
+    @property
+    def alive(self) -> bool:
+        return self._process is not None and self._pid == os.getpid() and self._process.is_alive()
+
+    def call(self, completions: list[Any], columns: dict[str, Any], timeout: float) -> tuple[Any, dict[str, Any]]:
+        """``score_batch(reward, completions, columns)`` in the child, and the reward's ``metrics()``."""
+        with self._lock:
+            if not self.alive:
+                self._start()
+            assert self._conn is not None
+            try:
+                self._conn.send((completions, columns))
+                if not self._conn.poll(timeout):
+                    self._kill()
+                    raise WorkerFailed("timeout", f"took longer than {timeout:g}s (its worker process was killed)")
+                status, value = self._conn.recv()
+            except (EOFError, OSError, BrokenPipeError) as exc:
+                code = self._kill()
+                raise WorkerFailed("crash", f"its worker process died (exit code {code})") from exc
+            except pickle.PicklingError as exc:
+                raise WorkerFailed("crash", f"its inputs could not be sent to the worker process: {exc}") from exc
+            if status != "ok":
+                raise WorkerFailed("crash", str(value))
+            return value
+
+    def _start(self) -> None:
+        self._kill()
+        ctx = multiprocessing.get_context("spawn")
+        parent, child = ctx.Pipe()
+        process = ctx.Process(target=_serve, args=(child, self.payload), name=f"reward-{self.name}", daemon=False)
+        process.start()
+        child.close()
+        self._process, self._conn, self._pid = process, parent, os.getpid()
+        try:
+            if not parent.poll(self.start_timeout):
+                self._kill()
+                raise WorkerFailed("timeout", f"its worker process did not start within {self.start_timeout:g}s")
+            status, message = parent.recv()
+        except (EOFError, OSError) as exc:
+            code = self._kill()
+            raise WorkerFailed("crash", f"its worker process died while starting (exit code {code})") from exc
+        if status != "ready":
+            self._kill()
+            raise WorkerFailed("crash", str(message))
+
+    def _kill(self) -> int | None:
+        """Stop the child and its process group; returns its exit code (None when there was none)."""
+        process, conn = self._process, self._conn
+        self._process, self._conn = None, None
+        if conn is not None:
+            conn.close()
+        if process is None or self._pid != os.getpid():
+            return None
+        if process.is_alive():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+        process.join(5)
+        return process.exitcode
+
+    def close(self) -> None:
+        """Stop the child (a later call starts a new one)."""
+        with self._lock:
+            self._kill()
+
+
+_live: weakref.WeakSet[RewardWorker] = weakref.WeakSet()
+
+
+@atexit.register
+def shutdown() -> None:
+    """Stop every worker this process started (registered after multiprocessing's own exit hook, so it runs
+    first: a stuck child would otherwise make the interpreter wait for it)."""
+    for worker in list(_live):
+        with contextlib.suppress(Exception):
+            worker._kill()
