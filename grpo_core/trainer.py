@@ -307,7 +307,7 @@ class Trainer:
         out: dict[str, float] = {}
         for entry in self.cfg.rewards.entries:
             out[f"rewards/{entry.alias}/failures"] = entry.fn.stats.failures
-            report = getattr(entry.fn.fn, "metrics", None)
+            report = getattr(entry.fn, "metrics", None)
             for key, value in (report() if callable(report) else {}).items():
                 if isinstance(value, (int, float)) and not isinstance(value, bool):
                     out[f"rewards/{entry.alias}/{key}"] = value
