@@ -4,18 +4,35 @@
 weighted total), and ``trl_reward_funcs()`` gives the separate functions and weights
 for ``trl.GRPOTrainer(reward_funcs=..., args=GRPOConfig(reward_weights=...))``.
 
-Totals follow TRL: ``None`` scores are skipped (a NaN-sum), and a row where every
-reward is ``None`` has total ``None`` (the trainer gives it advantage 0).
+Totals follow TRL: a ``None`` score (the reward does not apply to that row) is left out
+of the sum (a NaN-sum), and a row where every reward is ``None`` has total ``None``: the
+trainer gives it advantage 0, and :meth:`ComposedReward.score` logs a warning naming
+those rows (TRL's "All reward functions returned None ..."). Weights must be finite; the
+alias ``total`` is reserved for the sum.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from grpo_rewards.contract import SafeReward
+
+log = logging.getLogger("grpo.rewards")
+
+RESERVED_ALIASES = ("total",)
+
+
+def check_weight(weight: object) -> str | None:
+    """Why ``weight`` cannot weight a reward (not a number, or not finite), or None."""
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)):
+        return f"must be a number, got {weight!r}"
+    if not math.isfinite(weight):
+        return f"must be a finite number, got {weight!r}"
+    return None
 
 
 @dataclass
@@ -53,6 +70,11 @@ class ComposedReward:
             raise ValueError(f"reward aliases must be unique: {', '.join(dupes)}")
         if not entries:
             raise ValueError("a composed reward needs at least one reward")
+        for e in entries:
+            if e.alias in RESERVED_ALIASES:
+                raise ValueError(f"reward alias {e.alias!r} is reserved (it names the weighted sum); pick another")
+            if (why := check_weight(e.weight)) is not None:
+                raise ValueError(f"weight of reward {e.alias!r} {why}")
         self.entries = entries
 
     @property
@@ -69,6 +91,12 @@ class ComposedReward:
         for i in range(len(completions)):
             parts = [e.weight * per_reward[e.alias][i] for e in self.entries if per_reward[e.alias][i] is not None]
             total.append(math.fsum(parts) if parts else None)
+        unscored = [i for i, t in enumerate(total) if t is None]
+        if unscored:
+            shown = ", ".join(map(str, unscored[:10])) + (f" (+{len(unscored) - 10} more)" if len(unscored) > 10 else "")
+            log.warning("All reward functions returned None for row(s) %s of %d (%s): they get no total and "
+                        "advantage 0; check that the rewards apply to these rows", shown, len(total),
+                        ", ".join(self.aliases))
         return Scores(total, per_reward)
 
     def __call__(self, completions: list[Any], **columns: Any) -> list[float | None]:
@@ -82,17 +110,26 @@ class ComposedReward:
 def compose(
     rewards: Mapping[str, Callable[..., Any] | tuple[Callable[..., Any], float]],
     *,
-    on_error: str = "none",
+    on_error: str | None = None,
     timeout: float | None = None,
 ) -> ComposedReward:
     """Compose rewards in Python: ``compose({"fmt": (xml_count(), 0.5), "correct": exact_match()})``.
 
-    A value is a reward function (weight 1) or a ``(function, weight)`` pair. Each
-    function is wrapped in :class:`SafeReward` with ``on_error`` and ``timeout``.
+    A value is a reward function (weight 1) or a ``(function, weight)`` pair. A plain
+    function is wrapped in :class:`SafeReward` with ``on_error`` and ``timeout`` (the
+    :class:`SafeReward` defaults when not given); a function that already is a
+    :class:`SafeReward` keeps its own ``on_error``, ``timeout``, ``max_consecutive_failures``
+    and plugin name, and is renamed to its alias.
     """
     entries = []
     for alias, value in rewards.items():
         fn, weight = value if isinstance(value, tuple) else (value, 1.0)
-        inner = fn.fn if isinstance(fn, SafeReward) else fn
-        entries.append(RewardEntry(alias, SafeReward(inner, alias, on_error=on_error, timeout=timeout), float(weight)))
+        if (why := check_weight(weight)) is not None:
+            raise ValueError(f"weight of reward {alias!r} {why}")
+        if isinstance(fn, SafeReward):
+            safe = SafeReward(fn.fn, alias, on_error=fn.on_error, timeout=fn.timeout, plugin=fn.plugin,
+                              max_consecutive_failures=fn.max_consecutive_failures)
+        else:
+            safe = SafeReward(fn, alias, on_error=on_error or "none", timeout=timeout)
+        entries.append(RewardEntry(alias, safe, float(weight)))
     return ComposedReward(entries)

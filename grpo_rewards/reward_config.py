@@ -2,14 +2,16 @@
 
     [rewards]                 # optional defaults for every reward below
     on_error = "none"         # none | zero | raise
-    timeout = 60              # seconds before a reward call is abandoned
+    timeout = 300             # seconds before a reward call is stopped (its worker process killed)
+    max_consecutive_failures = 3   # calls in a row scoring no row before the run stops (0: never)
 
     [rewards.correct]
     use = "exact_match"       # a registered reward, or "verify:<verifier>"
     weight = 1.0
     value = 2.0               # any parameter of the reward's factory
 
-Every problem is reported as ``file:line: key: what is wrong`` (with a did-you-mean
+An alias may not be ``total`` (the weighted sum's column) and a weight must be a finite
+number. Every problem is reported as ``file:line: key: what is wrong`` (with a did-you-mean
 for unknown names and keys) in one :class:`ConfigError`.
 """
 
@@ -18,16 +20,16 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from grpo_rewards.compose import ComposedReward, RewardEntry
-from grpo_rewards.contract import ON_ERROR, SafeReward
+from grpo_rewards.compose import RESERVED_ALIASES, ComposedReward, RewardEntry, check_weight
+from grpo_rewards.contract import DEFAULT_MAX_CONSECUTIVE_FAILURES, ON_ERROR, SafeReward
 from grpo_rewards.plugins import PluginError, Registry, get_registry
 from grpo_rewards.specs import Param, params_of
 from grpo_rewards.suggest import did_you_mean
 from grpo_rewards.tomlfile import TomlDoc, load_toml
 from grpo_rewards.verdict import reward_from_verifier
 
-ENTRY_KEYS = ("use", "weight", "on_error", "timeout")
-DEFAULT_KEYS = ("on_error", "timeout")
+ENTRY_KEYS = ("use", "weight", "on_error", "timeout", "max_consecutive_failures")
+DEFAULT_KEYS = ("on_error", "timeout", "max_consecutive_failures")
 VERIFIER_PREFIX = "verify:"
 VERIFIER_REWARD_KEYS = ("value", "wrong_value", "extract", "pattern", "reference_column")
 
@@ -102,6 +104,7 @@ def rewards_from_doc(doc: TomlDoc, registry: Registry | None = None, *, section:
             doc.problem((section, key), f"unknown key{did_you_mean(key, DEFAULT_KEYS)} (each reward goes in its own [rewards.<alias>] table)")
     on_error_default = defaults.get("on_error", "none")
     timeout_default = defaults.get("timeout")
+    failures_default = defaults.get("max_consecutive_failures", DEFAULT_MAX_CONSECUTIVE_FAILURES)
 
     entries: list[RewardEntry] = []
     aliases = [k for k, v in table.items() if isinstance(v, dict)]
@@ -111,6 +114,9 @@ def rewards_from_doc(doc: TomlDoc, registry: Registry | None = None, *, section:
     for alias in aliases:
         entry = table[alias]
         key = (section, alias)
+        if alias in RESERVED_ALIASES:
+            doc.problem(key, f"the alias {alias!r} is reserved for the weighted sum of the rewards; pick another name")
+            continue
         use = entry.get("use")
         if not isinstance(use, str):
             near = [k for k in entry if k not in ENTRY_KEYS and did_you_mean(k, ["use"])]
@@ -126,17 +132,19 @@ def rewards_from_doc(doc: TomlDoc, registry: Registry | None = None, *, section:
             doc.problem(key + ("use",), str(exc))
             continue
         weight = entry.get("weight", 1.0)
-        if isinstance(weight, bool) or not isinstance(weight, (int, float)):
-            doc.problem(key + ("weight",), f"must be a number, got {weight!r}")
-        elif not math.isfinite(weight):
-            doc.problem(key + ("weight",), f"must be a finite number, got {weight!r}")
+        if (why := check_weight(weight)) is not None:
+            doc.problem(key + ("weight",), why)
         on_error = entry.get("on_error", on_error_default)
         if on_error not in ON_ERROR:
             doc.problem(key + ("on_error",), f"must be one of {', '.join(ON_ERROR)}, got {on_error!r}")
         timeout = entry.get("timeout", timeout_default)
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
                                     or not 0 < timeout < math.inf):
-            doc.problem(key + ("timeout",), f"must be a positive number of seconds, got {timeout!r}")
+            doc.problem(key + ("timeout",), f"must be a positive, finite number of seconds, got {timeout!r}")
+        failures = entry.get("max_consecutive_failures", failures_default)
+        if isinstance(failures, bool) or not isinstance(failures, int) or failures < 0:
+            doc.problem(key + ("max_consecutive_failures",),
+                        f"must be a whole number >= 0 (0: never stop), got {failures!r}")
         params = {k: v for k, v in entry.items() if k not in ENTRY_KEYS}
         ok = True
         for name, value in params.items():
@@ -160,7 +168,8 @@ def rewards_from_doc(doc: TomlDoc, registry: Registry | None = None, *, section:
             before = len(doc.problems)
             continue
         plugin = "" if use.startswith(VERIFIER_PREFIX) else registry.reward(use).plugin
-        safe = SafeReward(fn, alias, on_error=on_error, timeout=timeout, plugin=plugin)
+        safe = SafeReward(fn, alias, on_error=on_error, timeout=timeout, plugin=plugin,
+                          max_consecutive_failures=failures)
         entries.append(RewardEntry(alias, safe, float(weight), use))
     if doc.problems:
         return None

@@ -55,3 +55,34 @@ def test_aliases_must_be_unique_and_non_empty():
 
     with pytest.raises(ValueError, match="at least one"):
         ComposedReward([])
+
+
+def test_a_wrapped_reward_keeps_its_own_timeout_policy_and_plugin():
+    from grpo_rewards import SafeReward
+
+    own = SafeReward(col([1.0]), "inner", on_error="zero", timeout=7, plugin="acme", max_consecutive_failures=9)
+    composed = compose({"mine": own, "plain": col([2.0])}, on_error="raise", timeout=3)
+    mine, plain = (e.fn for e in composed.entries)
+    assert (mine.__name__, mine.on_error, mine.timeout, mine.plugin, mine.max_consecutive_failures) == (
+        "mine", "zero", 7.0, "acme", 9)
+    assert (plain.on_error, plain.timeout) == ("raise", 3.0)
+
+
+@pytest.mark.parametrize("weight", [float("inf"), float("-inf"), float("nan"), "2"])
+def test_non_finite_or_non_numeric_weights_are_refused(weight):
+    with pytest.raises(ValueError, match="weight of reward 'a' must be a"):
+        compose({"a": (col([1.0]), weight)})
+
+
+def test_the_alias_total_is_reserved():
+    with pytest.raises(ValueError, match="'total' is reserved"):
+        compose({"total": col([1.0])})
+
+
+def test_rows_no_reward_could_score_are_named_in_a_warning(caplog):
+    import logging
+
+    composed = compose({"a": col([1.0, None, None]), "b": col([None, 2.0, None])})
+    with caplog.at_level(logging.WARNING, logger="grpo.rewards"):
+        assert composed(["x", "y", "z"]) == [1.0, 2.0, None]
+    assert "All reward functions returned None for row(s) 2 of 3 (a, b)" in caplog.text

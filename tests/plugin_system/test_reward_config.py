@@ -141,3 +141,34 @@ def test_cli_exits_2_without_traceback(tmp_path):
     assert proc.returncode == 2
     assert f"{path}:2: rewards.a.use: unknown reward 'no_such_reward'" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("weight", ["inf", "-inf", "nan"])
+def test_non_finite_weights_are_refused_at_validation(tmp_path, registry, weight):
+    path = write(tmp_path, f'[rewards.a]\nuse = "contains"\nword = "x"\nweight = {weight}\n')
+    with pytest.raises(ConfigError) as err:
+        load_rewards(path, registry)
+    assert str(err.value).splitlines() == [f"{path}:4: rewards.a.weight: must be a finite number, got {float(weight)!r}"]
+
+
+def test_an_alias_named_total_is_refused(tmp_path, registry):
+    path = write(tmp_path, '[rewards.total]\nuse = "contains"\nword = "x"\n')
+    with pytest.raises(ConfigError) as err:
+        load_rewards(path, registry)
+    assert str(err.value).splitlines() == [
+        f"{path}:1: rewards.total: the alias 'total' is reserved for the weighted sum of the rewards; pick another name"]
+
+
+def test_timeout_and_failure_limit_reach_the_wrapper_and_are_checked(tmp_path, registry):
+    path = write(tmp_path, '[rewards]\ntimeout = 12\nmax_consecutive_failures = 0\n\n'
+                           '[rewards.a]\nuse = "contains"\nword = "x"\n\n'
+                           '[rewards.b]\nuse = "contains"\nword = "y"\nmax_consecutive_failures = 5\n')
+    a, b = (e.fn for e in load_rewards(path, registry).entries)
+    assert (a.timeout, a.max_consecutive_failures, b.max_consecutive_failures) == (12.0, 0, 5)
+    bad = write(tmp_path, '[rewards.a]\nuse = "contains"\nword = "x"\ntimeout = inf\nmax_consecutive_failures = -1\n')
+    with pytest.raises(ConfigError) as err:
+        load_rewards(bad, registry)
+    assert str(err.value).splitlines() == [
+        f"{bad}:4: rewards.a.timeout: must be a positive, finite number of seconds, got inf",
+        f"{bad}:5: rewards.a.max_consecutive_failures: must be a whole number >= 0 (0: never stop), got -1",
+    ]
