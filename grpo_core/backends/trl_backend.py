@@ -53,7 +53,11 @@ def _run_log_callback(backend: TRLBackend) -> Any:
     cfg, hook = backend.cfg, backend.registry.hook
 
     class RunLog(TrainerCallback):
+        """A step's training record is held until the step ends, so that the evaluation TRL runs right
+        after it lands on the same ``metrics.jsonl`` line, as in the built-in trainer."""
+
         logger: MetricsLogger | None = None
+        pending: tuple[int, dict[str, Any]] | None = None
 
         def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             self.logger = MetricsLogger(backend.run_dir, cfg.logging, total_steps=args.max_steps,
@@ -65,16 +69,37 @@ def _run_log_callback(backend: TRLBackend) -> Any:
             if not logs or "train_runtime" in logs or self.logger is None:
                 return
             metrics = our_metrics(logs)
+            if any(k.startswith("eval/") for k in metrics):
+                if self.pending is None or self.pending[0] != state.global_step:
+                    self.flush()
+                    self.pending = (state.global_step, {})
+                self.pending[1].update(metrics)
+                self.flush()
+                return
+            self.flush()
             for entry in cfg.rewards.entries:
                 metrics[f"rewards/{entry.alias}/failures"] = entry.fn.stats.failures
-            self.logger.log(state.global_step, metrics)
-            backend.last_metrics.update(metrics)
-            if not any(k.startswith("eval/") for k in metrics):
-                hook.grpo_on_step_end(trainer=backend, step=state.global_step, metrics=metrics)
+            self.pending = (state.global_step, metrics)
+
+        def flush(self) -> None:
+            if self.pending is None or self.logger is None:
+                return
+            step, metrics = self.pending
+            self.pending = None
+            self.logger.log(step, metrics)
+            backend.last_metrics = metrics
+            hook.grpo_on_step_end(trainer=backend, step=step, metrics=metrics)
+
+        def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self.flush()
 
         def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self.flush()
             path = Path(args.output_dir) / f"checkpoint-{state.global_step}"
             hook.grpo_on_checkpoint(trainer=backend, step=state.global_step, path=str(path))
+
+        def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self.flush()
 
     return RunLog()
 
@@ -163,6 +188,7 @@ class TRLBackend:
             if self.cfg.checkpoint.save_merged:
                 save_model(model, self.tokenizer, self.run_dir / "merged", merged=True)
         finally:
+            callback.flush()
             if callback.logger is not None:
                 plot = callback.logger.close()
         step = self.trainer.state.global_step

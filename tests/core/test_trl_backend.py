@@ -28,6 +28,7 @@ gradient_checkpointing = false
 [data]
 source = "{rows}"
 prompt_field = "question"
+eval_size = 2
 
 [generation]
 num_generations = 4
@@ -48,6 +49,7 @@ alpha = 8
 output_dir = "{out}"
 progress = false
 plot = false
+eval_every = 2
 
 [checkpoint]
 every = 2
@@ -88,7 +90,11 @@ def test_trl_backend_trains_a_toml_run_and_logs_each_reward_by_alias_and_weight(
         assert len(re.findall(rf"^warning: .*{re.escape(key)} has no TRL equivalent", err, re.M)) == 1, err
 
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in records] == [1, 2]
+    assert [r["step"] for r in records] == [1, 2]  # one line per step, the evaluation on its step's line
+    assert "eval/reward/mean" not in records[0]
+    assert records[1]["eval/rewards/match"] is not None and records[1]["eval/rewards/len"] < 0
+    assert records[1]["eval/reward/mean"] == pytest.approx(
+        0.5 * records[1]["eval/rewards/len"] + 2.0 * records[1]["eval/rewards/match"], abs=1e-5)
     for r in records:
         assert r["rewards/len/weight"] == 0.5 and r["rewards/match/weight"] == 2.0
         assert r["rewards/match"] is not None  # core_match got the answer column (None without it)
