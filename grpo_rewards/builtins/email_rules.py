@@ -63,7 +63,7 @@ def email_rules(
     keywords_column: str = "keywords",
     ideal_column: str = "ideal",
     recipient_column: str = "recipient",
-) -> Any:
+) -> EmailRules:
     """Rule-based email reward: keywords, exact ideal reply, length, recipient's name, signature with contact.
 
     =============  ==========================================================  ===================
@@ -105,33 +105,52 @@ def email_rules(
     ``[too_long_penalty, keyword_reward + exact_reward + name_reward + signature_reward]``.
     A completion that is not text or chat messages scores ``None``.
     """
-    if isinstance(max_words, bool) or not isinstance(max_words, int) or max_words < 0:
-        raise ValueError(f"max_words must be a whole number >= 0 (0 = no limit), got {max_words!r}")
-    import phonenumbers
+    return EmailRules(
+        keyword_reward=keyword_reward, keyword_partial=keyword_partial, exact_reward=exact_reward,
+        too_long_penalty=too_long_penalty, max_words=max_words, name_reward=name_reward,
+        signature_reward=signature_reward, phone_region=phone_region, keywords_column=keywords_column,
+        ideal_column=ideal_column, recipient_column=recipient_column,
+    )
 
-    if phone_region.upper() not in phonenumbers.SUPPORTED_REGIONS:
-        raise ValueError(f"phone_region must be a two-letter region code such as 'US' or 'GB', got {phone_region!r}")
-    region = phone_region.upper()
 
-    def score(text: str, keywords: Any, ideal: Any, recipient: Any) -> float:
+class EmailRules:
+    """The batch reward :func:`email_rules` returns (a module-level class: it pickles)."""
+
+    __name__ = "email_rules"
+
+    def __init__(self, *, keyword_reward: float, keyword_partial: bool, exact_reward: float, too_long_penalty: float,
+                 max_words: int, name_reward: float, signature_reward: float, phone_region: str,
+                 keywords_column: str, ideal_column: str, recipient_column: str):
+        if isinstance(max_words, bool) or not isinstance(max_words, int) or max_words < 0:
+            raise ValueError(f"max_words must be a whole number >= 0 (0 = no limit), got {max_words!r}")
+        import phonenumbers
+
+        if phone_region.upper() not in phonenumbers.SUPPORTED_REGIONS:
+            raise ValueError(f"phone_region must be a two-letter region code such as 'US' or 'GB', got {phone_region!r}")
+        self.keyword_reward, self.keyword_partial, self.exact_reward = keyword_reward, keyword_partial, exact_reward
+        self.too_long_penalty, self.max_words = too_long_penalty, max_words
+        self.name_reward, self.signature_reward, self.region = name_reward, signature_reward, phone_region.upper()
+        self.keywords_column, self.ideal_column, self.recipient_column = keywords_column, ideal_column, recipient_column
+
+    def score(self, text: str, keywords: Any, ideal: Any, recipient: Any) -> float:
         total = 0.0
         wanted = _keyword_list(keywords)
         if wanted:
             share = keyword_share(text, wanted)
-            total += keyword_reward * share if keyword_partial else (keyword_reward if share == 1.0 else 0.0)
+            total += self.keyword_reward * share if self.keyword_partial else (self.keyword_reward if share == 1.0 else 0.0)
         if isinstance(ideal, str) and ideal.strip() and _normalize(text) == _normalize(ideal):
-            total += exact_reward
-        if max_words and len(text.split()) > max_words:
-            total += too_long_penalty
+            total += self.exact_reward
+        if self.max_words and len(text.split()) > self.max_words:
+            total += self.too_long_penalty
         body, block = split_signature(text)
         parts = name_parts(recipient) if isinstance(recipient, str) else []
         if parts and any(_word_pattern(p).search(body) for p in parts):
-            total += name_reward
-        if block and has_contact(block, region):
-            total += signature_reward
+            total += self.name_reward
+        if block and has_contact(block, self.region):
+            total += self.signature_reward
         return total
 
-    def reward(completions: list[Any], **columns: Any) -> list[float | None]:
+    def __call__(self, completions: list[Any], **columns: Any) -> list[float | None]:
         n = len(completions)
 
         def column(name: str) -> list[Any]:
@@ -144,18 +163,16 @@ def email_rules(
 
         out: list[float | None] = []
         for completion, kw, ideal, recipient in zip(
-            completions, column(keywords_column), column(ideal_column), column(recipient_column), strict=True
+            completions, column(self.keywords_column), column(self.ideal_column), column(self.recipient_column),
+            strict=True,
         ):
             try:
                 text = completion_text(completion)
             except TypeError:
                 out.append(None)
                 continue
-            out.append(score(text, kw, ideal, recipient))
+            out.append(self.score(text, kw, ideal, recipient))
         return out
-
-    reward.__name__ = "email_rules"
-    return reward
 
 
 REWARD_SPECS = [

@@ -25,20 +25,65 @@ Both score ``value`` (0.5) on a match and ``wrong_value`` (0.0) otherwise.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Any
 
 from grpo_rewards.builtins.tags import check_tags
 from grpo_rewards.completions import completion_text
-from grpo_rewards.specs import RewardFunction, RewardSpec
+from grpo_rewards.specs import RewardSpec
 
 
-def _batch(name: str, matches: Callable[[str], bool], opener: str, value: float, wrong_value: float) -> RewardFunction:
-    def reward(completions: list[Any], **columns: Any) -> list[float | None]:
-        return [value if matches(opener + completion_text(c)) else wrong_value for c in completions]
+class _FormatReward:
+    """Scores ``value`` when ``matches(opener + text)``, else ``wrong_value`` (a module-level class: it pickles)."""
 
-    reward.__name__ = name
-    return reward
+    __name__ = ""
+
+    def __init__(self, reasoning_tag: str, answer_tag: str, value: float, wrong_value: float, opener: str):
+        check_tags(reasoning_tag, answer_tag)
+        self.reasoning_tag, self.answer_tag = reasoning_tag, answer_tag
+        self.value, self.wrong_value, self.opener = value, wrong_value, opener
+
+    def matches(self, text: str) -> bool:
+        raise NotImplementedError
+
+    def __call__(self, completions: list[Any], **columns: Any) -> list[float | None]:
+        return [self.value if self.matches(self.opener + completion_text(c)) else self.wrong_value for c in completions]
+
+    def __repr__(self) -> str:
+        return f"{self.__name__}(reasoning_tag={self.reasoning_tag!r}, answer_tag={self.answer_tag!r})"
+
+
+class StrictFormat(_FormatReward):
+    __name__ = "strict_format"
+
+    def __init__(self, reasoning_tag: str, answer_tag: str, value: float, wrong_value: float,
+                 trailing_newline: bool, opened_in_prompt: bool):
+        super().__init__(reasoning_tag, answer_tag, value, wrong_value,
+                         f"<{reasoning_tag}>\n" if opened_in_prompt else "")
+        r, a = re.escape(reasoning_tag), re.escape(answer_tag)
+        end = r"\n\n?\Z" if trailing_newline else r"\s*\Z"
+        self.layout = re.compile(rf"<{r}>\n.*?\n</{r}>\n<{a}>\n.*?\n</{a}>{end}", re.DOTALL)
+        self.tags = (f"<{reasoning_tag}>", f"</{reasoning_tag}>", f"<{answer_tag}>", f"</{answer_tag}>")
+
+    def matches(self, text: str) -> bool:
+        return all(text.count(t) == 1 for t in self.tags) and self.layout.match(text) is not None
+
+
+class SoftFormat(_FormatReward):
+    __name__ = "soft_format"
+
+    def __init__(self, reasoning_tag: str, answer_tag: str, value: float, wrong_value: float, opened_in_prompt: bool):
+        super().__init__(reasoning_tag, answer_tag, value, wrong_value, f"<{reasoning_tag}>" if opened_in_prompt else "")
+        r, a = re.escape(reasoning_tag), re.escape(answer_tag)
+        # re.match(r"<R>.*?</R>\s*<A>.*?</A>", text, re.DOTALL), in linear time: only the first
+        # "</R> <A>" can matter (a later one has less text after it to hold "</A>")
+        self.opening, self.closing = f"<{reasoning_tag}>", f"</{answer_tag}>"
+        self.middle = re.compile(rf"</{r}>\s*<{a}>")
+
+    def matches(self, text: str) -> bool:
+        if not text.startswith(self.opening):
+            return False
+        found = self.middle.search(text, len(self.opening))
+        return found is not None and text.find(self.closing, found.end()) >= 0
 
 
 def strict_format(
@@ -48,19 +93,9 @@ def strict_format(
     wrong_value: float = 0.0,
     trailing_newline: bool = True,
     opened_in_prompt: bool = False,
-) -> RewardFunction:
+) -> StrictFormat:
     """The whole completion is the reasoning block then the answer block, one tag per line (multi-line allowed)."""
-    check_tags(reasoning_tag, answer_tag)
-    r, a = re.escape(reasoning_tag), re.escape(answer_tag)
-    end = r"\n\n?\Z" if trailing_newline else r"\s*\Z"
-    layout = re.compile(rf"<{r}>\n.*?\n</{r}>\n<{a}>\n.*?\n</{a}>{end}", re.DOTALL)
-    tags = (f"<{reasoning_tag}>", f"</{reasoning_tag}>", f"<{answer_tag}>", f"</{answer_tag}>")
-
-    def matches(text: str) -> bool:
-        return all(text.count(t) == 1 for t in tags) and layout.match(text) is not None
-
-    opener = f"<{reasoning_tag}>\n" if opened_in_prompt else ""
-    return _batch("strict_format", matches, opener, value, wrong_value)
+    return StrictFormat(reasoning_tag, answer_tag, value, wrong_value, trailing_newline, opened_in_prompt)
 
 
 def soft_format(
@@ -69,22 +104,9 @@ def soft_format(
     value: float = 0.5,
     wrong_value: float = 0.0,
     opened_in_prompt: bool = False,
-) -> RewardFunction:
+) -> SoftFormat:
     """The completion starts with a reasoning block followed by an answer block (newlines anywhere)."""
-    check_tags(reasoning_tag, answer_tag)
-    r, a = re.escape(reasoning_tag), re.escape(answer_tag)
-    # re.match(r"<R>.*?</R>\s*<A>.*?</A>", text, re.DOTALL), in linear time: only the first
-    # "</R> <A>" can matter (a later one has less text after it to hold "</A>")
-    opening, middle, closing = f"<{reasoning_tag}>", re.compile(rf"</{r}>\s*<{a}>"), f"</{answer_tag}>"
-
-    def matches(text: str) -> bool:
-        if not text.startswith(opening):
-            return False
-        found = middle.search(text, len(opening))
-        return found is not None and text.find(closing, found.end()) >= 0
-
-    opener = f"<{reasoning_tag}>" if opened_in_prompt else ""
-    return _batch("soft_format", matches, opener, value, wrong_value)
+    return SoftFormat(reasoning_tag, answer_tag, value, wrong_value, opened_in_prompt)
 
 
 REWARD_SPECS = [

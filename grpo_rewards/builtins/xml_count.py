@@ -29,9 +29,48 @@ from typing import Any
 
 from grpo_rewards.builtins.tags import check_tags
 from grpo_rewards.completions import completion_text
-from grpo_rewards.specs import RewardFunction, RewardSpec
+from grpo_rewards.specs import RewardSpec
 
 MODES = ("unsloth", "lenient")
+
+
+class XmlCount:
+    """The batch reward :func:`xml_count` returns (a module-level class: it pickles)."""
+
+    __name__ = "xml_count"
+
+    def __init__(self, reasoning_tag: str, answer_tag: str, per_tag: float, per_trailing_char: float, mode: str):
+        check_tags(reasoning_tag, answer_tag)
+        if mode not in MODES:
+            raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+        self.per_tag, self.per_trailing_char, self.mode = per_tag, per_trailing_char, mode
+        self.r_open, self.r_close = f"<{reasoning_tag}>", f"</{reasoning_tag}>"
+        self.a_open, self.a_close = f"<{answer_tag}>", f"</{answer_tag}>"
+
+    def unsloth(self, text: str) -> float:
+        per_tag, per_char = self.per_tag, self.per_trailing_char
+        count = 0.0
+        if text.count(f"{self.r_open}\n") == 1:
+            count += per_tag
+        if text.count(f"\n{self.r_close}\n") == 1:
+            count += per_tag
+        if text.count(f"\n{self.a_open}\n") == 1:
+            count += per_tag
+            count -= len(text.split(f"\n{self.a_close}\n")[-1]) * per_char
+        if text.count(f"\n{self.a_close}") == 1:
+            count += per_tag
+            count -= (len(text.split(f"\n{self.a_close}")[-1]) - 1) * per_char
+        return count
+
+    def lenient(self, text: str) -> float:
+        count = self.per_tag * sum(text.count(tag) == 1 for tag in (self.r_open, self.r_close, self.a_open))
+        if text.count(self.a_close) == 1:
+            count += self.per_tag - len(text.split(self.a_close)[-1].strip()) * self.per_trailing_char
+        return count
+
+    def __call__(self, completions: list[Any], **columns: Any) -> list[float | None]:
+        score = self.unsloth if self.mode == "unsloth" else self.lenient
+        return [score(completion_text(c)) for c in completions]
 
 
 def xml_count(
@@ -40,39 +79,9 @@ def xml_count(
     per_tag: float = 0.125,
     per_trailing_char: float = 0.001,
     mode: str = "unsloth",
-) -> RewardFunction:
+) -> XmlCount:
     """Unsloth's xmlcount: 0.125 per correctly placed tag, minus 0.001 per character after the answer."""
-    check_tags(reasoning_tag, answer_tag)
-    if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
-    r_open, r_close, a_open, a_close = (f"<{reasoning_tag}>", f"</{reasoning_tag}>", f"<{answer_tag}>", f"</{answer_tag}>")
-
-    def unsloth(text: str) -> float:
-        count = 0.0
-        if text.count(f"{r_open}\n") == 1:
-            count += per_tag
-        if text.count(f"\n{r_close}\n") == 1:
-            count += per_tag
-        if text.count(f"\n{a_open}\n") == 1:
-            count += per_tag
-            count -= len(text.split(f"\n{a_close}\n")[-1]) * per_trailing_char
-        if text.count(f"\n{a_close}") == 1:
-            count += per_tag
-            count -= (len(text.split(f"\n{a_close}")[-1]) - 1) * per_trailing_char
-        return count
-
-    def lenient(text: str) -> float:
-        count = per_tag * sum(text.count(tag) == 1 for tag in (r_open, r_close, a_open))
-        if text.count(a_close) == 1:
-            count += per_tag - len(text.split(a_close)[-1].strip()) * per_trailing_char
-        return count
-
-    score = unsloth if mode == "unsloth" else lenient
-
-    def xml_count(completions: list[Any], **columns: Any) -> list[float | None]:
-        return [score(completion_text(c)) for c in completions]
-
-    return xml_count
+    return XmlCount(reasoning_tag, answer_tag, per_tag, per_trailing_char, mode)
 
 
 REWARD_SPECS = [
