@@ -25,6 +25,7 @@ from typing import Any
 
 import tomllib
 
+from grpo_core.vllm.support import vllm_problems
 from grpo_rewards.compose import ComposedReward
 from grpo_rewards.plugins import Registry, get_registry
 from grpo_rewards.reward_config import rewards_from_doc
@@ -36,6 +37,7 @@ COMPUTE_DTYPES = ("float32", "bfloat16", "float16")
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
 SCALE_REWARDS = ("group", "batch", "none")
 QUANT_TYPES = ("nf4", "fp4")
+IMPORTANCE_SAMPLING = ("none", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 LR_SCHEDULERS = ("linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup",
                  "inverse_sqrt", "cosine_with_min_lr", "warmup_stable_decay")
 OVERLONG_PROMPTS = ("drop", "error", "truncate")
@@ -84,7 +86,18 @@ class GenerationConfig:
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = 0
+    min_p: float = 0.0
     repetition_penalty: float = 1.0
+    stop: list[str] = field(default_factory=list)  # stop strings (vllm backend; EOS always stops)
+    # the trainer/sampler mismatch (a backend returning its sampling log-probs): grpo_core.sampler_correction
+    importance_sampling: str = "sequence_mask"
+    importance_sampling_min: float | None = None
+    importance_sampling_max: float | None = 3.0
+    # backend = "vllm" only (grpo_core.vllm)
+    vllm_server_url: str = ""  # "" -> a colocated engine in the training process
+    vllm_gpu_memory_utilization: float = 0.3
+    vllm_sleep_level: int = 0  # 0 off; 1 weights offloaded, KV cache freed while training; 2 both freed
+    vllm_max_model_len: int | None = None  # None -> max_prompt_length + max_completion_length
 
 
 @dataclass
@@ -385,6 +398,27 @@ def _cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None
         doc.problem(("generation", "top_p"), f"must be in (0, 1], got {g.top_p}")
     _positive(doc, ("generation", "top_k"), g.top_k, zero_ok=True)
     _positive(doc, ("generation", "repetition_penalty"), g.repetition_penalty)
+    if not 0 <= g.min_p <= 1:
+        doc.problem(("generation", "min_p"), f"must be in [0, 1], got {g.min_p}")
+    _choice(doc, ("generation", "importance_sampling"), g.importance_sampling, IMPORTANCE_SAMPLING)
+    lo_is, hi_is = g.importance_sampling_min, g.importance_sampling_max
+    if g.importance_sampling.endswith("truncate") and lo_is is None and hi_is is None:
+        doc.problem(("generation", "importance_sampling"), "a *_truncate rule needs importance_sampling_min or _max")
+    if lo_is is not None and not (lo_is >= 0 and (hi_is is None or lo_is < hi_is)):
+        doc.problem(("generation", "importance_sampling_min"), f"must be >= 0 and below importance_sampling_max "
+                                                               f"({hi_is}), got {lo_is}")
+    if hi_is is not None and not hi_is > 0:
+        doc.problem(("generation", "importance_sampling_max"), f"must be > 0, got {hi_is}")
+    if g.backend == "vllm":
+        for key, message in vllm_problems(cfg):
+            doc.problem(key, message)
+    else:
+        if g.stop:
+            doc.problem(("generation", "stop"), 'stop strings need backend = "vllm" (the transformers backend '
+                                                "stops at EOS only)")
+        if g.min_p:
+            doc.problem(("generation", "min_p"), 'needs backend = "vllm" (the transformers backend does not '
+                                                 "apply it)")
 
     for key in ("learning_rate", "prompts_per_step", "gradient_accumulation_steps", "max_steps", "num_iterations",
                 "max_grad_norm", "logprob_chunk_size"):

@@ -44,7 +44,13 @@ def grpo_register_generation_backends(register: Callable[..., None]) -> None:
 
         return make_transformers_backend(config, model, tokenizer)
 
+    def vllm_backend(config: Any, model: Any, tokenizer: Any) -> Any:
+        from grpo_core.vllm.engine import make_vllm_backend
+
+        return make_vllm_backend(config, model, tokenizer)
+
     register("transformers", transformers_backend)
+    register("vllm", vllm_backend)
 
 
 @hookimpl

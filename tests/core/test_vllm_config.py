@@ -1,0 +1,104 @@
+"""`[generation] backend = "vllm"` and the sampler-mismatch keys in `grpo config validate`: each missing
+piece or unservable setting is one `file:line: key: what` line, with or without vLLM installed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import grpo_core.vllm.support as support
+from grpo_rewards import ConfigError
+from grpo_rewards.cli import main
+
+BASE = """\
+[model]
+name_or_path = "some/model"
+
+[data]
+source = "hub/x"
+
+[generation]
+{generation}
+
+[quantization]
+{quantization}
+
+[rewards.fmt]
+use = "xml_count"
+"""
+
+
+def validate(tmp_path: Path, capsys: pytest.CaptureFixture[str], generation: str, quantization: str = ""
+             ) -> tuple[int, list[str], Path]:
+    path = tmp_path / "run.toml"
+    path.write_text(BASE.format(generation=generation, quantization=quantization))
+    code = main(["config", "validate", str(path)])
+    return code, capsys.readouterr().err.splitlines(), path
+
+
+def test_vllm_not_installed_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(support, "vllm_available", lambda: False)
+    code, err, path = validate(tmp_path, capsys, 'backend = "vllm"')
+    assert code == 2
+    assert err == [f"{path}:8: generation.backend: 'vllm' needs the vllm package, not installed in this "
+                   f"environment ({support.INSTALL_HINT})"]
+
+
+def test_vllm_installed_validates(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(support, "vllm_available", lambda: True)
+    code, err, _ = validate(tmp_path, capsys, 'backend = "vllm"\nmin_p = 0.05\nstop = ["</answer>"]')
+    assert (code, err) == (0, [])
+
+
+def test_settings_vllm_cannot_serve(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(support, "vllm_available", lambda: True)
+    generation = ('backend = "vllm"\nvllm_gpu_memory_utilization = 1.5\nvllm_sleep_level = 3\n'
+                  'vllm_server_url = "localhost:8000"')
+    code, err, path = validate(tmp_path, capsys, generation, "load_in_4bit = true")
+    assert code == 2
+    assert f"{path}:9: generation.vllm_gpu_memory_utilization: must be in (0, 1], got 1.5" in err
+    assert f"{path}:10: generation.vllm_sleep_level: must be 0, 1 or 2, got 3" in err
+    assert f"{path}:11: generation.vllm_server_url: expected http://host:port, got 'localhost:8000'" in err
+    assert any(line.startswith(f"{path}:14: quantization.load_in_4bit: backend = \"vllm\" serves") for line in err)
+
+
+def test_vllm_only_keys_with_the_transformers_backend(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, err, path = validate(tmp_path, capsys, 'min_p = 0.1\nstop = ["x"]')
+    assert code == 2
+    assert err == [f'{path}:8: generation.min_p: needs backend = "vllm" (the transformers backend does not apply it)',
+                   f'{path}:9: generation.stop: stop strings need backend = "vllm" (the transformers backend stops '
+                   "at EOS only)"]
+
+
+@pytest.mark.parametrize("generation, expected", [
+    ('importance_sampling = "sequence"', "generation.importance_sampling: must be one of none, token_truncate, "
+                                         "token_mask, sequence_truncate, sequence_mask, got 'sequence'; did you "
+                                         "mean 'sequence_mask'?"),
+    ('importance_sampling = "token_truncate"\nimportance_sampling_max = 0',
+     "generation.importance_sampling_max: must be > 0, got 0.0"),
+    ('importance_sampling = "token_truncate"\nimportance_sampling_min = 2.0\nimportance_sampling_max = 1.0',
+     "generation.importance_sampling_min: must be >= 0 and below importance_sampling_max (1.0), got 2.0"),
+    ('min_p = 1.5', "generation.min_p: must be in [0, 1], got 1.5"),
+])
+def test_importance_sampling_keys(tmp_path: Path, capsys: pytest.CaptureFixture[str], generation: str,
+                                  expected: str) -> None:
+    code, err, _ = validate(tmp_path, capsys, generation)
+    assert code == 2
+    assert any(expected in line for line in err), err
+
+
+def test_truncate_needs_a_bound(core_registry: Any) -> None:
+    from grpo_core.config import config_from_dict
+
+    base = {"model": {"name_or_path": "m"}, "data": {"source": "hub/x"}, "rewards": {"a": {"use": "core_len"}}}
+    with pytest.raises(ConfigError, match="a \\*_truncate rule needs importance_sampling_min or _max"):
+        config_from_dict({**base, "generation": {"importance_sampling": "token_truncate",
+                                                 "importance_sampling_max": None}}, registry=core_registry)
+    cfg = config_from_dict({**base, "generation": {"importance_sampling": "sequence_mask",
+                                                   "importance_sampling_max": None}}, registry=core_registry)
+    assert cfg.generation.importance_sampling_max is None  # masking without a cap is allowed (as in TRL)
