@@ -12,6 +12,11 @@ Layout of ``RUN_DIR/checkpoints/step-00000010/``::
 
 A folder named ``step-*`` is complete by construction (the rename is the last thing done), so a run
 killed at any moment resumes from the newest one. Everything loads with ``torch.load(weights_only=True)``.
+
+The run folder itself: :func:`check_run_dir` refuses, before anything loads, a folder that is a file, one
+that cannot be written, and one holding an earlier run unless the user asked to continue it (``--resume``)
+or replace it (``--overwrite``, which :func:`clear_run_dir` carries out). Problems are a
+:class:`RunFolderError`.
 """
 
 from __future__ import annotations
@@ -26,11 +31,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grpo_rewards.errors import UserError
+
 CHECKPOINTS = "checkpoints"
 _NAME = re.compile(r"^step-(\d+)$")
+RECORDS = ("metrics.jsonl", "samples.jsonl")  # a run's records: non-empty means a run was there
+REPLACED = (*RECORDS, "config.json", "curves.png")  # what --overwrite removes, with the checkpoints
 
 
-class CheckpointError(ValueError):
+class RunFolderError(UserError):
+    """A run folder that cannot be used as asked: a file in the way, no access, an earlier run."""
+
+
+class CheckpointError(RunFolderError, ValueError):
     """A checkpoint that does not fit the model being resumed (a changed config, another run's folder)."""
 
 
@@ -57,6 +70,47 @@ def load_latest_checkpoint(run_dir: str | Path) -> Checkpoint | None:
     """The newest complete checkpoint of ``run_dir``, or None."""
     found = list_checkpoints(run_dir)
     return found[-1] if found else None
+
+
+def earlier_run(run_dir: str | Path) -> str | None:
+    """What an earlier run left in ``run_dir`` (its newest checkpoint, its non-empty records), or None."""
+    run_dir = Path(run_dir)
+    found = []
+    if (latest := load_latest_checkpoint(run_dir)) is not None:
+        found.append(f"checkpoint at step {latest.step}")
+    found += [name for name in RECORDS if (run_dir / name).is_file() and (run_dir / name).stat().st_size > 0]
+    return ", ".join(found) or None
+
+
+def check_run_dir(run_dir: str | Path, *, resume: bool = False, overwrite: bool = False, file: str = "",
+                  key: str = "logging.output_dir") -> None:
+    """Refuse a run folder that cannot hold this run (see the module docs); nothing is created or changed."""
+    run_dir = Path(run_dir).expanduser()
+    if resume and overwrite:
+        raise RunFolderError("--resume continues the earlier run and --overwrite replaces it: give one",
+                             file="--resume --overwrite")
+    if run_dir.exists() and not run_dir.is_dir():
+        raise RunFolderError(f"{run_dir} is a file, not a folder", file=file, key=key)
+    existing = run_dir
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise RunFolderError(f"{existing} is a file, so {run_dir} cannot be created", file=file, key=key)
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise RunFolderError(f"cannot write in {existing} (permission denied)", file=file, key=key)
+    if resume:  # whether there is a checkpoint to resume from is the trainer backend's to say
+        return
+    if not overwrite and (what := earlier_run(run_dir)):
+        raise RunFolderError(f"{run_dir} holds an earlier run ({what}): continue it with --resume, replace it "
+                             "with --overwrite, or set another logging.output_dir", file=file, key=key)
+
+
+def clear_run_dir(run_dir: str | Path) -> None:
+    """Remove an earlier run's checkpoints and records (``--overwrite``); other files stay."""
+    run_dir = Path(run_dir)
+    shutil.rmtree(checkpoints_dir(run_dir), ignore_errors=True)
+    for name in REPLACED:
+        (run_dir / name).unlink(missing_ok=True)
 
 
 def rng_state() -> dict[str, Any]:

@@ -1,8 +1,10 @@
 """``grpo train CONFIG [--set k=v]... [--resume] [--dry-run]``, ``grpo config validate CONFIG`` and
 ``grpo plot RUN_DIR``; registered from :mod:`grpo_core.plugin`. Heavy imports stay inside the commands.
 
-Config problems raise ``ConfigError`` (the ``grpo`` shell prints one line per problem, exit 2); data and
-model loading problems print one ``error: ...`` line and exit 2 as well.
+Bad input raises the layer's error (``ConfigError``, ``DataError``, ``RunFolderError``); the ``grpo`` shell
+prints one line per problem and exits 2. Everything a run would trip over that can be known without the
+model is checked before it loads (:func:`preflight`): the config, every row of a local data file, the run
+folder (``grpo train`` refuses one holding an earlier run unless given ``--resume`` or ``--overwrite``).
 """
 
 from __future__ import annotations
@@ -21,7 +23,10 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("train", help="train with GRPO from a run config (TOML)")
     p.add_argument("config", help="run config: [model] [data] [generation] [grpo] [lora] ... [rewards.*]")
     _add_overrides(p)
-    p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in the run folder")
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in the run folder")
+    how.add_argument("--overwrite", action="store_true",
+                     help="replace an earlier run in the run folder (its checkpoints and records are deleted)")
     p.add_argument("--dry-run", action="store_true",
                    help="validate, print the peak-memory estimate and the plan; load nothing, train nothing")
     p.set_defaults(func=cmd_train)
@@ -33,7 +38,7 @@ def register(subparsers: Any) -> None:
     _add_overrides(p)
     p.add_argument("--print", dest="print_config", action="store_true", help="print the resolved config as JSON")
     p.add_argument("--data", dest="check_data", action="store_true",
-                   help="also load the training rows and check the prompt, answer and reward columns")
+                   help="also load rows from the hub or a plugin source (a local file's rows are always checked)")
     p.set_defaults(func=cmd_config_validate)
 
     p = subparsers.add_parser("plot", help="draw a run's metric curves to a PNG")
@@ -61,21 +66,46 @@ def summary(cfg: Any) -> str:
             f"generations; loss {o.loss_type}, beta {o.beta:g}; rewards: {rewards}; run folder {cfg.logging.output_dir}")
 
 
+def _is_local(source: str | None) -> bool:
+    from pathlib import Path
+
+    from grpo_core.config import SOURCE_SCHEME
+
+    return bool(source) and not SOURCE_SCHEME.match(source) and Path(source).expanduser().exists()
+
+
+def preflight(cfg: Any, *, resume: bool = False, overwrite: bool = False, all_sources: bool = False,
+              run_folder: bool = True) -> list[dict[str, Any]] | None:
+    """What a run would fail on, checked before any model loads: the run folder (``run_folder``), then every
+    row of the training (and held-out) data when it is a local file (any source with ``all_sources``).
+    Raises the layer's error; returns the training rows when they were loaded."""
+    from grpo_core.checkpoint import check_run_dir
+    from grpo_core.data import missing_reward_columns, train_eval_rows
+
+    if run_folder:
+        check_run_dir(cfg.logging.output_dir, resume=resume, overwrite=overwrite, file=cfg.path)
+    d = cfg.data
+    if not (all_sources or (_is_local(d.source) and (not d.eval_source or _is_local(d.eval_source)))):
+        return None
+    rows, _ = train_eval_rows(d)
+    for warning in missing_reward_columns(cfg, rows):
+        print(f"warning: {warning}", file=sys.stderr)
+    return rows
+
+
 def cmd_config_validate(args: argparse.Namespace) -> int:
     import json
 
+    from grpo_core.checkpoint import check_run_dir, earlier_run
     from grpo_core.config import load_config
 
     cfg = load_config(args.config, args.overrides)
-    if args.check_data:
-        from grpo_core.data import DataError, load_rows, missing_reward_columns
-
-        try:
-            rows = load_rows(cfg.data)
-        except DataError as exc:
-            return _error(str(exc))
-        for warning in missing_reward_columns(cfg, rows):
-            print(f"warning: {warning}", file=sys.stderr)
+    check_run_dir(cfg.logging.output_dir, overwrite=True, file=cfg.path)  # a file in the way, no access
+    if what := earlier_run(cfg.logging.output_dir):
+        print(f"warning: {cfg.path}: logging.output_dir: {cfg.logging.output_dir} holds an earlier run ({what}); "
+              "`grpo train` will need --resume or --overwrite", file=sys.stderr)
+    rows = preflight(cfg, all_sources=args.check_data, run_folder=False)
+    if rows:
         first = str(rows[0][cfg.data.prompt_field]).replace("\n", " ")
         print(f"data: {len(rows)} rows from {cfg.data.source} [{cfg.data.split}]; columns {', '.join(map(str, rows[0]))}; "
               f"first prompt: {first[:80]!r}")
@@ -129,6 +159,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     cfg = load_config(args.config, args.overrides)
     print(summary(cfg), file=sys.stderr)
+    preflight(cfg, resume=args.resume, overwrite=args.overwrite)
     if args.dry_run:
         try:
             estimate = memory_estimate(cfg)
@@ -136,9 +167,11 @@ def cmd_train(args: argparse.Namespace) -> int:
             return _error(str(exc))
         print(estimate.table())
         return 0
-    from grpo_core.checkpoint import CheckpointError, load_latest_checkpoint
-    from grpo_core.data import DataError
+    from grpo_core.checkpoint import CheckpointError, clear_run_dir, load_latest_checkpoint
     from grpo_rewards.plugins import get_registry
+
+    if args.overwrite:
+        clear_run_dir(cfg.logging.output_dir)
 
     if args.resume and cfg.trainer.backend == "grpo_core" and load_latest_checkpoint(cfg.logging.output_dir) is None:
         return _error(f"--resume: no checkpoint in {cfg.logging.output_dir}/checkpoints")
@@ -146,7 +179,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     try:
         trainer = backend(cfg, resume=args.resume)
-    except (DataError, OSError, ImportError) as exc:
+    except (OSError, ImportError) as exc:
         return _error(_first_line(exc))
     try:
         result = trainer.train()
@@ -160,9 +193,6 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_plot(args: argparse.Namespace) -> int:
     from grpo_core.plotting import plot_run
 
-    try:
-        out = plot_run(args.run_dir, args.out)
-    except FileNotFoundError as exc:
-        return _error(str(exc))
+    out = plot_run(args.run_dir, args.out, warn=lambda line: print(f"warning: {line}", file=sys.stderr))
     print(out)
     return 0

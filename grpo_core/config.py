@@ -14,6 +14,8 @@ No torch/transformers import here: validating a config is cheap and needs no net
 from __future__ import annotations
 
 import dataclasses
+import json
+import math
 import os
 import re
 import types
@@ -181,6 +183,67 @@ SECTIONS: dict[str, type] = {
 }
 REQUIRED: dict[str, tuple[str, ...]] = {"model": ("name_or_path",), "data": ("source",)}
 
+# The range of each numeric key: (lowest, highest), both allowed, None for no bound. Checked where the key is
+# set (its own line, or the --set that set it); every float must also be finite, every integer fit in 64 bits.
+BIG = 10**9
+LIMITS: dict[tuple[str, str], tuple[float | None, float | None]] = {
+    ("model", "mlp_chunk_tokens"): (0, BIG),
+    ("data", "max_prompt_length"): (1, 10**7),
+    ("data", "eval_size"): (0, BIG),
+    ("data", "seed"): (0, 2**64 - 1),
+    ("data", "limit"): (1, None),
+    ("generation", "num_generations"): (2, 65536),
+    ("generation", "max_completion_length"): (1, 10**7),
+    ("generation", "temperature"): (1e-6, 100),
+    ("generation", "top_k"): (0, 10**7),
+    ("generation", "repetition_penalty"): (1e-6, 100),
+    ("grpo", "learning_rate"): (1e-12, 1),
+    ("grpo", "prompts_per_step"): (1, 10**6),
+    ("grpo", "gradient_accumulation_steps"): (1, 10**6),
+    ("grpo", "max_steps"): (1, BIG),
+    ("grpo", "num_iterations"): (1, 1000),
+    ("grpo", "beta"): (0, None),
+    ("grpo", "epsilon"): (0, None),
+    ("grpo", "epsilon_high"): (0, None),
+    ("grpo", "max_grad_norm"): (1e-12, None),
+    ("grpo", "weight_decay"): (0, None),
+    ("grpo", "seed"): (0, 2**64 - 1),
+    ("grpo", "logprob_chunk_size"): (1, BIG),
+    ("grpo", "micro_batch_tokens"): (0, BIG),
+    ("lora", "r"): (1, 65536),
+    ("lora", "alpha"): (1, 10**6),
+    ("logging", "log_every"): (1, BIG),
+    ("logging", "sample_every"): (1, BIG),
+    ("logging", "eval_every"): (0, BIG),
+    ("logging", "num_samples"): (0, 10**6),
+    ("checkpoint", "every"): (0, BIG),
+    ("checkpoint", "keep_last"): (1, 10**6),
+}
+
+
+def _num(x: float | None) -> str:
+    return str(int(x)) if x is not None and float(x).is_integer() else f"{x:g}"
+
+
+def _limit_problem(key: tuple[str, str], value: Any) -> str | None:
+    """Why a number is out of its range (see LIMITS), or None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"must be a finite number, got {value!r}"
+    if isinstance(value, int) and not -(2**63) <= value < 2**64:
+        return f"is too large ({value:.3g})"
+    low, high = LIMITS.get(key, (None, None))
+    if (low is not None and value < low) or (high is not None and value > high):
+        shown = "> 0" if low is not None and 0 < low < 1e-3 else f">= {_num(low)}"
+        got = f"{value:.6g}" if abs(value) >= 1e7 else repr(value)
+        if high is None:
+            return f"must be {shown}, got {got}"
+        if low is None:
+            return f"must be <= {_num(high)}, got {got}"
+        return f"must be {shown} and <= {_num(high)}, got {got}"
+    return None
+
 
 @dataclass
 class RunConfig:
@@ -282,6 +345,8 @@ def apply_overrides(doc: TomlDoc, overrides: Sequence[str]) -> dict[str, str]:
             continue
         table = doc.data
         for i, part in enumerate(path[:-1]):
+            if table is doc.data and part not in table and part not in SECTIONS and part != "rewards":
+                origins.setdefault(part, label)  # an unknown section the override made up: blame the override
             nxt = table.setdefault(part, {})
             if not isinstance(nxt, dict):
                 doc.problems.append(Problem(label, None, ".".join(path[: i + 1]), "is not a table"))
@@ -317,7 +382,8 @@ def _build_section(doc: TomlDoc, name: str) -> Any:
             value = os.fspath(value)
         if key not in hints:
             doc.problem((name, key), f"unknown key{did_you_mean(key, hints)}")
-        elif (why := _type_problem(hints[key], value)) is not None:
+        elif (why := _type_problem(hints[key], value)
+              or _limit_problem((name, key), _coerce(hints[key], value))) is not None:
             doc.problem((name, key), why)
         else:
             kwargs[key] = _coerce(hints[key], value)
@@ -335,6 +401,38 @@ def _choice(doc: TomlDoc, key: tuple[str, ...], value: Any, allowed: Sequence[st
 def _positive(doc: TomlDoc, key: tuple[str, ...], value: float, *, zero_ok: bool = False) -> None:
     if value < 0 or (value == 0 and not zero_ok):
         doc.problem(key, f"must be {'>= 0' if zero_ok else '> 0'}, got {value!r}")
+
+
+POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", "n_ctx")
+
+
+def model_positions(name_or_path: str) -> int | None:
+    """The positions a local model folder's ``config.json`` gives (None for a hub name or no such key)."""
+    path = Path(name_or_path).expanduser() / "config.json"
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    config = config.get("text_config", config) if isinstance(config, dict) else {}
+    found = [config[k] for k in POSITION_KEYS if isinstance(config.get(k), int) and config[k] > 0]
+    return found[0] if found else None
+
+
+def _check_positions(doc: TomlDoc, m: Any, d: Any, g: Any) -> None:
+    """Prompt + completion must fit the model's positions (known before loading for a local folder)."""
+    positions = model_positions(m.name_or_path) if m.name_or_path else None
+    data_table = doc.data.get("data")
+    prompt_set = isinstance(data_table, dict) and data_table.get("max_prompt_length") is not None
+    if not positions:
+        return
+    if prompt_set and (d.max_prompt_length or 0) + g.max_completion_length > positions:
+        doc.problem(("generation", "max_completion_length"),
+                    f"max_prompt_length + max_completion_length = {d.max_prompt_length + g.max_completion_length} "
+                    f"is more than the model's {positions} positions ({m.name_or_path}/config.json)")
+    elif g.max_completion_length >= positions:
+        doc.problem(("generation", "max_completion_length"),
+                    f"{g.max_completion_length} leaves no room for a prompt in the model's {positions} positions "
+                    f"({m.name_or_path}/config.json)")
 
 
 def resolve_local_path(source: str, config_path: str) -> Path | None:
@@ -373,12 +471,7 @@ def _cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None
         d.source = _check_source(doc, ("data", "source"), d.source, registry)
     if d.eval_source:
         d.eval_source = _check_source(doc, ("data", "eval_source"), d.eval_source, registry)
-    if d.max_prompt_length is not None:
-        _positive(doc, ("data", "max_prompt_length"), d.max_prompt_length)
     _choice(doc, ("data", "overlong_prompts"), d.overlong_prompts, OVERLONG_PROMPTS)
-    _positive(doc, ("data", "eval_size"), d.eval_size, zero_ok=True)
-    if d.limit is not None:
-        _positive(doc, ("data", "limit"), d.limit)
 
     trainers = set(registry.trainer_backends) | {"grpo_core"}
     if tr.backend not in trainers:
@@ -388,16 +481,9 @@ def _cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None
     if g.backend not in backends:
         doc.problem(("generation", "backend"), f"unknown generation backend {g.backend!r}"
                                                f"{did_you_mean(g.backend, backends)}")
-    if g.num_generations < 2:
-        doc.problem(("generation", "num_generations"), f"must be >= 2 (advantages compare a group), got {g.num_generations}")
-    if m.mlp_chunk_tokens is not None:
-        _positive(doc, ("model", "mlp_chunk_tokens"), m.mlp_chunk_tokens, zero_ok=True)
-    _positive(doc, ("generation", "max_completion_length"), g.max_completion_length)
-    _positive(doc, ("generation", "temperature"), g.temperature)
+    _check_positions(doc, m, d, g)
     if not 0 < g.top_p <= 1:
         doc.problem(("generation", "top_p"), f"must be in (0, 1], got {g.top_p}")
-    _positive(doc, ("generation", "top_k"), g.top_k, zero_ok=True)
-    _positive(doc, ("generation", "repetition_penalty"), g.repetition_penalty)
     if not 0 <= g.min_p <= 1:
         doc.problem(("generation", "min_p"), f"must be in [0, 1], got {g.min_p}")
     _choice(doc, ("generation", "importance_sampling"), g.importance_sampling, IMPORTANCE_SAMPLING)
@@ -420,15 +506,11 @@ def _cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None
             doc.problem(("generation", "min_p"), 'needs backend = "vllm" (the transformers backend does not '
                                                  "apply it)")
 
-    for key in ("learning_rate", "prompts_per_step", "gradient_accumulation_steps", "max_steps", "num_iterations",
-                "max_grad_norm", "logprob_chunk_size"):
-        _positive(doc, ("grpo", key), getattr(o, key))
-    for key in ("beta", "epsilon", "weight_decay", "micro_batch_tokens"):
-        _positive(doc, ("grpo", key), getattr(o, key), zero_ok=True)
     if o.epsilon_high is None:
         o.epsilon_high = o.epsilon
-    elif o.epsilon_high < 0:
-        doc.problem(("grpo", "epsilon_high"), f"must be >= 0, got {o.epsilon_high}")
+    elif o.epsilon_high < o.epsilon:
+        doc.problem(("grpo", "epsilon_high"), f"must be >= epsilon ({o.epsilon:g}): the upper clipping bound "
+                                              f"1 + epsilon_high is the wider one (DAPO), got {o.epsilon_high:g}")
     if o.delta is not None and o.delta <= 1:
         doc.problem(("grpo", "delta"), f"must be > 1 (two-sided clipping bound), got {o.delta}")
     _choice(doc, ("grpo", "loss_type"), o.loss_type, LOSS_TYPES)
@@ -446,8 +528,9 @@ def _cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None
                         f"must divide prompts_per_step * num_generations = {seqs} (each step's sequences are "
                         f"split into that many micro-batches), got {o.gradient_accumulation_steps}")
 
-    _positive(doc, ("lora", "r"), lo.r)
-    _positive(doc, ("lora", "alpha"), lo.alpha)
+    if not lo.target_modules or (isinstance(lo.target_modules, list) and not all(lo.target_modules)):
+        doc.problem(("lora", "target_modules"), 'names no module: give "all-linear" or a list such as '
+                                                '["q_proj", "v_proj"]')
     if not 0 <= lo.dropout < 1:
         doc.problem(("lora", "dropout"), f"must be in [0, 1), got {lo.dropout}")
     _choice(doc, ("quantization", "quant_type"), q.quant_type, QUANT_TYPES)
@@ -456,14 +539,8 @@ def _cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None
         doc.problem(("quantization", "load_in_4bit"),
                     "4-bit weights cannot be trained directly: set [lora] enabled = true (QLoRA)")
 
-    for key in ("log_every", "sample_every"):
-        _positive(doc, ("logging", key), getattr(lg, key))
-    _positive(doc, ("logging", "num_samples"), lg.num_samples, zero_ok=True)
-    _positive(doc, ("logging", "eval_every"), lg.eval_every, zero_ok=True)
     if lg.eval_every > 0 and not d.eval_source and not d.eval_size:
         doc.problem(("logging", "eval_every"), "needs held-out rows: set [data] eval_size or eval_source")
-    _positive(doc, ("checkpoint", "every"), ck.every, zero_ok=True)
-    _positive(doc, ("checkpoint", "keep_last"), ck.keep_last)
     if ck.save_merged and not lo.enabled:
         doc.problem(("checkpoint", "save_merged"), "only meaningful with [lora] enabled = true")
 

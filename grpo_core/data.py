@@ -7,66 +7,146 @@ Sources (``[data] source``):
   * anything else is a Hugging Face hub dataset (``datasets.load_dataset(source, subset, split=...)``).
 
 Rows keep every column (``answer``, ``tests``, ...) because rewards read them; ``columns`` renames
-them first. Problems raise :class:`DataError` with a one-line message naming the ``data.*`` key.
+them first. Problems raise :class:`DataError`, one ``file:line: key: what`` line per problem, every bad
+row at once: a row that is not an object, lacks a column the first row has, or whose prompt is not text
+or a list of chat messages.
 """
 
 from __future__ import annotations
 
 import csv
 import dataclasses
+import io
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from grpo_core.config import LOCAL_DATA_SUFFIXES, SOURCE_SCHEME
+from grpo_rewards.errors import Problem, UserError
+from grpo_rewards.files import read_text
 
 if TYPE_CHECKING:
     from grpo_core.config import DataConfig
 
 
-class DataError(ValueError):
-    """A dataset could not be loaded or does not fit the ``[data]`` config."""
+class DataError(UserError, ValueError):
+    """A dataset could not be loaded or does not fit the ``[data]`` config (one line per problem)."""
 
 
-def read_local(path: str | Path) -> list[dict[str, Any]]:
-    """Rows of a local ``.jsonl``/``.json``/``.csv``/``.parquet`` file."""
+MAX_LISTED = 20  # bad rows listed one per line; the rest are counted
+
+
+def _raise_all(problems: list[Problem]) -> None:
+    if len(problems) > MAX_LISTED:
+        more = len(problems) - MAX_LISTED
+        problems = [*problems[:MAX_LISTED], Problem(problems[0].file, None, "", f"... and {more} more bad rows")]
+    if problems:
+        raise DataError(problems)
+
+
+def _read_parquet(path: Path) -> list[dict[str, Any]]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.ParquetFile(path).read().to_pylist()
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise DataError(f"not a readable parquet file: {first}", file=str(path)) from None
+
+
+def _read_csv(path: Path, text: str) -> tuple[list[dict[str, Any]], list[int | None]]:
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    rows, lines, problems = [], [], []
+    try:
+        for row in reader:
+            if None in row:  # more fields than the header: csv puts them under the key None
+                problems.append(Problem(str(path), reader.line_num, "", f"{len(reader.fieldnames or []) + len(row[None])} "
+                                        f"fields, the header has {len(reader.fieldnames or [])}"))
+            elif any(v is None for v in row.values()):
+                problems.append(Problem(str(path), reader.line_num, "", f"{sum(v is not None for v in row.values())} "
+                                        f"fields, the header has {len(reader.fieldnames or [])}"))
+            rows.append(row)
+            lines.append(reader.line_num)
+    except csv.Error as exc:
+        problems.append(Problem(str(path), reader.line_num, "", f"invalid CSV: {exc}"))
+    if reader.fieldnames and len(set(reader.fieldnames)) < len(reader.fieldnames):
+        dupes = sorted({f for f in reader.fieldnames if reader.fieldnames.count(f) > 1})
+        problems.insert(0, Problem(str(path), 1, "", f"duplicate column name(s) in the header: {', '.join(dupes)}"))
+    _raise_all(problems)
+    return rows, lines
+
+
+def _read_json_lines(path: Path, text: str) -> tuple[list[Any], list[int | None]]:
+    if path.suffix.lower() == ".json" and text.lstrip().startswith("["):
+        try:
+            rows = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"invalid JSON: {exc.msg} (column {exc.colno})", file=str(path), line=exc.lineno) from None
+        except RecursionError:
+            raise DataError("invalid JSON: nested too deeply", file=str(path)) from None
+        return rows, [None] * len(rows)
+    rows, lines, problems = [], [], []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+            lines.append(number)
+        except json.JSONDecodeError as exc:
+            problems.append(Problem(str(path), number, "", f"invalid JSON: {exc.msg} (column {exc.colno})"))
+        except RecursionError:
+            problems.append(Problem(str(path), number, "", "invalid JSON: nested too deeply"))
+    _raise_all(problems)
+    return rows, lines
+
+
+def read_local_rows(path: str | Path) -> tuple[list[dict[str, Any]], list[int | None]]:
+    """Rows of a local ``.jsonl``/``.json``/``.csv``/``.parquet`` file and the line of each (None where a
+    format has no lines). Every bad line is reported at once: not UTF-8, invalid JSON, not an object, a CSV
+    row whose fields do not match the header."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in LOCAL_DATA_SUFFIXES:
-        raise DataError(f"{path}: unsupported file type {suffix!r} (use {', '.join(LOCAL_DATA_SUFFIXES)})")
+        raise DataError(f"unsupported file type {suffix!r} (use {', '.join(LOCAL_DATA_SUFFIXES)})", file=str(path))
+    if path.is_dir():
+        raise DataError("is a folder, not a file", file=str(path))
     if suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        return pq.read_table(path).to_pylist()
-    with open(path, encoding="utf-8", newline="") as fh:
-        if suffix == ".csv":
-            return list(csv.DictReader(fh))
-        text = fh.read()
-    if suffix == ".json" and text.lstrip().startswith("["):
-        rows = json.loads(text)
+        rows = _read_parquet(path)
+        lines: list[int | None] = [None] * len(rows)
     else:
-        rows = []
-        for number, line in enumerate(text.splitlines(), start=1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as exc:
-                    raise DataError(f"{path}:{number}: invalid JSON: {exc.msg}") from None
-    if not all(isinstance(r, dict) for r in rows):
-        raise DataError(f"{path}: every row must be a JSON object")
-    return rows
+        text = read_text(path, DataError)
+        rows, lines = _read_csv(path, text) if suffix == ".csv" else _read_json_lines(path, text)
+    _raise_all([Problem(str(path), line, "", f"{'row ' + str(i + 1) + ': ' if line is None else ''}expected a "
+                        f"JSON object, got {_kind(row)}") for i, (row, line) in enumerate(zip(rows, lines, strict=True))
+                if not isinstance(row, dict)])
+    return rows, lines
 
 
-def _from_source(source: str, data_cfg: DataConfig, split: str) -> list[dict[str, Any]]:
+def read_local(path: str | Path) -> list[dict[str, Any]]:
+    """Rows of a local ``.jsonl``/``.json``/``.csv``/``.parquet`` file (see :func:`read_local_rows`)."""
+    return read_local_rows(path)[0]
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    return {list: "an array", dict: "an object", str: "a string"}.get(type(value), f"a number ({value!r})")
+
+
+def _from_source(source: str, data_cfg: DataConfig, split: str) -> tuple[list[dict[str, Any]], list[int | None]]:
     scheme = SOURCE_SCHEME.match(source)
     if scheme:
         from grpo_rewards.plugins import get_registry
 
         loader = get_registry().get("dataset_sources", scheme.group(1))
         spec = {**dataclasses.asdict(data_cfg), "source": source, "split": split}
-        return [dict(r) for r in loader(spec)]
+        rows = list(loader(spec))
+        return [dict(r) if isinstance(r, dict) else r for r in rows], [None] * len(rows)
     if Path(source).expanduser().exists():
-        return read_local(Path(source).expanduser())
+        return read_local_rows(Path(source).expanduser())
     if source.lower().endswith(LOCAL_DATA_SUFFIXES):
         raise DataError(f"data.source: file not found: {source}")
     try:
@@ -78,10 +158,23 @@ def _from_source(source: str, data_cfg: DataConfig, split: str) -> list[dict[str
     except Exception as exc:  # offline, unknown name, missing config/split: one line, with the cause
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise DataError(f"data.source: cannot load hub dataset {source!r} (split {split!r}): {msg}") from None
-    return ds.to_list()
+    rows = ds.to_list()
+    return rows, [None] * len(rows)
 
 
-def _shape(rows: list[dict[str, Any]], data_cfg: DataConfig, where: str) -> list[dict[str, Any]]:
+def _prompt_problem(prompt: Any) -> str | None:
+    if isinstance(prompt, str):
+        return None if prompt.strip() else "is empty"
+    if isinstance(prompt, list) and prompt and all(
+            isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in prompt):
+        return None
+    if isinstance(prompt, list):
+        return "must be a list of {\"role\", \"content\"} messages with text content"
+    return f"must be text or a list of chat messages, got {_kind(prompt)}"
+
+
+def _shape(rows: list[dict[str, Any]], lines: list[int | None], data_cfg: DataConfig, where: str,
+           file: str) -> list[dict[str, Any]]:
     if data_cfg.columns:
         rows = [{data_cfg.columns.get(k, k): v for k, v in r.items()} for r in rows]
     if not rows:
@@ -92,6 +185,19 @@ def _shape(rows: list[dict[str, Any]], data_cfg: DataConfig, where: str) -> list
     if data_cfg.answer_field and data_cfg.answer_field not in rows[0]:
         raise DataError(f"data.answer_field: column {data_cfg.answer_field!r} not in {where} "
                         f"(columns: {', '.join(map(str, rows[0]))}); set answer_field (or \"\" for none)")
+    columns = list(rows[0])
+    problems = []
+    for i, (row, line) in enumerate(zip(rows, lines, strict=True)):
+        at = "" if line else f"row {i + 1}: "
+        missing = [c for c in columns if c not in row]
+        if missing:
+            problems.append(Problem(file, line, "", f"{at}missing column(s) {', '.join(map(repr, missing))} "
+                                                   "(the first row has them)"))
+        elif (why := _prompt_problem(row[data_cfg.prompt_field])) is not None:
+            problems.append(Problem(file, line, data_cfg.prompt_field, f"{at}{why}"))
+        elif data_cfg.answer_field and row[data_cfg.answer_field] is None:
+            problems.append(Problem(file, line, data_cfg.answer_field, f"{at}is null"))
+    _raise_all(problems)
     if data_cfg.answer_field and data_cfg.answer_field != "answer" and "answer" not in rows[0]:
         rows = [{**r, "answer": r[data_cfg.answer_field]} for r in rows]  # rewards read the `answer` column
     return rows
@@ -99,13 +205,16 @@ def _shape(rows: list[dict[str, Any]], data_cfg: DataConfig, where: str) -> list
 
 def load_rows(data_cfg: DataConfig, *, split: str | None = None, source: str | None = None) -> list[dict[str, Any]]:
     """Rows of ``source`` (default ``data_cfg.source``) and ``split`` (default ``data_cfg.split``), renamed
-    by ``columns``, cut to ``limit`` rows; checks the prompt (and answer) columns exist."""
+    by ``columns``, cut to ``limit`` rows; checks every row (see the module docs)."""
     source = source or data_cfg.source
     split = split or data_cfg.split
-    rows = _from_source(source, data_cfg, split)
+    rows, lines = _from_source(source, data_cfg, split)
     if data_cfg.limit:
-        rows = rows[: data_cfg.limit]
-    return _shape(rows, data_cfg, f"{source} [{split}]")
+        rows, lines = rows[: data_cfg.limit], lines[: data_cfg.limit]
+    bad = [Problem(source, None, "", f"row {i + 1}: expected an object, got {_kind(r)}")
+           for i, r in enumerate(rows) if not isinstance(r, dict)]
+    _raise_all(bad)
+    return _shape(rows, lines, data_cfg, f"{source} [{split}]", source)
 
 
 def train_eval_rows(data_cfg: DataConfig) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

@@ -9,7 +9,9 @@ rich progress bar, the curves PNG at the end; wandb / tensorboard too when asked
     ``.close()``                   stops the bar, closes the files, draws ``curves.png`` (``plot = true``).
 ``config`` (the resolved run config as a dict) is written to ``config.json`` and given to wandb.
 A resumed run (``start_step > 0``) first drops the lines of steps after its checkpoint, so the files
-read as if the run had never stopped.
+read as if the run had never stopped. A fresh run (``start_step == 0``) refuses a folder whose records
+are not empty (:class:`~grpo_core.checkpoint.RunFolderError`) unless ``overwrite=True``: an earlier run's
+records are never truncated by accident.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import sys
 import time
 from pathlib import Path
@@ -48,17 +49,31 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
-    """Records of a JSONL file; a torn last line (a run killed mid-write) is skipped."""
+def read_jsonl(path: str | Path, problems: list[str] | None = None) -> list[dict[str, Any]]:
+    """Records (JSON objects) of a JSONL file. A torn last line (a run killed mid-write) is skipped quietly;
+    any other line that is not a JSON object is skipped and described in ``problems`` when given."""
+    from grpo_rewards.errors import UserError
+    from grpo_rewards.files import read_bytes, text_lines
+
     path = Path(path)
     if not path.exists():
         return []
+    data = read_bytes(path, UserError)
+    torn = not data.endswith(b"\n")
+    lines = list(text_lines(data))
     records = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
+    for number, line, undecodable in lines:
+        why = undecodable
+        if line is not None and line.strip():
+            try:
+                record = json.loads(line)
+                why = "" if isinstance(record, dict) else f"not a JSON object ({type(record).__name__})"
+            except (json.JSONDecodeError, RecursionError):
+                why = "invalid JSON"
+            if not why:
+                records.append(record)
+        if why and problems is not None and not (torn and number == len(lines)):
+            problems.append(f"{path}:{number}: {why}; line skipped")
     return records
 
 
@@ -66,10 +81,11 @@ def truncate_after(path: Path, step: int) -> None:
     """Keep only the records of ``path`` with ``record["step"] <= step`` (atomic rewrite)."""
     if not path.exists():
         return
-    kept = [r for r in read_jsonl(path) if r.get("step", 0) <= step]
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in kept), encoding="utf-8")
-    os.replace(tmp, path)
+    from grpo_rewards.files import atomic_write
+
+    kept = [r for r in read_jsonl(path) if isinstance(r.get("step", 0), (int, float)) and r.get("step", 0) <= step]
+    with atomic_write(path) as fh:
+        fh.write("".join(json.dumps(r) + "\n" for r in kept))
 
 
 def peak_memory_gb(device: Any = None) -> float:
@@ -112,8 +128,15 @@ class MetricsLogger:
     """See the module docs."""
 
     def __init__(self, run_dir: str | Path, logging_cfg: LoggingConfig, *, total_steps: int | None = None,
-                 start_step: int = 0, config: dict[str, Any] | None = None):
+                 start_step: int = 0, config: dict[str, Any] | None = None, overwrite: bool = False):
+        from grpo_core.checkpoint import RunFolderError, check_run_dir
+        from grpo_rewards.files import atomic_write
+
         self.run_dir = Path(run_dir)
+        if start_step == 0 and not overwrite:
+            check_run_dir(self.run_dir)
+        elif self.run_dir.exists() and not self.run_dir.is_dir():
+            raise RunFolderError(f"{self.run_dir} is a file, not a folder", key="logging.output_dir")
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.cfg = logging_cfg
         self.total_steps = total_steps
@@ -126,7 +149,8 @@ class MetricsLogger:
         else:
             mode = "w"
         if config is not None:  # the resolved run config, for reproducing the run
-            (self.run_dir / CONFIG_FILE).write_text(json.dumps(config, indent=2, default=str) + "\n", encoding="utf-8")
+            with atomic_write(self.run_dir / CONFIG_FILE) as fh:
+                fh.write(json.dumps(config, indent=2, default=str) + "\n")
         self._metrics = open(self.metrics_path, mode, encoding="utf-8")  # noqa: SIM115 (open for the run)
         self._samples = open(self.samples_path, mode, encoding="utf-8")  # noqa: SIM115
         self._closed = False
@@ -212,8 +236,12 @@ class MetricsLogger:
             self._tb.close()
         if self.cfg.plot and read_jsonl(self.metrics_path):
             from grpo_core.plotting import plot_run
+            from grpo_rewards.errors import UserError
 
-            return plot_run(self.run_dir)
+            try:
+                return plot_run(self.run_dir)
+            except UserError as exc:  # nothing numeric logged: the run itself is fine
+                log.warning("no curves drawn: %s", exc)
         return None
 
     def __enter__(self) -> MetricsLogger:

@@ -98,7 +98,7 @@ def test_every_problem_at_once_with_lines_and_suggestions(tmp_path: Path, core_r
      "quantization.load_in_4bit: 4-bit weights cannot be trained directly"),
     (('source = "rows.jsonl"', 'source = "missing.jsonl"'), "data.source: file not found: missing.jsonl"),
     (('source = "rows.jsonl"', 'source = "nosuch:abc"'), "data.source: unknown dataset source 'nosuch'"),
-    (("learning_rate = 1", "learning_rate = -1e-5"), "grpo.learning_rate: must be > 0, got -1e-05"),
+    (("learning_rate = 1", "learning_rate = -1e-5"), "grpo.learning_rate: must be > 0 and <= 1, got -1e-05"),
     (("learning_rate = 1", "learning_rate = true"), "grpo.learning_rate: expected float, got a boolean"),
     (("learning_rate = 1", "learning_rate = 1\ndelta = 0.5"), "grpo.delta: must be > 1"),
     (('dtype = "bfloat16"', 'dtype = "bf16"'), "model.dtype: must be one of auto, float32, bfloat16, float16, got 'bf16'"),
@@ -219,5 +219,5 @@ def test_memory_keys_are_checked(core_registry: Any) -> None:
     with pytest.raises(ConfigError) as info:
         config_from_dict({**base, "model": {"name_or_path": "m", "mlp_chunk_tokens": -2},
                           "grpo": {"micro_batch_tokens": -1}}, registry=core_registry)
-    assert problems(info) == ["<dict>: model.mlp_chunk_tokens: must be >= 0, got -2",
-                              "<dict>: grpo.micro_batch_tokens: must be >= 0, got -1"]
+    assert problems(info) == ["<dict>: model.mlp_chunk_tokens: must be >= 0 and <= 1000000000, got -2",
+                              "<dict>: grpo.micro_batch_tokens: must be >= 0 and <= 1000000000, got -1"]

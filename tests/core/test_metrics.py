@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from grpo_core.checkpoint import RunFolderError
 from grpo_core.config import LoggingConfig
 from grpo_core.metrics import MetricsLogger, peak_memory_gb, read_jsonl
 from grpo_core.plotting import metric_series, plot_run
+from grpo_rewards.errors import UserError
 
 
 def step_metrics(step: int) -> dict:
@@ -59,7 +61,12 @@ def test_resume_drops_lines_after_the_checkpoint(tmp_path: Path) -> None:
     logger.close()
     assert [(r["step"], r["reward/mean"]) for r in read_jsonl(tmp_path / "metrics.jsonl")] == [(1, 1), (2, 2), (3, 3), (4, 40)]
     assert [r["step"] for r in read_jsonl(tmp_path / "samples.jsonl")] == [1, 2, 3]
-    MetricsLogger(tmp_path, cfg).close()  # a fresh run (start_step 0) starts the files over
+    before = (tmp_path / "metrics.jsonl").read_bytes()
+    with pytest.raises(RunFolderError, match=r"holds an earlier run \(metrics.jsonl, samples.jsonl\): continue it "
+                                             r"with --resume, replace it with --overwrite"):
+        MetricsLogger(tmp_path, cfg)  # a fresh run (start_step 0) never truncates an earlier run's records
+    assert (tmp_path / "metrics.jsonl").read_bytes() == before
+    MetricsLogger(tmp_path, cfg, overwrite=True).close()  # asked for: the files start over
     assert read_jsonl(tmp_path / "metrics.jsonl") == []
 
 
@@ -81,7 +88,10 @@ def test_metric_series_skips_nulls_and_text(tmp_path: Path) -> None:
     records = [{"step": 1, "time": 5.0, "kl": None, "reward/mean": 1, "note": "x", "flag": True},
                {"step": 2, "time": 6.0, "kl": 0.2, "reward/mean": 2}]
     assert metric_series(records) == {"reward/mean": ([1, 2], [1.0, 2.0]), "kl": ([2], [0.2])}
-    with pytest.raises(FileNotFoundError, match="no metrics to plot"):
+    with pytest.raises(UserError, match="no metrics.jsonl: not a run folder"):
+        plot_run(tmp_path)
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1, "note": "x"}\n')
+    with pytest.raises(UserError, match=r"metrics.jsonl: no metrics to plot \(1 records, 0 bad lines\)"):
         plot_run(tmp_path)
 
 
@@ -93,7 +103,24 @@ def test_grpo_plot_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert (tmp_path / "c.png").stat().st_size > 5000
     assert str(tmp_path / "c.png") in capsys.readouterr().out
     assert main(["plot", str(tmp_path / "missing")]) == 2
-    assert "no metrics to plot" in capsys.readouterr().err
+    assert f"{tmp_path / 'missing'}: folder not found" in capsys.readouterr().err
+
+
+def test_plot_never_writes_over_its_input_and_reports_bad_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from grpo_rewards.cli import main
+
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text('{"step": 1, "kl": 0.5}\n[1, 2]\ngarbage\n{"step": 2, "kl": 0.25}\n{"step": 3, "k')
+    before = metrics.read_bytes()
+    assert main(["plot", str(tmp_path), "--out", str(metrics)]) == 2
+    assert "--out: " in capsys.readouterr().err and metrics.read_bytes() == before
+    assert main(["plot", str(tmp_path), "--out", str(tmp_path / "curves.jsonl")]) == 2
+    assert "the plot is a PNG; name a .png file" in capsys.readouterr().err
+    assert main(["plot", str(tmp_path)]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"warning: {metrics}:2: not a JSON object (list); line skipped",
+                   f"warning: {metrics}:3: invalid JSON; line skipped"]  # the torn last line is not a problem
+    assert metrics.read_bytes() == before and (tmp_path / "curves.png").stat().st_size > 1000
 
 
 def test_missing_optional_trackers_warn(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
