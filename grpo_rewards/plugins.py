@@ -1,11 +1,34 @@
 """The plugin manager: find plugins through entry points, isolate failures, collect registrations.
 
-Each entry point of the ``grpo`` group is loaded on its own. A plugin that fails
-to import, implements a misspelled hook, or raises while registering is reported
-with its distribution and version, and the others still load; ``strict=True``
-(or ``GRPO_STRICT_PLUGINS=1``) turns any such problem into a :class:`PluginError`.
-Two plugins registering the same name make that name ambiguous: using it raises
-an error naming both distributions.
+Loading
+    Each entry point of the ``grpo`` group is loaded on its own. A plugin that fails to
+    import, implements a misspelled hook or a hook wrapper, or raises while registering
+    (or registers something malformed: a non-callable factory, a verifier given to the
+    rewards hook, a parameter named like a config key) is reported with its distribution
+    and version and loses *all* its registrations and hooks; the others still load. A
+    module function named like a hook but not marked ``@hookimpl`` is ignored by pluggy,
+    so it gets a warning. ``strict=True`` (or ``GRPO_STRICT_PLUGINS=1``) turns any such
+    problem into a :class:`PluginError`.
+
+Choosing plugins
+    ``GRPO_LOAD_PLUGINS`` (as ``LLM_LOAD_PLUGINS``): unset, every installed plugin loads;
+    a comma-separated list of distribution or entry-point names, only those load (plus
+    the built-ins of ``grpo-toolkit``); empty, only the built-ins. ``GRPO_DISABLE_PLUGINS``
+    (pytest's ``-p no:NAME``): a comma-separated list of names never loaded, built-in
+    entry points included. Names compare case-insensitively, ``-``/``_``/``.`` alike.
+
+Names
+    Two plugins registering the same name make that name ambiguous: using it raises an
+    error naming both. Every registration is also reachable qualified by its
+    distribution or entry-point name, ``"grpo-toolkit:exact_match"``, which is never
+    ambiguous.
+
+Calling hooks
+    :attr:`Registry.hook` calls every implementation of a hook one at a time. One that
+    raises is logged (once per plugin and hook, with its file and line), counted in
+    :attr:`Registry.hook_failures` and skipped, so a broken listener cannot stop a
+    training loop or a ``grpo`` command; in strict mode it raises :class:`PluginError`.
+    The built-ins are called first (their commands win a name clash).
 """
 
 from __future__ import annotations
@@ -13,6 +36,8 @@ from __future__ import annotations
 import importlib.metadata
 import logging
 import os
+import re
+import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -20,12 +45,15 @@ from typing import Any
 import pluggy
 
 from grpo_rewards import hookspecs
-from grpo_rewards.specs import RewardSpec, VerifierSpec
+from grpo_rewards.specs import RESERVED_PARAMS, VERIFIER_RESERVED_PARAMS, RewardSpec, VerifierSpec, params_of
 from grpo_rewards.suggest import did_you_mean
 
 log = logging.getLogger("grpo.plugins")
 
 ENTRY_POINT_GROUP = "grpo"
+OWN_DISTRIBUTION = "grpo-toolkit"
+LOAD_ENV = "GRPO_LOAD_PLUGINS"
+DISABLE_ENV = "GRPO_DISABLE_PLUGINS"
 
 # hook name -> kind of thing it registers (also the Registry attribute holding them)
 REGISTRATION_HOOKS: dict[str, str] = {
@@ -36,10 +64,16 @@ REGISTRATION_HOOKS: dict[str, str] = {
     "grpo_register_dataset_sources": "dataset_sources",
     "grpo_register_sandbox_backends": "sandbox_backends",
 }
+HOOK_NAMES = frozenset(n for n in dir(hookspecs) if n.startswith("grpo_") and callable(getattr(hookspecs, n)))
 
 
 class PluginError(RuntimeError):
-    """A plugin could not be loaded, or a name it registered is ambiguous."""
+    """A plugin could not be loaded, a hook of it failed in strict mode, or a name it registered is ambiguous."""
+
+
+def normalize_name(name: str) -> str:
+    """A distribution or plugin name as compared: lower case, runs of ``-_.`` as one ``-`` (PEP 503)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 @dataclass
@@ -53,10 +87,15 @@ class PluginInfo:
     error: str | None = None
     hooks: list[str] = field(default_factory=list)
     registers: dict[str, list[str]] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def label(self) -> str:
         return f"{self.distribution} {self.version} (plugin {self.name!r})"
+
+    @property
+    def builtin(self) -> bool:
+        return self.distribution == OWN_DISTRIBUTION
 
 
 @dataclass
@@ -72,17 +111,37 @@ class Registry:
     dataset_sources: dict[str, Any] = field(default_factory=dict)
     sandbox_backends: dict[str, Any] = field(default_factory=dict)
     conflicts: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    qualified: dict[tuple[str, str, str], Any] = field(default_factory=dict)  # (kind, plugin-or-dist, name)
+    skipped: list[str] = field(default_factory=list)  # plugins left out by GRPO_LOAD/DISABLE_PLUGINS
+    hook_failures: dict[tuple[str, str], int] = field(default_factory=dict)  # (plugin, hook) -> count
     manager: pluggy.PluginManager | None = None
+    strict: bool = False
 
     def get(self, kind: str, name: str) -> Any:
-        """The thing of ``kind`` registered as ``name``; a clear error if missing or ambiguous."""
+        """The thing of ``kind`` registered as ``name`` (or ``dist:name``); a clear error if missing or ambiguous."""
+        what = kind[:-1].replace("_", " ")
+        if ":" in name:
+            prefix, bare = name.split(":", 1)
+            value = self.qualified.get((kind, normalize_name(prefix), bare))
+            if value is None:
+                known = [f"{p}:{n}" for k, p, n in self.qualified if k == kind]
+                raise PluginError(f"unknown {what} {name!r}{did_you_mean(name, known)}")
+            return value
         if (kind, name) in self.conflicts:
-            owners = " and ".join(self.conflicts[(kind, name)])
-            raise PluginError(f"{kind[:-1].replace('_', ' ')} {name!r} is registered by both {owners}; uninstall one")
+            labels = self.conflicts[(kind, name)]
+            owners = " and ".join(labels)
+            qualified = " or ".join(f'"{label.split(" ", 1)[0]}:{name}"' for label in labels)
+            raise PluginError(f"{what} {name!r} is registered by both {owners}; name one of them ({qualified}), "
+                              f"or leave one out with {DISABLE_ENV}")
         table: dict[str, Any] = getattr(self, kind)
         if name not in table:
-            raise PluginError(f"unknown {kind[:-1].replace('_', ' ')} {name!r}{did_you_mean(name, table)}")
+            raise PluginError(f"unknown {what} {name!r}{did_you_mean(name, table)}")
         return table[name]
+
+    def has_prefix(self, prefix: str) -> bool:
+        """Whether ``prefix`` names a loaded plugin or its distribution (the ``dist:`` of a qualified name)."""
+        key = normalize_name(prefix)
+        return any(key in (normalize_name(p.name), normalize_name(p.distribution)) for p in self.plugins if not p.error)
 
     def reward(self, name: str) -> RewardSpec:
         return self.get("rewards", name)
@@ -91,10 +150,58 @@ class Registry:
         return self.get("verifiers", name)
 
     @property
-    def hook(self) -> Any:
-        """The pluggy hook relay, for calling lifecycle hooks (``registry.hook.grpo_on_step_end(...)``)."""
+    def hook(self) -> HookRelay:
+        """Calls hooks one implementation at a time, isolating failures (``registry.hook.grpo_on_step_end(...)``)."""
         assert self.manager is not None
-        return self.manager.hook
+        return HookRelay(self)
+
+    def _label(self, plugin_name: str) -> str:
+        info = next((p for p in self.plugins if p.name == plugin_name), None)
+        return info.label if info else repr(plugin_name)
+
+
+class HookRelay:
+    """``relay.<hook>(**kwargs)``: every implementation called in turn; one that raises is reported and skipped."""
+
+    def __init__(self, registry: Registry):
+        self._registry = registry
+
+    def __getattr__(self, name: str) -> Callable[..., list[Any]]:
+        manager = self._registry.manager
+        assert manager is not None
+        caller = getattr(manager.hook, name)  # AttributeError for an unknown hook, as pluggy
+        registry = self._registry
+        builtins = {p.name for p in registry.plugins if p.builtin}
+
+        def call(**kwargs: Any) -> list[Any]:
+            impls = list(reversed(caller.get_hookimpls()))  # pluggy's own order (tryfirst .. trylast)
+            impls.sort(key=lambda impl: impl.plugin_name not in builtins)  # then the built-ins first
+            results = []
+            for impl in impls:
+                try:
+                    result = impl.function(*(kwargs[arg] for arg in impl.argnames))
+                except Exception as exc:
+                    _hook_failed(registry, impl.plugin_name, name, exc)
+                    continue
+                if result is not None:
+                    results.append(result)
+            return results
+
+        call.__name__ = name
+        return call
+
+
+def _hook_failed(registry: Registry, plugin_name: str, hook: str, exc: Exception) -> None:
+    key = (plugin_name, hook)
+    registry.hook_failures[key] = registry.hook_failures.get(key, 0) + 1
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+    problem = f"plugin {registry._label(plugin_name)}: {hook} raised {type(exc).__name__}: {exc}{where}; skipped"
+    if registry.strict:
+        raise PluginError(problem) from exc
+    if registry.hook_failures[key] == 1:
+        registry.problems.append(problem)
+        log.warning("%s (later failures of this hook are counted, not logged)", problem)
 
 
 def new_manager() -> pluggy.PluginManager:
@@ -122,22 +229,31 @@ def _dist_of(ep: importlib.metadata.EntryPoint) -> tuple[str, str]:
     return dist.metadata["Name"] or "unknown", dist.version or "?"
 
 
+def _names_from_env(var: str) -> set[str] | None:
+    """The normalised names listed in ``var`` (None when it is unset)."""
+    value = os.environ.get(var)
+    if value is None:
+        return None
+    return {normalize_name(n.strip()) for n in value.split(",") if n.strip()}
+
+
 def load_registry(
     *,
     strict: bool | None = None,
     entry_points: bool = True,
     extra_plugins: Iterable[tuple[str, object]] = (),
 ) -> Registry:
-    """Load every plugin and collect what it registers.
+    """Load the plugins (see module docs) and collect what they register.
 
-    ``extra_plugins`` are ``(name, module_or_object)`` pairs registered as if
-    found through an entry point (tests and notebooks use it).
+    ``extra_plugins`` are ``(name, module_or_object)`` pairs registered as if found
+    through an entry point (tests and notebooks use it); ``GRPO_LOAD_PLUGINS`` and
+    ``GRPO_DISABLE_PLUGINS`` do not apply to them.
     """
     if strict is None:
         strict = os.environ.get("GRPO_STRICT_PLUGINS", "") not in ("", "0", "false")
     pm = new_manager()
-    registry = Registry(manager=pm)
-    infos: dict[str, PluginInfo] = {}
+    registry = Registry(manager=pm, strict=strict)
+    only, disabled = _names_from_env(LOAD_ENV), _names_from_env(DISABLE_ENV) or set()
 
     def fail(info: PluginInfo, message: str) -> None:
         info.error = message
@@ -147,15 +263,35 @@ def load_registry(
         if strict:
             raise PluginError(problem)
 
+    def warn(info: PluginInfo, message: str) -> None:
+        info.warnings.append(message)
+        problem = f"plugin {info.label}: {message}"
+        registry.problems.append(problem)
+        log.warning(problem)
+
     candidates: list[tuple[PluginInfo, Callable[[], object]]] = []
+    seen_names: set[str] = set()
     if entry_points:
         for ep in _entry_points():
             dist, version = _dist_of(ep)
-            candidates.append((PluginInfo(ep.name, dist, version, ep.value), ep.load))
+            info = PluginInfo(ep.name, dist, version, ep.value)
+            names = {normalize_name(ep.name), normalize_name(dist)}
+            seen_names |= names
+            if names & disabled or (only is not None and not info.builtin and not names & only):
+                registry.skipped.append(info.label)
+                continue
+            candidates.append((info, ep.load))
+        for name in sorted((only or set()) - seen_names):
+            problem = f"{LOAD_ENV} names {name!r}, which is not an installed plugin or distribution"
+            registry.problems.append(problem)
+            log.warning(problem)
+    candidates.sort(key=lambda c: not c[0].builtin)  # stable: the built-ins first, then by entry-point name
     for name, obj in extra_plugins:
         module = getattr(obj, "__name__", type(obj).__name__)
         candidates.append((PluginInfo(name, "(in process)", "-", module), lambda obj=obj: obj))
 
+    infos: dict[str, PluginInfo] = {}
+    owners: dict[tuple[str, str], PluginInfo] = {}
     for info, load in candidates:
         registry.plugins.append(info)
         if info.name in infos:
@@ -165,26 +301,19 @@ def load_registry(
             plugin = load()
             pm.register(plugin, name=info.name)
         except Exception as exc:  # import errors, bad hookimpl signatures
-            fail(info, f"{type(exc).__name__}: {exc}")
+            fail(info, f"{type(exc).__name__}: {exc}{_where(exc)}")
             continue
         try:
-            pm.check_pending()  # a hookimpl whose name matches no hookspec: a misspelling
-        except pluggy.PluginValidationError as exc:
+            _check_plugin(pm, info, plugin, warn)
+            staged = _stage_registrations(pm, info)
+        except (pluggy.PluginValidationError, _Refused) as exc:
             pm.unregister(name=info.name)
-            fail(info, f"unknown hook (misspelled?): {exc}")
+            fail(info, str(exc))
             continue
         infos[info.name] = info
         info.hooks = sorted(impl.function.__name__ for impl in _impls_of(pm, info.name))
-
-    owners: dict[tuple[str, str], PluginInfo] = {}
-    for hook_name, kind in REGISTRATION_HOOKS.items():
-        for impl in getattr(pm.hook, hook_name).get_hookimpls():
-            info = infos[impl.plugin_name]
-            register = _make_register(kind, info, registry, owners)
-            try:
-                impl.function(register=register)
-            except Exception as exc:
-                fail(info, f"{hook_name} raised {type(exc).__name__}: {exc}")
+        for kind, name, value in staged:
+            _add(registry, owners, info, kind, name, value)
 
     for (kind, name), labels in registry.conflicts.items():
         problem = f"{kind[:-1].replace('_', ' ')} {name!r} is registered by both {' and '.join(labels)}"
@@ -195,41 +324,103 @@ def load_registry(
     return registry
 
 
+class _Refused(Exception):
+    """A plugin's hooks or registrations are malformed; it is not loaded."""
+
+
+def _where(exc: BaseException) -> str:
+    frames = traceback.extract_tb(exc.__traceback__)
+    return f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+
+
+def _check_plugin(pm: pluggy.PluginManager, info: PluginInfo, plugin: object, warn: Callable[[PluginInfo, str], None]
+                  ) -> None:
+    try:
+        pm.check_pending()  # a hookimpl whose name matches no hookspec: a misspelling
+    except pluggy.PluginValidationError as exc:
+        names = [impl.function.__name__ for impl in _impls_of(pm, info.name) if impl.function.__name__ not in HOOK_NAMES]
+        hint = did_you_mean(names[0], HOOK_NAMES) if names else ""
+        raise _Refused(f"unknown hook (misspelled?): {exc}{hint}") from None
+    for impl in _impls_of(pm, info.name):
+        if impl.hookwrapper or getattr(impl, "wrapper", False):
+            raise _Refused(f"{impl.function.__name__} is a hook wrapper; grpo hooks take plain implementations only")
+    for attr in sorted(HOOK_NAMES):
+        fn = getattr(plugin, attr, None)
+        if callable(fn) and pm.parse_hookimpl_opts(plugin, attr) is None:
+            warn(info, f"{attr} is not marked @hookimpl, so it is never called (add `@grpo_rewards.hookimpl`)")
+
+
 def _impls_of(pm: pluggy.PluginManager, plugin_name: str) -> list[Any]:
     plugin = pm.get_plugin(plugin_name)
     return [impl for caller in pm.get_hookcallers(plugin) or [] for impl in caller.get_hookimpls() if impl.plugin is plugin]
 
 
-def _make_register(
-    kind: str, info: PluginInfo, registry: Registry, owners: dict[tuple[str, str], PluginInfo]
-) -> Callable[..., None]:
+def _stage_registrations(pm: pluggy.PluginManager, info: PluginInfo) -> list[tuple[str, str, Any]]:
+    """Call the plugin's registration hooks and check every item; all or nothing (a failure raises ``_Refused``)."""
+    staged: list[tuple[str, str, Any]] = []
+    for hook_name, kind in REGISTRATION_HOOKS.items():
+        for impl in getattr(pm.hook, hook_name).get_hookimpls():
+            if impl.plugin_name != info.name:
+                continue
+
+            def register(item: Any, factory: Any = None, *, _kind: str = kind, _hook: str = hook_name) -> None:
+                name, value = _checked(_kind, _hook, item, factory, info)
+                staged.append((_kind, name, value))
+
+            try:
+                impl.function(register=register)
+            except Exception as exc:
+                raise _Refused(f"{hook_name} raised {type(exc).__name__}: {exc}{_where(exc)}") from exc
+    return staged
+
+
+def _checked(kind: str, hook: str, item: Any, factory: Any, info: PluginInfo) -> tuple[str, Any]:
+    """``(name, value)`` of one ``register(...)`` call, or a ``TypeError`` saying what is wrong with it."""
+    expected = {"rewards": RewardSpec, "verifiers": VerifierSpec}.get(kind)
+    if expected is not None:
+        if not isinstance(item, expected):
+            given = type(item).__name__
+            other = "grpo_register_verifiers" if isinstance(item, VerifierSpec) else "grpo_register_rewards"
+            hint = f" (a {given} belongs in {other})" if isinstance(item, (RewardSpec, VerifierSpec)) else ""
+            raise TypeError(f"{hook} takes register({expected.__name__}(...)), got {given}{hint}")
+        if factory is not None:
+            raise TypeError(f"{hook}: register() takes one {expected.__name__}, not a name and a factory")
+        name, value, target = item.name, replace(item, plugin=info.name), item.factory
+    else:
+        name, value, target = item, factory, factory
+    if not isinstance(name, str) or not name or ":" in name:
+        raise TypeError(f"{hook}: register() needs a non-empty name without ':', got {name!r}")
+    if not callable(target):
+        raise TypeError(f"{hook}: {name!r} has a factory that is not callable ({type(target).__name__})")
+    if expected is not None:
+        try:
+            params = params_of(target)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"{hook}: the parameters of {name!r}'s factory cannot be read: {exc}") from exc
+        reserved = RESERVED_PARAMS if kind == "rewards" else VERIFIER_RESERVED_PARAMS
+        clash = sorted(set(params) & set(reserved))
+        if clash:
+            raise TypeError(f"{hook}: {name!r} has parameter(s) {', '.join(clash)}, reserved for the config's own "
+                            "keys; rename them")
+    return name, value
+
+
+def _add(registry: Registry, owners: dict[tuple[str, str], PluginInfo], info: PluginInfo, kind: str, name: str,
+         value: Any) -> None:
     table: dict[str, Any] = getattr(registry, kind)
-
-    def register(item: Any, factory: Any = None) -> None:
-        if isinstance(item, (RewardSpec, VerifierSpec)):
-            name = item.name
-            value: Any = _with_plugin(item, info.name)
-        else:  # backends and sources: register(name, factory)
-            name, value = item, factory
-        if not isinstance(name, str) or not name:
-            raise TypeError(f"register() needs a non-empty name, got {name!r}")
-        key = (kind, name)
-        if key in owners and owners[key] is not info:
-            registry.conflicts.setdefault(key, [owners[key].label]).append(info.label)
-            table.pop(name, None)
-            return
-        if key in registry.conflicts:
-            registry.conflicts[key].append(info.label)
-            return
-        owners[key] = info
-        table[name] = value
-        info.registers.setdefault(kind, []).append(name)
-
-    return register
-
-
-def _with_plugin(spec: Any, plugin_name: str) -> Any:
-    return replace(spec, plugin=plugin_name)
+    for prefix in {normalize_name(info.name), normalize_name(info.distribution)}:
+        registry.qualified[(kind, prefix, name)] = value
+    info.registers.setdefault(kind, []).append(name)
+    key = (kind, name)
+    if key in registry.conflicts:
+        registry.conflicts[key].append(info.label)
+        return
+    if key in owners and owners[key] is not info:
+        registry.conflicts[key] = [owners[key].label, info.label]
+        table.pop(name, None)
+        return
+    owners[key] = info
+    table[name] = value
 
 
 _default: Registry | None = None

@@ -23,15 +23,14 @@ from typing import Any
 from grpo_rewards.compose import RESERVED_ALIASES, ComposedReward, RewardEntry, check_weight
 from grpo_rewards.contract import DEFAULT_MAX_CONSECUTIVE_FAILURES, ON_ERROR, SafeReward
 from grpo_rewards.plugins import PluginError, Registry, get_registry
-from grpo_rewards.specs import Param, params_of
+from grpo_rewards.specs import RESERVED_PARAMS, VERIFIER_REWARD_KEYS, Param, params_of
 from grpo_rewards.suggest import did_you_mean
 from grpo_rewards.tomlfile import TomlDoc, load_toml
 from grpo_rewards.verdict import reward_from_verifier
 
-ENTRY_KEYS = ("use", "weight", "on_error", "timeout", "max_consecutive_failures")
+ENTRY_KEYS = RESERVED_PARAMS
 DEFAULT_KEYS = ("on_error", "timeout", "max_consecutive_failures")
 VERIFIER_PREFIX = "verify:"
-VERIFIER_REWARD_KEYS = ("value", "wrong_value", "extract", "pattern", "reference_column")
 
 
 def _not_finite(value: Any) -> bool:

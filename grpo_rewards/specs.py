@@ -3,6 +3,8 @@
 A spec names a *factory*. The factory's keyword parameters (with type hints and
 defaults) are the reward's parameters: config validation, ``grpo rewards show``
 and the docs all read them from the signature, so there is one source of truth.
+:data:`RESERVED_PARAMS` (and, for verifiers, :data:`VERIFIER_REWARD_KEYS`) are the
+config's own keys and cannot be parameter names; the plugin manager refuses them.
 """
 
 from __future__ import annotations
@@ -14,6 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 REQUIRED = inspect.Parameter.empty
+
+# Keys of a [rewards.<alias>] table that configure the wrapper, not the reward: no factory may take them.
+RESERVED_PARAMS = ("use", "weight", "on_error", "timeout", "max_consecutive_failures")
+# Keys a verify:<name> table passes to the reward built around the verifier, not to the verifier.
+VERIFIER_REWARD_KEYS = ("value", "wrong_value", "extract", "pattern", "reference_column")
+VERIFIER_RESERVED_PARAMS = RESERVED_PARAMS + VERIFIER_REWARD_KEYS
 
 
 class RewardFunction(Protocol):
