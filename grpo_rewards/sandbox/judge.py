@@ -10,6 +10,7 @@ trust the program).
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -159,14 +160,39 @@ def _first_difference(got: list[str], want: list[str]) -> str:
     return f"{len(want) - len(got)} missing line(s) after line {len(got)}"
 
 
+# a report is the program's output: bounded before it is parsed (a 5,000-digit integer or 50,000 nested
+# brackets would otherwise raise out of json.loads, or recurse past the stack, in the trainer)
+MAX_REPORT_CHARS = 1 << 20
+MAX_REPORT_DEPTH = 100
+MAX_NUMBER_CHARS = 4000  # below Python's int-from-text limit (4300 digits by default)
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_LONG_NUMBER = re.compile(rf"[\d.eE+-]{{{MAX_NUMBER_CHARS + 1},}}")
+_DEPTH_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+def parse_report(text: str) -> Any:
+    """The JSON value of a runner's report, or ``None`` when it is malformed or over the bounds on size,
+    nesting depth and number length (all checked before parsing); never raises."""
+    if len(text) > MAX_REPORT_CHARS:
+        return None
+    skeleton = _JSON_STRING.sub('""', text)
+    if _LONG_NUMBER.search(skeleton):
+        return None
+    brackets = _NOT_BRACKET.sub("", skeleton)
+    if brackets and max(itertools.accumulate(map(_DEPTH_STEP.__getitem__, brackets))) > MAX_REPORT_DEPTH:
+        return None
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError, MemoryError):
+        return None
+
+
 def _reported(stdout: str, nonce: str) -> dict[str, Any] | None:
     prefix = nonce + " "
     for line in reversed(stdout.split("\n")):
         if line.startswith(prefix):
-            try:
-                obj = json.loads(line[len(prefix):])
-            except json.JSONDecodeError:
-                return None
+            obj = parse_report(line[len(prefix):])
             return obj if isinstance(obj, dict) else None
     return None
 

@@ -13,11 +13,11 @@ zygote, which hands them to its child unread; the output is read back here.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import logging
 import os
 import queue
-import shutil
 import socket
 import subprocess
 import sys
@@ -29,8 +29,15 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from grpo_rewards.sandbox import probe as probing
-from grpo_rewards.sandbox.jail import wire
-from grpo_rewards.sandbox.program import SANDBOX_ERROR, Limits, Program, RunResult, sandbox_error
+from grpo_rewards.sandbox.jail import cleanup, wire
+from grpo_rewards.sandbox.program import (
+    RUNTIME_ERROR,
+    SANDBOX_ERROR,
+    Limits,
+    Program,
+    RunResult,
+    sandbox_error,
+)
 from grpo_rewards.sandbox.uids import DEFAULT_BASE, UidClaim
 
 log = logging.getLogger("grpo.sandbox")
@@ -38,6 +45,7 @@ log = logging.getLogger("grpo.sandbox")
 DEFAULT_SLOTS_PER_CORE = 2
 BASE_PREFIX = "grpo-sandbox-"  # + owner pid: a pool killed before close() leaves its folder to the next one
 HANG_MARGIN = 30.0  # seconds past a program's wall limit before its zygote counts as hung
+START_TIMEOUT = 60.0  # seconds for a zygote's hello (its self-test included)
 JAIL_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jail")
 BOOT = (  # python -I -S: no site, no .pth files (a smaller zygote forks faster); site-packages added by hand
     "import sys,importlib.util as u;d=sys.argv[2];sys.path+=[p for p in sys.argv[3].split(chr(10)) if p];"
@@ -74,14 +82,18 @@ class Slot:
         self.lock = threading.Lock()
 
     def start(self) -> None:
+        """Start the zygote; :class:`~grpo_rewards.sandbox.probe.SandboxStartError` says why it could not."""
         try:
             self._start()
         except OSError as exc:
             if not (self.cfg.get("bwrap") and self.cfg.get("bwrap_optional")):
-                raise
-            self.cfg = {**self.cfg, "bwrap": False}  # auto profile: fall back to the zygote's own namespaces
+                raise probing.SandboxStartError(_start_failure(self.index, self.cfg, exc)) from None
+            self.cfg = {**self.cfg, "bwrap": ""}  # auto profile: fall back to the zygote's own namespaces
             self.problems.append(f"bubblewrap failed, running without it: {exc}")
-            self._start()
+            try:
+                self._start()
+            except OSError as again:
+                raise probing.SandboxStartError(_start_failure(self.index, self.cfg, again)) from None
 
     def _start(self) -> None:
         parent, child = socket.socketpair()
@@ -89,7 +101,7 @@ class Slot:
         site = "\n".join(p for p in sys.path if p.endswith(("site-packages", "dist-packages")))
         command = [sys.executable, "-I", "-S", "-c", BOOT, json.dumps(cfg), JAIL_DIR, site]
         if cfg.get("bwrap"):
-            command = bwrap_command(cfg["scratch_root"], _zygote_paths(site)) + command
+            command = bwrap_command(cfg["scratch_root"], _zygote_paths(site), cfg["bwrap"]) + command
         try:
             self.proc = _spawner().submit(
                 subprocess.Popen, command,
@@ -99,7 +111,13 @@ class Slot:
         finally:
             child.close()
         self.sock = parent
-        hello, _ = wire.recv(parent)
+        parent.settimeout(START_TIMEOUT)  # a zygote that never says hello (a stuck mount, a hung bwrap)
+        try:
+            hello, _ = wire.recv(parent)
+        except OSError as exc:  # socket.timeout included
+            self.proc.kill()
+            self.stop()
+            raise OSError(f"no hello from the zygote within {START_TIMEOUT:.0f}s ({exc})") from None
         if hello is None or "error" in hello:
             err = self.proc.stderr.read().decode(errors="replace")[-2000:] if self.proc.stderr else ""
             self.stop()
@@ -125,8 +143,8 @@ class Slot:
                 reply = None
                 if self.proc is not None:
                     self.proc.kill()
-            if reply is None:
-                self.stop()
+            if reply is None or reply.get("retire"):
+                self.stop()  # dead, hung, or retiring after a run it could not clean up: a fresh one next time
             return reply
 
     def stop(self) -> None:
@@ -142,7 +160,14 @@ class Slot:
             self.proc = None
 
 
-def bwrap_command(scratch_root: str, needed: Sequence[str] = ()) -> list[str]:
+def _start_failure(index: int, cfg: dict[str, Any], exc: OSError) -> str:
+    if isinstance(exc, FileNotFoundError) and cfg.get("bwrap"):
+        return (f"sandbox slot {index}: bubblewrap is gone from {cfg['bwrap']} (found there at start-up); "
+                "reinstall it or use profile = \"auto\"")
+    return f"sandbox slot {index} could not start: {exc}"
+
+
+def bwrap_command(scratch_root: str, needed: Sequence[str] = (), bwrap: str = "bwrap") -> list[str]:
     """The bubblewrap prefix of the strict profile: new pid/net/ipc/uts/cgroup namespaces, a read-only
     root, a fresh /proc, /dev and /tmp, and the slot's scratch root; capabilities stay (the zygote needs
     them to switch uid and mount its tmpfs), every child drops them. ``needed`` paths that the fresh
@@ -151,7 +176,7 @@ def bwrap_command(scratch_root: str, needed: Sequence[str] = ()) -> list[str]:
     under_tmp = sorted({"/tmp/" + os.path.realpath(p)[5:].split("/")[0] for p in needed
                         if os.path.realpath(p).startswith("/tmp/")})
     keep = [arg for path in under_tmp for arg in ("--ro-bind", path, path)]
-    return ["bwrap", "--die-with-parent", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
+    return [bwrap, "--die-with-parent", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
             "--unshare-cgroup-try", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
             *keep, "--perms", "0711", "--dir", os.path.dirname(scratch_root), "--bind", scratch_root, scratch_root,
             "--cap-add", "ALL", "--chdir", "/", "--"]
@@ -190,14 +215,7 @@ class LocalSandbox:
         # two programs in flight per core: while one slot hands a result back, the core runs another
         self.slots = max(1, int(slots or DEFAULT_SLOTS_PER_CORE * (os.cpu_count() or 1)))
         found = probing.probe()
-        wanted = set(found.layers) if profile == "auto" else set(probing.PROFILES.get(profile, ())) & set(found.layers)
-        wanted -= set(disable)  # for diagnosis and tests: dropping a default layer needs allow_unsafe
-        if "mountns" not in wanted:
-            wanted -= set(probing.NAMESPACE_LAYERS)
-        if profile not in ("auto", *probing.PROFILES):
-            raise ValueError(f"unknown sandbox profile {profile!r}; choose auto, {', '.join(probing.ORDER)}")
-        if profile == "strict" and "bwrap" not in found.layers:
-            raise probing.UnsafeSandboxError("sandbox profile 'strict' needs bubblewrap (bwrap), which is not installed")
+        wanted = probing.select_layers(profile, found, disable)  # dropping a default layer needs allow_unsafe
         probing.check_profile(tuple(wanted), allow_unsafe)
         self._uids = UidClaim(self.slots, uid_base) if "uid" in wanted else None
         _remove_stale_bases()
@@ -207,10 +225,10 @@ class LocalSandbox:
             "read_only": probing.read_only_paths(tuple(read_only)), "rw_files": list(probing.RW_FILES),
             "namespaces": "mountns" in wanted, "landlock": "landlock-fs" in wanted, "seccomp": "seccomp" in wanted,
             "scratch_mb": scratch_mb, "scratch_inodes": scratch_inodes,
-            "bwrap": "bwrap" in wanted, "bwrap_optional": profile != "strict",
+            "bwrap": found.bwrap if "bwrap" in wanted else "", "bwrap_optional": profile == "auto",
         }
         if "landlock-scope" not in wanted:
-            common["landlock_max_abi"] = 5 if "landlock-net" in wanted else 3
+            common["landlock_max_abi"] = 5 if "landlock-net" in wanted else 3 if "landlock-fs" in wanted else 0
         if preload is not None:
             common["preload"] = list(preload)
         self._slots: list[Slot] = []
@@ -224,10 +242,14 @@ class LocalSandbox:
                 list(starting.map(Slot.start, self._slots))
             self.layers = sorted(set.intersection(*(set(s.layers) for s in self._slots)), key=_layer_order)
             self.profile = probing.check_profile(tuple(self.layers), allow_unsafe)
+            lost = sorted(set(probing.PROFILES.get(profile, ())) - set(self.layers))
+            if lost:
+                raise probing.UnsafeSandboxError(f"sandbox profile {profile!r}: the zygotes could not put on "
+                                                 f"{', '.join(lost)} ({'; '.join(self._problems())})")
         except BaseException:
             self.close()
             raise
-        self.notes = sorted({p for s in self._slots for p in s.problems} | set(found.notes))
+        self.notes = sorted(set(self._problems()) | set(found.notes))
         self._free: queue.Queue[Slot] = queue.Queue()
         for s in self._slots:
             self._free.put(s)
@@ -249,23 +271,37 @@ class LocalSandbox:
             result = sandbox_error(f"the local sandbox runs Python only, not {program.language!r}")
         else:
             limits = program.limits or self.limits
-            fds = _program_fds(program)
-            try:
-                slot = self._free.get()
-                try:
-                    reply = slot.call({"op": "run", "limits": limits.as_dict()},
-                                      timeout=limits.wall_seconds + HANG_MARGIN, fds=fds)
-                except OSError as exc:
-                    reply = {"status": SANDBOX_ERROR, "error": str(exc)}
-                finally:
-                    self._free.put(slot)
-                result = _result(reply, fds[2], fds[3], limits.output_bytes)
-            finally:
-                for fd in fds:
-                    os.close(fd)
+            result = self._run_fds(_program_fds(program), {"op": "run", "limits": limits.as_dict()}, limits)
         with self._count_lock:
             self._counts[result.status] += 1
         return result
+
+    def _run_fds(self, fds: list[int], msg: dict[str, Any], limits: Limits) -> RunResult:
+        """Send one run to a free slot; closes ``fds``. Whatever the program can cause is its failure:
+        a zygote that died or hung during its run is a ``runtime_error`` (the slot restarts); only a slot
+        that cannot start again is a sandbox error (infrastructure)."""
+        try:
+            slot = self._free.get()
+            try:
+                reply = slot.call(msg, timeout=limits.wall_seconds + HANG_MARGIN, fds=fds)
+            except (OSError, probing.SandboxStartError) as exc:
+                reply = {"status": SANDBOX_ERROR, "error": f"the sandbox slot could not restart: {exc}"}
+            finally:
+                self._free.put(slot)
+            if reply is None:
+                with self._count_lock:
+                    self._counts["zygote_deaths"] += 1
+                log.warning("sandbox slot %d: its zygote died or hung during a run; scored as the program's "
+                            "failure, the slot restarts", slot.index)
+                return RunResult(RUNTIME_ERROR, error="the program's run killed or hung its sandbox process "
+                                                      "(the slot restarts)")
+            return _result(reply, fds[2], fds[3], limits.output_bytes)
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+    def _problems(self) -> list[str]:
+        return sorted({p for s in self._slots for p in s.problems})
 
     def scratch_entries(self) -> list[str]:
         """What is left in the slots' scratch folders (should be nothing between runs)."""
@@ -282,10 +318,11 @@ class LocalSandbox:
     def metrics(self) -> dict[str, Any]:
         with self._count_lock:
             counts = dict(self._counts)
+        deaths = counts.pop("zygote_deaths", 0)
         total = sum(counts.values())
         return {
             "backend": self.name, "profile": self.profile, "layers": list(self.layers), "slots": self.slots,
-            "runs": total, "status_counts": counts,
+            "runs": total, "status_counts": counts, "zygote_deaths": deaths,
             "sandbox_error_rate": counts.get(SANDBOX_ERROR, 0) / total if total else 0.0,
         }
 
@@ -299,7 +336,7 @@ class LocalSandbox:
         if getattr(self, "_uids", None) is not None:
             self._uids.release()
         if getattr(self, "_base", None):
-            shutil.rmtree(self._base, ignore_errors=True)
+            cleanup.remove_tree(self._base)
             self._base = ""
 
     def __enter__(self) -> LocalSandbox:
@@ -322,36 +359,66 @@ def _layer_order(name: str) -> int:
 
 
 def _remove_stale_bases() -> None:
-    """Delete the scratch folders of pools whose process is gone (killed before ``close``)."""
+    """Delete the scratch folders of pools whose process is gone (killed before ``close``).
+
+    Never stops a pool from starting: two pools starting at once (torchrun ranks) take
+    turns on a lock file, and a folder that cannot be removed (or vanished meanwhile)
+    is left with a warning.
+    """
     root = tempfile.gettempdir()
-    for name in os.listdir(root):
-        if not name.startswith(BASE_PREFIX):
-            continue
-        owner = name[len(BASE_PREFIX):].split("-", 1)[0]
-        path = os.path.join(root, name)
-        if not owner.isdigit() or os.stat(path).st_uid != os.geteuid():
-            continue
-        try:
-            os.kill(int(owner), 0)
-        except ProcessLookupError:
-            shutil.rmtree(path, ignore_errors=True)
-        except PermissionError:
-            pass
+    try:
+        lock = os.open(os.path.join(root, f"{BASE_PREFIX}cleanup-{os.geteuid()}.lock"),
+                       os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    except OSError as exc:
+        log.warning("sandbox: stale scratch folders not cleaned (no lock file: %s)", exc)
+        return
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for name in os.listdir(root):
+            owner = name[len(BASE_PREFIX):].split("-", 1)[0]
+            if not name.startswith(BASE_PREFIX) or not owner.isdigit():
+                continue
+            path = os.path.join(root, name)
+            try:
+                if os.lstat(path).st_uid != os.geteuid():
+                    continue
+                os.kill(int(owner), 0)
+            except ProcessLookupError:
+                if not cleanup.remove_tree(path):
+                    log.warning("sandbox: could not remove the stale scratch folder %s", path)
+            except OSError:  # gone meanwhile, or another user's process
+                continue
+    finally:
+        os.close(lock)
 
 
 def _memfd(name: str, data: bytes = b"") -> int:
     fd = os.memfd_create(name, os.MFD_CLOEXEC)
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-    os.lseek(fd, 0, os.SEEK_SET)  # the child shares this offset
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.lseek(fd, 0, os.SEEK_SET)  # the child shares this offset
+    except BaseException:
+        os.close(fd)
+        raise
     return fd
 
 
 def _program_fds(program: Program) -> list[int]:
-    """Memfds for the code, stdin, stdout and stderr: the zygote passes them on without reading them."""
-    return [_memfd("code", program.code.encode("utf-8", "surrogateescape")),
-            _memfd("stdin", program.stdin.encode("utf-8", "surrogateescape")), _memfd("stdout"), _memfd("stderr")]
+    """Memfds for the code, stdin, stdout and stderr: the zygote passes them on without reading them.
+    If one cannot be made, those already made are closed."""
+    contents = [("code", program.code.encode("utf-8", "surrogateescape")),
+                ("stdin", program.stdin.encode("utf-8", "surrogateescape")), ("stdout", b""), ("stderr", b"")]
+    fds: list[int] = []
+    try:
+        for name, data in contents:
+            fds.append(_memfd(name, data))
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    return fds
 
 
 def _read(fd: int, size: int, cap: int) -> str:

@@ -41,11 +41,16 @@ class UnsafeSandboxError(ValueError):
     """The kernel lacks layers of the default profile and unsafe execution was not allowed (a config problem)."""
 
 
+class SandboxStartError(RuntimeError):
+    """The sandbox could not start on this machine although its layers were found (an infrastructure failure)."""
+
+
 @dataclass(frozen=True)
 class Probe:
     layers: tuple[str, ...]
     landlock_abi: int
     notes: tuple[str, ...] = field(default=())
+    bwrap: str = ""  # absolute path of bubblewrap: the zygote starts with an empty environment (no PATH)
 
     @property
     def profile(self) -> str:
@@ -80,9 +85,40 @@ def probe() -> Probe:
         layers += ["uid", *NAMESPACE_LAYERS]
     else:
         notes.append("not root: no slot uids, no namespaces")
-    if shutil.which("bwrap") and os.geteuid() == 0:
+    bwrap = bwrap_path()
+    if bwrap and os.geteuid() == 0:
         layers += ["bwrap", "pidns"]
-    return Probe(tuple(layers), abi, tuple(notes))
+    return Probe(tuple(layers), abi, tuple(notes), bwrap)
+
+
+def bwrap_path() -> str:
+    """bubblewrap's absolute path, found through ``PATH`` now (the zygote's environment is empty), or ""."""
+    found = shutil.which("bwrap")
+    return os.path.abspath(found) if found else ""
+
+
+def select_layers(profile: str, found: Probe, disable: tuple[str, ...] | list[str] = ()) -> set[str]:
+    """The layers a pool asked for ``profile`` puts on: every layer found, less ``disable``.
+
+    A named profile is a floor, never silently lowered: when this machine lacks one of
+    its layers, :class:`UnsafeSandboxError` names them. ``bwrap`` is used by ``strict``
+    and ``auto`` only. ``disable`` drops layers for diagnosis and tests.
+    """
+    if profile not in ("auto", *PROFILES):
+        raise ValueError(f"unknown sandbox profile {profile!r}; choose auto, {', '.join(ORDER)}")
+    wanted = set(found.layers) - set(disable)
+    if "mountns" not in wanted:
+        wanted -= set(NAMESPACE_LAYERS)
+    if profile not in ("auto", "strict"):
+        wanted -= {"bwrap", "pidns"}
+    if profile != "auto":
+        missing = [layer for layer in PROFILES[profile] if layer not in wanted]
+        if missing:
+            hint = " (install bubblewrap: apt-get install bubblewrap)" if "bwrap" in missing else ""
+            raise UnsafeSandboxError(f"sandbox profile {profile!r} needs {', '.join(missing)}, which this machine "
+                                     f"does not offer{hint}; refusing to run it weaker. Use profile = \"auto\" for "
+                                     "the strongest available.")
+    return wanted
 
 
 def check_profile(layers: tuple[str, ...] | list[str], allow_unsafe: bool) -> str:

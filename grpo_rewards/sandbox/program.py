@@ -5,11 +5,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-# statuses of one run (``wrong`` is the judge's, never a backend's)
-OK, WRONG, RUNTIME_ERROR, TIMEOUT, MEMORY, OUTPUT_LIMIT, SANDBOX_ERROR = (
-    "ok", "wrong", "runtime_error", "timeout", "memory", "output_limit", "sandbox_error")
-RUN_STATUSES = (OK, RUNTIME_ERROR, TIMEOUT, MEMORY, OUTPUT_LIMIT, SANDBOX_ERROR)
-STATUSES = (OK, WRONG, RUNTIME_ERROR, TIMEOUT, MEMORY, OUTPUT_LIMIT, SANDBOX_ERROR)
+# statuses of one run (``wrong`` is the judge's, never a backend's). Every one but ``sandbox_error`` is the
+# program's own failure and scores as one; ``sandbox_error`` is an infrastructure failure no program could cause
+OK, WRONG, RUNTIME_ERROR, TIMEOUT, MEMORY, OUTPUT_LIMIT, COMPILE_ERROR, SANDBOX_ERROR = (
+    "ok", "wrong", "runtime_error", "timeout", "memory", "output_limit", "compile_error", "sandbox_error")
+RUN_STATUSES = (OK, RUNTIME_ERROR, TIMEOUT, MEMORY, OUTPUT_LIMIT, COMPILE_ERROR, SANDBOX_ERROR)
+STATUSES = (OK, WRONG, RUNTIME_ERROR, TIMEOUT, MEMORY, OUTPUT_LIMIT, COMPILE_ERROR, SANDBOX_ERROR)
+COMPILED = ("c", "cpp")  # languages the local sandbox compiles (gcc, g++) before running
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,18 @@ from typing import Any
 from grpo_rewards.completions import completion_text
 from grpo_rewards.sandbox.extract import extract_code
 from grpo_rewards.sandbox.judge import Outcome, judge, program_for
-from grpo_rewards.sandbox.program import SANDBOX_ERROR, Limits
-from grpo_rewards.sandbox.tests_formats import TestFormatError, parse_tests
+from grpo_rewards.sandbox.program import COMPILED, SANDBOX_ERROR, WRONG, Limits, RunResult
+from grpo_rewards.sandbox.tests_formats import (
+    AssertCase,
+    StdioCase,
+    TestCase,
+    TestFormatError,
+    TestSuite,
+    parse_tests,
+)
 
 log = logging.getLogger("grpo.sandbox")
+LOCAL_LANGUAGES = ("python", "python3", *COMPILED)
 
 _backends: dict[tuple[Any, ...], Any] = {}
 _backends_lock = threading.Lock()
@@ -58,7 +66,8 @@ class CodeExecutionReward:
     """A TRL-style batch reward (see module docs)."""
 
     def __init__(self, *, binary: bool, tests_column: str, language: str, backend: str, limits: Limits,
-                 backend_options: dict[str, Any], max_tests: int, float_tolerance: float = 0.0):
+                 backend_options: dict[str, Any], max_tests: int, float_tolerance: float = 0.0,
+                 weak_tests: str = "exclude"):
         self.__name__ = "code_execution_binary" if binary else "code_execution"
         self.binary = binary
         self.tests_column = tests_column
@@ -68,6 +77,7 @@ class CodeExecutionReward:
         self.backend_options = backend_options
         self.max_tests = max_tests
         self.float_tolerance = float_tolerance
+        self.weak_tests = weak_tests
         self.last_details: list[dict[str, Any]] = []
         self._counts: Counter[str] = Counter()
         self._backend: Any = None
@@ -101,13 +111,27 @@ class CodeExecutionReward:
                 self._counts["bad_tests"] += 1
                 log.warning("%s: row %d: column %r: %s; scored None", self.__name__, i, self.tests_column, exc)
                 continue
-            cases = suite.cases[: self.max_tests] if self.max_tests else suite.cases
+            cases, why_none = self._cases(suite)
+            if why_none:
+                details[i] = {"reason": f"row {i}: {self.tests_column}: {why_none}"}
+                log.warning("%s: row %d: column %r: %s; scored None", self.__name__, i, self.tests_column, why_none)
+                continue
             for case in cases:
                 jobs.append((i, case, program_for(code, case, self.limits, suite.language)))
-        results = self.backend.run([p.program for _, _, p in jobs]) if jobs else []
+        try:
+            results = self.backend.run([p.program for _, _, p in jobs]) if jobs else []
+        except Exception as exc:  # the backend could not run at all (pool failed to start, remote down)
+            self._counts["infrastructure_errors"] += len({i for i, _, _ in jobs})
+            log.error("%s: the %s sandbox backend failed (%s: %s); %d row(s) scored None", self.__name__,
+                      self.backend_name, type(exc).__name__, exc, len({i for i, _, _ in jobs}))
+            results = [RunResult(SANDBOX_ERROR, error=f"backend failed: {exc}") for _ in jobs]
         per_row: dict[int, list[Outcome]] = {}
         for (i, case, prepared), result in zip(jobs, results, strict=True):
-            outcome = judge(case, prepared, result, float_tolerance=self.float_tolerance)
+            try:
+                outcome = judge(case, prepared, result, float_tolerance=self.float_tolerance)
+            except Exception as exc:  # whatever the program printed, it is the program's failure
+                self._counts["judge_errors"] += 1
+                outcome = Outcome(WRONG, f"output could not be judged ({type(exc).__name__})")
             per_row.setdefault(i, []).append(outcome)
             self._counts[outcome.status] += 1
             self._counts["weak_tests"] += outcome.weak
@@ -125,10 +149,26 @@ class CodeExecutionReward:
         self.last_details = details
         return scores
 
+    def _cases(self, suite: TestSuite) -> tuple[list[TestCase], str]:
+        """The cases to run, or why the row cannot be scored (then ``None``, a dataset problem)."""
+        cases = suite.cases
+        if suite.language.lower() in COMPILED and any(not isinstance(c, StdioCase) for c in cases):
+            self._counts["bad_tests"] += 1
+            return [], f"{suite.language} programs are judged on stdin/stdout tests only"
+        if self.weak_tests == "exclude":
+            cases = [c for c in cases if not (isinstance(c, AssertCase) and c.weak)]
+            if not cases:
+                self._counts["only_weak_tests"] += 1
+                return [], ("every test is a weak assert, which a program can forge (weak_tests = \"exclude\"); "
+                            "set weak_tests = \"include\" to trust them")
+        return (cases[: self.max_tests] if self.max_tests else cases), ""
+
     def metrics(self) -> dict[str, Any]:
         """Test statuses so far, the sandbox-error rate, and the backend's layers."""
         counts = dict(self._counts)
-        tests = sum(v for k, v in counts.items() if k not in ("no_code", "bad_tests", "weak_tests"))
+        tests = sum(v for k, v in counts.items()
+                    if k not in ("no_code", "bad_tests", "weak_tests", "only_weak_tests", "infrastructure_errors",
+                                 "judge_errors"))
         backend = self._backend.metrics() if self._backend is not None else {}
         return {"counts": counts, "tests": tests,
                 "sandbox_error_rate": counts.get(SANDBOX_ERROR, 0) / tests if tests else 0.0,
@@ -147,6 +187,7 @@ def _build(
     output_kb: int = 1024,
     max_tests: int = 0,
     float_tolerance: float = 0.0,
+    weak_tests: str = "exclude",
     slots: int = 0,
     concurrency: int = 16,
     profile: str = "auto",
@@ -159,14 +200,15 @@ def _build(
 
     get_registry().get("sandbox_backends", backend)  # an unknown name is a config error now, not at step 1
     options: dict[str, Any] = {}
+    if weak_tests not in ("exclude", "include"):
+        raise ValueError(f"weak_tests must be \"exclude\" or \"include\", got {weak_tests!r}")
     if backend == "local":
-        if language not in ("python", "python3"):
-            raise ValueError(f"the local backend runs Python only; language = {language!r} needs a remote backend")
+        if language.lower() not in LOCAL_LANGUAGES:
+            raise ValueError(f"the local backend runs {', '.join(LOCAL_LANGUAGES)}; language = {language!r} needs "
+                             "a remote backend")
         from grpo_rewards.sandbox import probe
 
-        found = probe.probe()
-        profile_layers = found.layers if profile == "auto" else tuple(set(found.layers) & set(probe.PROFILES.get(profile, ())))
-        probe.check_profile(profile_layers, allow_unsafe_execution)
+        probe.check_profile(tuple(probe.select_layers(profile, probe.probe())), allow_unsafe_execution)
         options = {"slots": slots, "allow_unsafe_execution": allow_unsafe_execution, "profile": profile}
     else:
         if not url:
@@ -178,7 +220,7 @@ def _build(
         raise ValueError(f"float_tolerance must be in [0, 1) (0: exact text), got {float_tolerance}")
     return CodeExecutionReward(binary=binary, tests_column=tests_column, language=language, backend=backend,
                                limits=limits, backend_options=options, max_tests=max_tests,
-                               float_tolerance=float_tolerance)
+                               float_tolerance=float_tolerance, weak_tests=weak_tests)
 
 
 def make_code_execution(**params: Any) -> CodeExecutionReward:

@@ -70,3 +70,22 @@ def zombies_under(ancestors: set[int]) -> list[int]:
 
 def zygote_pids(pool) -> set[int]:
     return {s.proc.pid for s in pool._slots if s.proc is not None}
+
+
+# Every profile this machine offers, as LocalSandbox options. As root, "default" is reached by dropping the
+# layers above it, but keeps the mount namespace: programs without a slot uid run as nobody, who needs the
+# interpreter exposed (a non-root user's default profile has neither and runs programs as that user).
+DEFAULT_AS_ROOT = ("uid", "bwrap", "pidns", "netns", "ipcns", "utsns", "tmpfs-scratch")
+
+
+def profile_options() -> dict[str, dict]:
+    out: dict[str, dict] = {}
+    if FOUND.profile in ("default", "hardened", "strict"):
+        out["default"] = {"disable": DEFAULT_AS_ROOT} if "uid" in FOUND.layers else {"profile": "default"}
+    for name in ("hardened", "strict"):
+        if set(probe.PROFILES[name]) <= set(FOUND.layers):
+            out[name] = {"profile": name}
+    return out
+
+
+PROFILE_OPTIONS = profile_options()

@@ -9,12 +9,12 @@ import pytest
 from grpo_rewards.sandbox.pool import LocalSandbox
 from grpo_rewards.sandbox.program import Program
 
-from .conftest import FAST, FOUND, needs_default
+from .conftest import DEFAULT_AS_ROOT, FAST, FOUND, needs_default
 
 pytestmark = needs_default
 
 PROFILES = {
-    "default": ("uid", "mountns", "bwrap", "pidns"),
+    "default": DEFAULT_AS_ROOT,
     "hardened": ("bwrap", "pidns"),
     "strict": (),
 }
@@ -84,7 +84,7 @@ def test_signals_denied_when_nothing_else_confines_them():
     """No slot uid and no Landlock scope (a non-root user on Linux < 6.12): seccomp refuses kill()."""
     if not _available("default"):
         pytest.skip("no default profile here")
-    with LocalSandbox(slots=1, limits=FAST, disable=("uid", "mountns", "bwrap", "pidns", "landlock-scope")) as box:
+    with LocalSandbox(slots=1, limits=FAST, disable=(*DEFAULT_AS_ROOT, "landlock-scope")) as box:
         assert "landlock-scope" not in box.layers and "uid" not in box.layers
         r = box.run_one(Program("import os, signal\nos.kill(os.getppid(), 0)"))
         assert r.status == "runtime_error" and "PermissionError" in r.stderr

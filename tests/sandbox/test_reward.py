@@ -95,11 +95,40 @@ def test_assert_style_tests():
     he = {"test": "def check(candidate):\n    assert candidate(3) == 9\n", "entry_point": "square"}
     good = fenced("def square(x):\n    return x * x")
     bad = fenced("def square(x):\n    return x + x")
-    r = reward("code_execution", tests_column="tests", cpu_seconds=2.0, wall_seconds=4.0)
+    r = reward("code_execution", tests_column="tests", cpu_seconds=2.0, wall_seconds=4.0, weak_tests="include")
     scores = r([good, bad, good], tests=[mbpp, mbpp, he])
     assert scores == [1.0, pytest.approx(1 / 3), 1.0]  # x + x fails both == checks; the weak >= 0 passes
     assert r.last_details[0]["weak"] == 1
     assert r.metrics()["counts"]["weak_tests"] >= 2
+    strict = reward("code_execution", tests_column="tests", cpu_seconds=2.0, wall_seconds=4.0)  # the default
+    assert strict([good, bad, good], tests=[mbpp, mbpp, he]) == [1.0, 0.0, 1.0]  # the weak >= 0 is not run
+    assert strict.last_details[1]["total"] == 2 and strict.metrics()["counts"].get("weak_tests", 0) == 0
+
+
+# reads the report nonce from the runner's own code constants, prints a forged pass, leaves before the check
+FORGE_WEAK = """import os, re
+def square(x):
+    for const in globals()["_grpo_emit"].__code__.co_consts:
+        for nonce in re.findall("[0-9a-f]{24}", const if isinstance(const, str) else ""):
+            os.write(1, ("\\n" + nonce + ' {"passed": true}\\n').encode())
+    os._exit(0)
+"""
+
+
+def test_weak_asserts_are_forgeable_so_excluded_by_default():
+    """A program can forge a weak assert's pass (it runs in the same interpreter as the check); so by
+    default weak tests are not run, and a row with nothing else to check scores None, never a pass."""
+    weak_only = {"test_list": ["assert square(3) > 0"]}
+    forged = fenced(FORGE_WEAK)
+    trusting = reward("code_execution", tests_column="tests", cpu_seconds=2.0, wall_seconds=4.0,
+                      weak_tests="include")
+    assert trusting([forged], tests=[weak_only]) == [1.0]  # the hole: a forged pass
+    default = reward("code_execution", tests_column="tests", cpu_seconds=2.0, wall_seconds=4.0)
+    assert default([forged], tests=[weak_only]) == [None]
+    assert "weak" in default.last_details[0]["reason"]
+    assert default.metrics()["counts"]["only_weak_tests"] == 1
+    with pytest.raises(ValueError, match="weak_tests"):
+        reward("code_execution", weak_tests="sometimes")
 
 
 class _FlakyBackend:

@@ -1,7 +1,11 @@
-"""The forked child: put on every layer, say "ready" on fd 3, then run the program in this interpreter.
+"""The forked child: put on every layer, say "ready" on fd 3, then run the program.
 
-Nothing here returns: the child ends with ``os._exit``. Anything that fails before
-"ready" is a sandbox error (the zygote reports it); anything after is the program's.
+A run's ``mode``: ``python`` runs the code in this interpreter (no exec); ``exec``
+executes a compiled binary from its memfd (``fexecve``); ``compile`` writes the
+source to the scratch folder, runs the compiler command the pool gave, and copies
+the binary it made into the output memfd. Nothing here returns: the child ends with
+``os._exit`` (or becomes the binary). Anything that fails before "ready" is a
+sandbox error (the zygote reports it); anything after is the program's.
 """
 
 from __future__ import annotations
@@ -14,14 +18,16 @@ import socket
 from typing import Any
 
 from . import landlock, limits, wire
-from .linux import PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, drop_capabilities, prctl
+from .linux import PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, prctl
 
 _exit = os._exit  # bound now: a program that replaces os._exit still ends here
 
 READY_FD = 3
 RULESET_FD = 4
 CODE_FD = 5
+BINARY_FD = 6  # compile mode: the memfd the compiled binary is copied into
 SETUP_FAILED_EXIT = 111
+NOBODY = 65534  # root without a slot uid runs programs as the overflow uid, never as euid 0
 MEMORY_EXIT = 125
 CHILD_ENV = {
     "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8",
@@ -72,22 +78,23 @@ def enter(req: dict[str, Any], ctx: Any, fds: list[int], ready_w: int, scratch: 
             os.setsid()
         if ruleset == -2:
             ruleset = _ruleset(ctx, scratch)
-        code_fd, stdin_fd, out_fd, err_fd = fds
+        mode = req.get("mode", "python")
+        code_fd, stdin_fd, out_fd, err_fd, *binary_fd = fds
         if ruleset < 0:
             ruleset = os.open("/dev/null", os.O_RDONLY)  # a placeholder keeps the fd numbers fixed
-        high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 16) for fd in (stdin_fd, out_fd, err_fd, ready_w, ruleset, code_fd)]
-        for target, fd in enumerate(high):  # 0, 1, 2, READY_FD (3), RULESET_FD (4), CODE_FD (5)
+        order = (stdin_fd, out_fd, err_fd, ready_w, ruleset, code_fd, *binary_fd[:1])
+        high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 16) for fd in order]
+        for target, fd in enumerate(high):  # 0, 1, 2, READY_FD (3), RULESET_FD (4), CODE_FD (5), BINARY_FD (6)
             os.dup2(fd, target)
         ruleset = RULESET_FD if ctx.landlock_abi else -1
-        os.closerange(CODE_FD + 1, 1 << 20)  # the zygote's socket, pipes, path fds, everything else
+        os.closerange(len(order), 1 << 20)  # the zygote's socket, pipes, path fds, everything else
         limits.apply(req["limits"], own_uid=ctx.uid is not None)
         os.chdir(scratch)
-        if ctx.uid is not None:
+        uid, gid = (ctx.uid, ctx.gid) if ctx.uid is not None else (NOBODY, NOBODY) if os.geteuid() == 0 else (None, None)
+        if uid is not None:
             os.setgroups([])
-            os.setresgid(ctx.gid, ctx.gid, ctx.gid)
-            os.setresuid(ctx.uid, ctx.uid, ctx.uid)
-        elif os.geteuid() == 0:
-            drop_capabilities()  # no slot uid (a profile without it): at least no root powers
+            os.setresgid(gid, gid, gid)
+            os.setresuid(uid, uid, uid)  # drops every capability too
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # after the uid change, which clears it
         if os.getppid() != ctx.zygote_pid:
             raise OSError("zygote gone")
@@ -97,8 +104,8 @@ def enter(req: dict[str, Any], ctx: Any, fds: list[int], ready_w: int, scratch: 
         else:
             os.close(RULESET_FD)
         if ctx.seccomp is not None:
-            ctx.seccomp.install()
-        source = _read_code()
+            ctx.seccomp[mode].install()
+        source = _read_code() if mode != "exec" else ""
         os.write(READY_FD, b"R")
         os.close(READY_FD)
     except BaseException as exc:
@@ -106,7 +113,60 @@ def enter(req: dict[str, Any], ctx: Any, fds: list[int], ready_w: int, scratch: 
             os.write(READY_FD, b"E" + f"{type(exc).__name__}: {exc}".encode()[:400])
         finally:
             _exit(SETUP_FAILED_EXIT)
+    if mode == "exec":
+        _exec_binary(scratch)
+    if mode == "compile":
+        _exit(_compile(req, source, scratch))
     _exit(_run_program(source, scratch))
+
+
+def _exec_binary(scratch: str) -> None:
+    """Become the compiled program (its memfd, ``execveat(fd, "", AT_EMPTY_PATH)``); 127 if exec fails."""
+    try:
+        os.execve(CODE_FD, ["solution"], {**CHILD_ENV, "HOME": scratch, "TMPDIR": scratch})
+    except BaseException as exc:
+        with contextlib.suppress(BaseException):
+            os.write(2, f"cannot execute the compiled program: {exc}\n".encode())
+    _exit(127)
+
+
+def _compile(req: dict[str, Any], source: str, scratch: str) -> int:
+    """Run the compiler command of ``req`` on the source (written to ``req["source_name"]``), then copy the
+    binary (``a.out``) into :data:`BINARY_FD`. Returns the compiler's exit code (1 if it made no binary)."""
+    import time
+
+    with open(req["source_name"], "w", encoding="utf-8", errors="surrogateescape") as fh:
+        fh.write(source)
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": scratch, "TMPDIR": scratch}
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.dup2(2, 1)  # diagnostics all on stderr
+            os.execve(req["compile"][0], req["compile"], env)
+        finally:
+            _exit(127)
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            break
+        except ChildProcessError:
+            return 1
+        except InterruptedError:
+            time.sleep(0)
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        return code & 0xFF if code > 0 else 1
+    try:
+        fd = os.open("a.out", os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return 1
+    with contextlib.suppress(OSError):
+        while chunk := os.read(fd, 1 << 20):
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(BINARY_FD, view):]
+    os.close(fd)
+    return 0
 
 
 def _read_code() -> str:

@@ -65,24 +65,3 @@ def mount(source: str | None, target: str, fstype: str | None, flags: int, data:
 
 def umount(target: str, flags: int = MNT_DETACH) -> None:
     check(libc.umount2(target.encode(), flags), f"umount {target}")
-
-
-class _CapHeader(ctypes.Structure):
-    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-
-class _CapData(ctypes.Structure):
-    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
-
-
-PR_CAPBSET_DROP = 24
-LINUX_CAPABILITY_VERSION_3 = 0x20080522
-
-
-def drop_capabilities() -> None:
-    """Empty the bounding, effective, permitted and inheritable sets (a root child with no uid switch)."""
-    for cap in range(64):
-        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0:
-            break  # past the last capability this kernel knows
-    data = (_CapData * 2)()
-    check(libc.capset(ctypes.byref(_CapHeader(LINUX_CAPABILITY_VERSION_3, 0)), data), "capset")

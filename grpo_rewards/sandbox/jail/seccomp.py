@@ -7,8 +7,17 @@ family but ``AF_UNIX``, ``connect``/``bind``/``listen``/``accept``/``sendmsg`` a
 peer), ptrace and ``process_vm_*``, mount/unshare/setns/chroot and the new mount
 API, bpf, io_uring, userfaultfd, perf events, keyrings, kernel modules, System V
 IPC and POSIX message queues (they outlive a process: a stash between runs), raising
-limits (``setrlimit``, ``prlimit64`` with a new limit), ``TIOCSTI``. A foreign
-architecture or an x32 call kills the process. Everything else is allowed: Python
+limits (``setrlimit``, ``prlimit64`` with a new limit), ``TIOCSTI``, and every way
+to aim a signal through a file: ``fcntl`` ``F_SETOWN``/``F_SETOWN_EX``/``F_SETSIG``
+and the ``ioctl`` calls ``FIOSETOWN``/``SIOCSPGRP``/``TIOCSPGRP`` (SIGIO to any pid, in
+every profile). A foreign architecture or an x32 call kills the process.
+
+Modes: ``python`` (the default: no exec at all); ``exec`` (a compiled program: the
+child may ``execveat(fd, "", AT_EMPTY_PATH)`` its binary's memfd, nothing else: a
+program that execs anything it can open gains nothing over its own native code under
+no_new_privs, Landlock and this filter); ``compile`` (the compiler driver: fork,
+vfork, clone and exec allowed, so ``g++`` can run ``cc1plus``, ``as`` and ``ld``;
+Landlock still limits what it reads, writes and executes). Everything else is allowed: Python
 and numpy need a wide surface, and the other layers (Landlock, rlimits, the slot
 uid, namespaces) confine what those calls can reach.
 """
@@ -60,7 +69,12 @@ X86_64_DENY: dict[str, int] = {
     "mq_getsetattr": 245,
 }
 SYS_CLONE, SYS_CLONE3, SYS_SOCKET, SYS_SOCKETPAIR = 56, 435, 41, 53
-SYS_SENDTO, SYS_PRLIMIT64, SYS_IOCTL = 44, 302, 16
+SYS_SENDTO, SYS_PRLIMIT64, SYS_IOCTL, SYS_FCNTL = 44, 302, 16, 72
+SYS_FORK, SYS_VFORK, SYS_EXECVE, SYS_EXECVEAT = 57, 58, 59, 322
+AT_EMPTY_PATH = 0x1000
+F_SETOWN, F_SETSIG, F_SETOWN_EX = 8, 10, 15  # aim SIGIO (or any signal) at a pid or process group
+FIOSETOWN, SIOCSPGRP, TIOCSPGRP = 0x8901, 0x8902, 0x5410
+MODES = ("python", "exec", "compile")
 
 
 def available() -> bool:
@@ -100,16 +114,34 @@ X86_64_SIGNALS: dict[str, int] = {"kill": 62, "tkill": 200, "tgkill": 234, "rt_s
                                   "rt_tgsigqueueinfo": 297, "pidfd_send_signal": 424}
 
 
-def build_filter(deny_signals: bool = False) -> bytes:
-    """The BPF program as bytes (``struct sock_filter[]``)."""
+def _deny_arg_values(nr: int, arg: int, values: tuple[int, ...]) -> list[bytes]:
+    """``if nr == NR: deny when the low word of ``arg`` is one of ``values``, else allow``."""
+    body = [_ins(LD_W_ABS, _arg_lo(arg))]
+    for i, value in enumerate(values):
+        body.append(_ins(JEQ_K, value, len(values) - i, 0))  # jump to the deny below
+    body += [_ret(RET_ALLOW), _ret(RET_ERRNO | errno.EPERM)]
+    return _only_if(nr, body)
+
+
+def build_filter(deny_signals: bool = False, mode: str = "python") -> bytes:
+    """The BPF program as bytes (``struct sock_filter[]``); ``mode`` of :data:`MODES`."""
     if not available():
         raise OSError(errno.ENOSYS, f"no seccomp syscall table for {MACHINE}")
+    if mode not in MODES:
+        raise ValueError(f"unknown seccomp mode {mode!r}")
     eperm = RET_ERRNO | errno.EPERM
     prog = [
         _ins(LD_W_ABS, OFF_ARCH), _ins(JEQ_K, AUDIT_ARCH_X86_64, 1, 0), _ret(RET_KILL_PROCESS),
         _ins(LD_W_ABS, OFF_NR), _ins(JGE_K, X32_BIT, 0, 1), _ret(RET_KILL_PROCESS),
     ]
     denied = {**X86_64_DENY, **(X86_64_SIGNALS if deny_signals else {})}
+    if mode == "compile":
+        allowed = {SYS_FORK, SYS_VFORK, SYS_EXECVE, SYS_EXECVEAT}
+        denied = {k: v for k, v in denied.items() if v not in allowed}
+        prog += [_ins(JEQ_K, SYS_CLONE, 0, 1), _ret(RET_ALLOW)]
+    elif mode == "exec":
+        prog += _only_if(SYS_EXECVEAT, [_ins(LD_W_ABS, _arg_lo(4)), _ins(JEQ_K, AT_EMPTY_PATH, 0, 1),
+                                        _ret(RET_ALLOW), _ret(eperm)])
     for nr in sorted(denied.values()):
         prog += [_ins(JEQ_K, nr, 0, 1), _ret(eperm)]
     prog += [_ins(JEQ_K, SYS_CLONE3, 0, 1), _ret(RET_ERRNO | errno.ENOSYS)]
@@ -118,8 +150,8 @@ def build_filter(deny_signals: bool = False) -> bytes:
     for nr in (SYS_SOCKET, SYS_SOCKETPAIR):
         prog += _only_if(nr, [_ins(LD_W_ABS, _arg_lo(0)), _ins(JEQ_K, AF_UNIX, 0, 1),
                               _ret(RET_ALLOW), _ret(RET_ERRNO | errno.EAFNOSUPPORT)])
-    prog += _only_if(SYS_IOCTL, [_ins(LD_W_ABS, _arg_lo(1)), _ins(JEQ_K, TIOCSTI, 0, 1),
-                                 _ret(eperm), _ret(RET_ALLOW)])
+    prog += _deny_arg_values(SYS_IOCTL, 1, (TIOCSTI, FIOSETOWN, SIOCSPGRP, TIOCSPGRP))
+    prog += _deny_arg_values(SYS_FCNTL, 1, (F_SETOWN, F_SETSIG, F_SETOWN_EX))
     prog += _null_arg_or_deny(SYS_SENDTO, 4)
     prog += _null_arg_or_deny(SYS_PRLIMIT64, 2)
     prog.append(_ret(RET_ALLOW))
@@ -133,9 +165,10 @@ class _Fprog(ctypes.Structure):
 class Filter:
     """A compiled filter kept in memory (built once in the zygote, installed in each child)."""
 
-    def __init__(self, deny_signals: bool = False) -> None:
+    def __init__(self, deny_signals: bool = False, mode: str = "python") -> None:
         self.deny_signals = deny_signals
-        code = build_filter(deny_signals)
+        self.mode = mode
+        code = build_filter(deny_signals, mode)
         self._buf = ctypes.create_string_buffer(code, len(code))
         self._prog = _Fprog(len(code) // 8, ctypes.addressof(self._buf))
 

@@ -18,7 +18,6 @@ import gc
 import json
 import os
 import select
-import shutil
 import signal
 import socket
 import sys
@@ -26,7 +25,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from . import child, landlock, mounts, wire
+from . import child, cleanup, landlock, mounts, wire
 from .linux import (
     CLONE_NEWIPC,
     CLONE_NEWNET,
@@ -43,6 +42,9 @@ PRELOAD = (
     "random", "re", "statistics", "string", "struct", "textwrap", "threading", "time", "traceback", "typing",
     "unicodedata", "atexit", "tempfile", "types",
 )
+
+
+QUOTA_POLL = 0.05  # seconds between scratch quota checks where there is no capped tmpfs
 
 
 @dataclass
@@ -76,6 +78,7 @@ class Zygote:
         self.root = cfg["scratch_root"]
         self.runs = 0
         self.spare: Spare | None = None
+        self.retire = False
         uid = cfg.get("uid")
         # No PR_SET_PDEATHSIG: it fires when the *thread* that started us ends. The pool's socket tells us
         # instead: EOF between runs, or readable during one (the protocol is strictly request/reply).
@@ -90,6 +93,7 @@ class Zygote:
                 __import__(name)
             except Exception as exc:
                 self.problems.append(f"preload {name}: {exc}")
+        cleanup.remove_tree(self.root, keep_top=True)  # what a dead zygote of this slot left (no tmpfs there)
         self._namespaces(cfg)
         if uid is not None:
             self.layers.append("uid")
@@ -100,7 +104,10 @@ class Zygote:
             from . import seccomp
 
             if seccomp.available():
-                filt = seccomp.Filter(deny_signals=uid is None and abi < 6)
+                # one filter per run mode (python, exec, compile); signals are refused outright when
+                # nothing else confines them (no slot uid, no Landlock signal scope)
+                filt = {mode: seccomp.Filter(deny_signals=uid is None and abi < 6, mode=mode)
+                        for mode in seccomp.MODES}
                 self.layers.append("seccomp")
         rules = landlock.open_rules(abi, cfg["read_only"], [], cfg["rw_files"]) if abi else []
         self.ctx = Context(os.getpid(), uid, cfg.get("gid"), abi, rules, filt)
@@ -132,7 +139,34 @@ class Zygote:
 
     # ------------------------------------------------------------------ loop ----
 
+    def self_test(self) -> str:
+        """Run an empty program through every layer, for real, in a throwaway child: "" or what failed.
+
+        A kernel without ``pidfd_open``, a container that refuses seccomp or Landlock, a
+        slot uid that cannot read the interpreter: each shows here, at start, as one clear
+        error, instead of as a sandbox error on every program later.
+        """
+        fds = [os.memfd_create(name, os.MFD_CLOEXEC) for name in ("code", "stdin", "stdout", "stderr")]
+        os.write(fds[0], b"import os\nos.listdir(os.path.dirname(os.__file__))\n")  # the stdlib is readable
+        limits = {"cpu_seconds": 10.0, "wall_seconds": 30.0, "memory_mb": 4096, "output_bytes": 1 << 16,
+                  "file_size_mb": 1, "open_files": 64, "processes": 64, "stack_mb": 0}
+        try:
+            reply = self.run({"op": "run", "limits": limits}, fds)
+            stderr = os.pread(fds[3], 400, max(0, os.fstat(fds[3]).st_size - 400)).decode(errors="replace")
+        except Exception as exc:  # e.g. pidfd_open missing (Linux < 5.3)
+            reply, stderr = {"status": "sandbox_error", "error": f"{type(exc).__name__}: {exc}"}, ""
+        finally:
+            _close(fds)
+        if reply.get("status") == "ok":
+            return ""
+        return f"{reply.get('status')}: {reply.get('error')}" + (f": {stderr.strip()}" if stderr.strip() else "")
+
     def serve(self) -> None:
+        failed = self.self_test()
+        if failed:
+            wire.send(self.sock, {"op": "hello", "error": f"the sandbox self-test failed ({failed}); layers tried: "
+                                                           f"{', '.join(self.layers)}"})
+            return
         wire.send(self.sock, {"op": "hello", "pid": os.getpid(), "layers": self.layers, "problems": self.problems})
         self._prepare_spare()
         while True:
@@ -141,7 +175,7 @@ class Zygote:
                 break
             op = msg.get("op")
             try:
-                if op == "run" and len(fds) == 4:
+                if op == "run" and len(fds) == (5 if msg.get("mode") == "compile" else 4):
                     reply = self.run(msg, fds)
                 elif op == "ls":
                     spare = os.path.basename(self.spare.scratch) if self.spare else None
@@ -151,6 +185,8 @@ class Zygote:
             finally:
                 _close(fds)
             wire.send(self.sock, reply)
+            if self.retire:
+                break
             if self.spare is None:
                 self._prepare_spare()  # off the critical path: the pool already has its reply
         self._drop_spare()
@@ -159,15 +195,17 @@ class Zygote:
     def _prepare_spare(self) -> None:
         """Fork the next run's child ahead of time (fork and setup cost no latency then)."""
         self.runs += 1
-        scratch = os.path.join(self.root, f"r{self.runs}")
+        scratch = os.path.join(self.root, f"r{os.getpid()}-{self.runs}")  # unique even beside a dead zygote's
         try:
             os.mkdir(scratch, 0o700)
             if self.ctx.uid is not None:
                 os.chown(scratch, self.ctx.uid, self.ctx.gid)
+            elif os.geteuid() == 0:
+                os.chown(scratch, child.NOBODY, child.NOBODY)  # root without a slot uid runs programs as nobody
             rd_r, rd_w = os.pipe()
             ours, theirs = socket.socketpair()
         except OSError as exc:
-            shutil.rmtree(scratch, ignore_errors=True)
+            cleanup.remove_tree(scratch)
             self.problems.append(f"spare: {exc}")
             return
         pid = os.fork()
@@ -187,7 +225,7 @@ class Zygote:
             os.waitpid(spare.pid, 0)
             spare.sock.close()
             os.close(spare.rd_r)
-            shutil.rmtree(spare.scratch, ignore_errors=True)
+            cleanup.remove_tree(spare.scratch)
 
     def run(self, req: dict[str, Any], fds: list[int]) -> dict[str, Any]:
         """Run one program; ``fds`` are its code, stdin, stdout and stderr memfds (never read here)."""
@@ -208,19 +246,27 @@ class Zygote:
             return {"status": "sandbox_error", "error": "the child died before its program arrived", "wall": 0.0}
         spare.sock.close()
         try:
-            return self._supervise(req, spare.pid, spare.rd_r, fds[2], fds[3], t0)
+            reply = self._supervise(req, spare.pid, spare.rd_r, fds[2], fds[3], t0, spare.scratch)
         finally:
             os.close(spare.rd_r)
-            try:
-                os.rmdir(spare.scratch)
-            except OSError:
-                shutil.rmtree(spare.scratch, ignore_errors=True)
+        if not cleanup.remove_tree(spare.scratch):
+            # the program made its folder unremovable: its failure; this zygote ends after replying, so the
+            # pool starts a fresh one (a fresh tmpfs where there is one)
+            reply.update(status="runtime_error", error="the program left a scratch folder that cannot be removed",
+                         retire=True)
+            self.retire = True
+        return reply
 
     def _supervise(self, req: dict[str, Any], pid: int, rd_r: int, out_fd: int, err_fd: int,
-                   t0: float) -> dict[str, Any]:
+                   t0: float, scratch: str) -> dict[str, Any]:
         lim = req["limits"]
         cap = int(lim["output_bytes"])
         deadline = t0 + float(lim["wall_seconds"])
+        # no capped tmpfs (no mount namespace: a non-root default profile): the scratch folder's size,
+        # entries and depth are checked every QUOTA_POLL seconds instead, and the run killed past them
+        quota = None if "tmpfs-scratch" in self.layers else (int(self.cfg.get("scratch_mb", 64)) << 20,
+                                                             int(self.cfg.get("scratch_inodes", 4096)))
+        over = ""
         ready = bytearray()
         pidfd = os.pidfd_open(pid)
         poller = select.poll()
@@ -236,6 +282,11 @@ class Zygote:
                 if left <= 0:
                     timed_out = True
                     break
+                if quota is not None:
+                    over = cleanup.over_quota(scratch, *quota)
+                    if over:
+                        break
+                    left = min(left, QUOTA_POLL)
                 for fd, _ in poller.poll(max(1, int(left * 1000) + 1)):
                     if fd == pidfd:
                         exited = True
@@ -267,6 +318,8 @@ class Zygote:
             reply.update(status="sandbox_error", error=why)
         elif max(sizes) > cap:
             reply.update(status="output_limit", error=f"output over {cap} bytes")
+        elif over or (quota is not None and (over := cleanup.over_quota(scratch, *quota))):
+            reply.update(status="output_limit", error=f"scratch folder over its quota: {over}")
         elif timed_out:
             reply.update(status="timeout", error=f"wall clock over {lim['wall_seconds']}s")
         elif reply["signal"] == signal.SIGXCPU or (reply["signal"] == signal.SIGKILL and cpu >= float(lim["cpu_seconds"])):
@@ -347,7 +400,7 @@ def main(argv: list[str]) -> None:
     cfg = json.loads(argv[1])
     try:
         zygote = Zygote(cfg)
-    except OSError as exc:
+    except Exception as exc:
         sock = socket.socket(fileno=cfg["fd"])
         wire.send(sock, {"op": "hello", "error": f"zygote setup failed: {exc}"})
         raise SystemExit(1) from None

@@ -1,0 +1,252 @@
+"""The holes hostile programs found past the first suites, each under every profile this machine offers."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import pytest
+
+from grpo_rewards.sandbox import pool as pool_module
+from grpo_rewards.sandbox import probe
+from grpo_rewards.sandbox.jail import cleanup
+from grpo_rewards.sandbox.pool import LocalSandbox
+from grpo_rewards.sandbox.program import Program
+
+from . import hostile_more
+from .conftest import FAST, FOUND, PROFILE_OPTIONS, needs_default
+
+pytestmark = needs_default
+
+
+@pytest.fixture(scope="module", params=list(PROFILE_OPTIONS))
+def any_pool(request):
+    with LocalSandbox(slots=1, limits=FAST, **PROFILE_OPTIONS[request.param]) as box:
+        box.profile_name = request.param
+        yield box
+
+
+def _zygote_pid(box: LocalSandbox) -> int:
+    return box._slots[0].proc.pid
+
+
+def test_no_signal_through_files(any_pool, tmp_path):
+    """F_SETOWN/F_SETOWN_EX/F_SETSIG + O_ASYNC and FIOSETOWN/SIOCSPGRP are refused in every profile: no
+    SIGUSR1 reaches a root process on the host or the pool's owner, no SIGKILL reaches the zygote."""
+    marker = tmp_path / "hit"
+    canary = subprocess.Popen([sys.executable, "-c", "import signal, sys, time\n"
+                               f"signal.signal(signal.SIGUSR1, lambda *a: open({str(marker)!r}, 'w').write('hit'))\n"
+                               "print('ready', flush=True)\ntime.sleep(30)"], stdout=subprocess.PIPE, text=True)
+    got = []
+    previous = signal.signal(signal.SIGUSR1, lambda *a: got.append(a[0]))
+    try:
+        assert canary.stdout.readline() == "ready\n"
+        zygote = _zygote_pid(any_pool)
+        r = any_pool.run_one(Program(hostile_more.signal_program(canary.pid, os.getpid())))
+        time.sleep(0.3)
+        assert r.status == "ok", (r.status, r.error, r.stderr[-300:])
+        lines = [line.split() for line in r.stdout.splitlines() if line != "done"]
+        assert len(lines) == 12 and all(state.startswith("refused") for *_, state in lines), r.stdout
+        assert got == [] and not marker.exists() and canary.poll() is None
+        assert _zygote_pid(any_pool) == zygote  # the zygote was not killed
+        assert any_pool.metrics()["zygote_deaths"] == 0
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+        canary.kill()
+        canary.wait()
+
+
+def test_programs_never_run_as_root(any_pool):
+    r = any_pool.run_one(Program("import os\nprint(os.geteuid(), os.getegid())"))
+    assert r.status == "ok" and r.stdout.split()[0] != "0", r.stdout
+
+
+def test_landlock_scope_in_every_profile(any_pool):
+    """The Landlock ABI is not capped below the kernel's: signal scoping holds in ``default`` too."""
+    if FOUND.landlock_abi >= 6:
+        assert "landlock-scope" in any_pool.layers
+
+
+@pytest.mark.parametrize("name", ["deep_tree", "closed_tree"])
+def test_uncleanable_trees_are_cleaned(any_pool, name):
+    """A 1,500-deep tree (paths past PATH_MAX) or closed folders: the run is the program's (never a
+    sandbox error), the same slot serves the next programs, and nothing stays in the scratch root."""
+    r = any_pool.run_one(Program(getattr(hostile_more, name.upper())))
+    assert r.status in ("ok", "output_limit"), (r.status, r.error, r.stderr[-300:])
+    for _ in range(3):
+        again = any_pool.run_one(Program("print(6 * 7)"))
+        assert (again.status, again.stdout) == ("ok", "42\n"), (again.status, again.error)
+    assert any_pool.scratch_entries() == []
+    slot_dir = os.path.join(any_pool._base, "slot0")
+    if "tmpfs-scratch" not in any_pool.layers:  # on the host disk: only the waiting child's empty folder
+        assert all(os.listdir(os.path.join(slot_dir, e)) == [] for e in os.listdir(slot_dir))
+
+
+@pytest.mark.parametrize("name", ["disk_fill", "inode_fill"])
+def test_disk_and_inodes_are_bounded(any_pool, name):
+    """Writing files without end stops at the scratch quota (a capped tmpfs, or the checked quota where
+    there is none), well before the wall clock."""
+    r = any_pool.run_one(Program(getattr(hostile_more, name.upper())))
+    assert r.status in ("output_limit", "runtime_error"), (r.status, r.error, r.stderr[-300:])
+    assert r.wall < FAST.wall_seconds
+    assert any_pool.scratch_entries() == []
+
+
+def test_remove_tree_deep_closed_and_long(tmp_path):
+    top = tmp_path / "t"
+    top.mkdir()
+    fd = os.open(top, os.O_RDONLY)
+    for _ in range(1500):  # by fds: the path is far past PATH_MAX
+        os.mkdir("x" * 200, dir_fd=fd)
+        nxt = os.open("x" * 200, os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = nxt
+    os.close(os.open("f", os.O_CREAT | os.O_WRONLY, dir_fd=fd))
+    os.close(fd)
+    (top / "closed").mkdir()
+    (top / "closed" / "inner").mkdir()
+    os.chmod(top / "closed" / "inner", 0)
+    os.chmod(top / "closed", 0)
+    assert cleanup.remove_tree(str(top)) is True
+    assert not top.exists()
+    assert cleanup.remove_tree(str(top)) is True  # already gone
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+def test_stale_folder_deep_tree_and_two_pools_at_once():
+    """A dead pool's folder holding a 1,500-deep tree does not stop the next pools, even two at once."""
+    stale = tempfile.mkdtemp(prefix=f"{pool_module.BASE_PREFIX}{_dead_pid()}-")
+    fd = os.open(stale, os.O_RDONLY)
+    for _ in range(1500):
+        os.mkdir("d" * 50, dir_fd=fd)
+        nxt = os.open("d" * 50, os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = nxt
+    os.close(fd)
+    errors, pools = [], []
+
+    def start():
+        try:
+            pools.append(LocalSandbox(slots=1, limits=FAST))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=start) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    for p in pools:
+        p.close()
+    assert errors == [] and len(pools) == 2
+    assert not os.path.exists(stale)
+
+
+def test_memfds_closed_when_one_cannot_be_made(monkeypatch, any_pool):
+    real = os.memfd_create
+    calls = []
+
+    def flaky(name, flags=0):
+        calls.append(name)
+        if len(calls) == 3:
+            raise OSError(24, "Too many open files")
+        return real(name, flags)
+
+    before = len(os.listdir("/proc/self/fd"))
+    monkeypatch.setattr(pool_module.os, "memfd_create", flaky)
+    with pytest.raises(OSError):
+        pool_module._program_fds(Program("print(1)"))
+    assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_zygote_handshake_has_a_timeout(monkeypatch):
+    monkeypatch.setattr(pool_module, "START_TIMEOUT", 1.0)
+    monkeypatch.setattr(pool_module, "BOOT", "import time; time.sleep(20)")
+    out = {}
+
+    def start():
+        try:
+            LocalSandbox(slots=1, limits=FAST).close()
+        except BaseException as exc:  # noqa: BLE001 - checked below
+            out["exc"] = exc
+
+    t = threading.Thread(target=start, daemon=True)
+    t.start()
+    t.join(15)
+    assert not t.is_alive(), "a zygote that never says hello hangs the pool's start"
+    assert isinstance(out.get("exc"), probe.SandboxStartError) and "hello" in str(out["exc"])
+
+
+def test_explicit_profile_is_never_downgraded(monkeypatch):
+    lacking = probe.Probe(tuple(layer for layer in FOUND.layers if layer not in ("uid", "bwrap", "pidns")), 7)
+    monkeypatch.setattr(probe, "probe", lambda: lacking)
+    with pytest.raises(probe.UnsafeSandboxError, match="'hardened' needs uid"):
+        LocalSandbox(slots=1, profile="hardened")
+    from grpo_rewards import reward
+
+    with pytest.raises(probe.UnsafeSandboxError, match="'hardened' needs"):
+        reward("code_execution", profile="hardened")
+
+
+@pytest.mark.skipif("uid" not in FOUND.layers, reason="needs root (a slot uid that cannot read a closed home)")
+def test_self_test_at_start_names_what_fails():
+    """Layers are tried for real at start, in a throwaway child: a program uid that cannot read the
+    interpreter (no mount namespace to expose it) is one clear error at start, not an error per program."""
+    if all(os.access(p, os.R_OK) for p in probe.python_read_only_paths()) and not _closed_interpreter():
+        pytest.skip("the interpreter is readable by every uid here")
+    with pytest.raises(probe.SandboxStartError, match="(?s)self-test failed.*PermissionError"):
+        LocalSandbox(slots=1, limits=FAST, disable=("uid", "mountns", "bwrap", "pidns"))
+
+
+def _closed_interpreter() -> bool:
+    from grpo_rewards.sandbox.jail.mounts import closed_ancestor
+
+    return any(closed_ancestor(p) for p in probe.python_read_only_paths())
+
+
+@pytest.mark.skipif("bwrap" not in FOUND.layers, reason="bubblewrap is not installed")
+def test_bwrap_found_through_path_is_run_by_absolute_path(tmp_path, monkeypatch):
+    """bwrap outside /bin:/usr/bin (found through PATH) still runs: the zygote's environment is empty."""
+    marker = tmp_path / "used"
+    wrapper = tmp_path / "bin" / "bwrap"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f"#!/bin/sh\necho used > {marker}\nexec {FOUND.bwrap} \"$@\"\n")
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{wrapper.parent}:{os.environ['PATH']}")
+    assert probe.probe().bwrap == str(wrapper)
+    with LocalSandbox(slots=1, limits=FAST, profile="strict") as box:
+        assert "bwrap" in box.layers
+        assert box.run_one(Program("print(1)")).stdout == "1\n"
+    assert marker.exists()
+
+
+@pytest.mark.skipif("bwrap" not in FOUND.layers, reason="bubblewrap is not installed")
+def test_strict_without_its_bwrap_is_a_clear_error(monkeypatch):
+    gone = probe.Probe(FOUND.layers, FOUND.landlock_abi, (), "/nonexistent/bwrap")
+    monkeypatch.setattr(probe, "probe", lambda: gone)
+    with pytest.raises(probe.SandboxStartError, match="bubblewrap is gone from /nonexistent/bwrap"):
+        LocalSandbox(slots=1, limits=FAST, profile="strict")
+
+
+def test_judge_survives_crafted_reports():
+    """Reports built to crash the judge (5,000-digit integers, 50,000 nested brackets) score 0; the rest
+    of the batch is scored as usual."""
+    from grpo_rewards import reward
+
+    r = reward("code_execution", cpu_seconds=2.0, wall_seconds=4.0)
+    tests = json.dumps({"fn_name": "add", "inputs": [[1, 2]], "outputs": [3]})
+    completions = [f"```python\n{code}\n```" for code in hostile_more.JUDGE_CRASHERS.values()]
+    completions.append("```python\ndef add(a, b):\n    return a + b\n```")
+    scores = r(completions, verification_info=[tests] * len(completions))
+    assert scores == [0.0] * len(hostile_more.JUDGE_CRASHERS) + [1.0], r.last_details

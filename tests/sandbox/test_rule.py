@@ -1,0 +1,66 @@
+"""The rule: whatever a program can cause is its failure and scores as one, never above a plain wrong
+answer and never None. Every hostile program of every suite runs through a code reward, in every profile."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from grpo_rewards.sandbox.pool import LocalSandbox
+from grpo_rewards.sandbox.program import Limits
+
+from . import hostile_more
+from .conftest import PROFILE_OPTIONS, needs_default
+from .test_hostile import Targets, programs
+
+pytestmark = needs_default
+
+STDIO_TESTS = json.dumps({"inputs": ["1 2\n"], "outputs": ["3\n"]})
+CALL_TESTS = json.dumps({"fn_name": "add", "inputs": [[1, 2]], "outputs": [3]})
+PLAIN_WRONG = "print(4)"
+RIGHT = "a, b = map(int, input().split())\nprint(a + b)"
+LIMITS = Limits(cpu_seconds=1.0, wall_seconds=2.0, memory_mb=512, output_bytes=1 << 20, file_size_mb=8)
+
+
+def fenced(code: str, language: str = "python") -> str:
+    return f"```{language}\n{code}\n```"
+
+
+def every_hostile_program(targets: Targets, canary: int) -> dict[str, str]:
+    out = {f"suite:{name}": code for name, (code, _) in programs(targets).items()}
+    out.update({f"more:{name}": code for name, code in hostile_more.STDIO.items()})
+    out["more:signals"] = hostile_more.signal_program(canary, os.getpid())
+    return out
+
+
+@pytest.mark.parametrize("profile", list(PROFILE_OPTIONS))
+def test_no_hostile_program_scores_above_a_wrong_answer(profile):
+    from grpo_rewards import reward
+
+    targets = Targets()
+    canary = subprocess.Popen(["sleep", "60"])
+    try:
+        stdio = every_hostile_program(targets, canary.pid)
+        with LocalSandbox(slots=4, limits=LIMITS, **PROFILE_OPTIONS[profile]) as box:
+            r = reward("code_execution", cpu_seconds=1.0, wall_seconds=2.0, memory_mb=512)
+            r._backend = box
+            names = [*stdio, "plain_wrong", "right"]
+            scores = r([fenced(c) for c in (*stdio.values(), PLAIN_WRONG, RIGHT)],
+                       verification_info=[STDIO_TESTS] * len(names))
+            calls = r([fenced(c) for c in hostile_more.JUDGE_CRASHERS.values()],
+                      verification_info=[CALL_TESTS] * len(hostile_more.JUDGE_CRASHERS))
+            assert box.metrics()["status_counts"].get("sandbox_error", 0) == 0
+        by_name = dict(zip(names, scores, strict=True))
+        assert by_name.pop("right") == 1.0  # the batch is scored: a right answer still passes
+        wrong = by_name.pop("plain_wrong")
+        assert wrong == 0.0
+        bad = {n: s for n, s in by_name.items() if s is None or s > wrong}
+        assert bad == {}, bad
+        assert calls == [0.0] * len(hostile_more.JUDGE_CRASHERS)
+    finally:
+        canary.kill()
+        canary.wait()
+        targets.close()
