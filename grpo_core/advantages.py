@@ -1,8 +1,18 @@
-"""Group-relative advantages: ``(R - group mean) / (std + 1e-4)``, TRL's maths (``sum_then_normalize``).
+"""Group-relative advantages, TRL's maths for both ``multi_objective_aggregation`` rules.
+
+``sum_then_normalize`` (:func:`group_advantages`, the default): the weighted total ``R`` of
+each completion, then ``(R - group mean) / (std + 1e-4)``.
+
+``normalize_then_sum`` (:func:`normalize_then_sum_advantages`, GDPO): each reward is
+normalised within its group first, ``(r_k - group mean_k) / (group std_k + 1e-4)``; the
+weighted sum of those is then normalised over the whole batch. A reward with a large
+spread can no longer drown the others. ``scale_rewards`` does not apply (as in TRL).
 
 Rewards arrive as one float per completion, ``num_generations`` consecutive completions
-per prompt, with ``NaN`` where every reward returned ``None`` (an unscorable row). Such
-rows are left out of the means and standard deviations and get advantage 0.
+per prompt, with ``NaN`` for ``None`` (the reward does not apply to that row). A row where
+every reward is ``None`` is unscorable: it is left out of the means and standard
+deviations and gets advantage 0; a ``None`` of one reward leaves that reward's term out of
+the row's sum (a NaN-sum).
 
 ``scale_rewards``:
 ``"group"``  divide by the Bessel-corrected std of the group (GRPO)
@@ -15,6 +25,7 @@ from __future__ import annotations
 import torch
 
 SCALE_REWARDS = ("group", "batch", "none")
+AGGREGATIONS = ("sum_then_normalize", "normalize_then_sum")
 EPS = 1e-4
 
 
@@ -71,5 +82,44 @@ def group_advantages(
         "advantage_std": advantages.std().item() if advantages.numel() > 1 else 0.0,
         "advantage_abs_max": advantages.abs().max().item(),
         "frac_unscored": 1.0 - scored.float().mean().item(),
+    }
+    return advantages, stats
+
+
+def normalize_then_sum_advantages(
+    rewards_per_func: torch.Tensor, weights: torch.Tensor | list[float], num_generations: int
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """GDPO advantages for ``rewards_per_func [N, K]`` (NaN for None) and ``weights [K]``, with the statistics of
+    :func:`group_advantages` (``reward_*`` describe the plain weighted total, as TRL logs it)."""
+    if rewards_per_func.dim() != 2 or num_generations < 1 or rewards_per_func.size(0) % num_generations:
+        raise ValueError(
+            f"rewards_per_func must be [N, K] with N ({rewards_per_func.size(0) if rewards_per_func.dim() else 0}) "
+            f"a multiple of num_generations ({num_generations})"
+        )
+    per_func = rewards_per_func.float()
+    w = torch.as_tensor(weights, dtype=torch.float32)
+    if w.shape != (per_func.size(1),):
+        raise ValueError(f"{per_func.size(1)} rewards but {w.numel()} weights")
+    unscorable = torch.isnan(per_func).all(dim=1)
+    grouped = per_func.view(-1, num_generations, per_func.size(1))
+    mean_k = torch.nanmean(grouped, dim=1, keepdim=True)
+    std_k = nanstd(grouped, dim=1).unsqueeze(1) if num_generations > 1 else torch.zeros_like(mean_k)
+    normalised = ((grouped - mean_k) / (std_k + EPS)).view_as(per_func)
+    summed = (normalised * w).nansum(dim=1)
+    summed[unscorable] = float("nan")
+    std = nanstd(summed).expand_as(summed) if summed.numel() > 1 else torch.zeros_like(summed)
+    advantages = torch.nan_to_num((summed - torch.nanmean(summed)) / (std + EPS), nan=0.0)
+
+    total = (per_func * w).nansum(dim=1)
+    total[unscorable] = float("nan")
+    valid = total[~unscorable]
+    stats = {
+        "reward_mean": valid.mean().item() if valid.numel() else float("nan"),
+        "reward_std": valid.std().item() if valid.numel() > 1 else 0.0,
+        "frac_reward_zero_std": torch.isclose(torch.nan_to_num(std, nan=0.0), torch.zeros_like(std)).float().mean().item(),
+        "advantage_mean": advantages.mean().item(),
+        "advantage_std": advantages.std().item() if advantages.numel() > 1 else 0.0,
+        "advantage_abs_max": advantages.abs().max().item(),
+        "frac_unscored": unscorable.float().mean().item(),
     }
     return advantages, stats

@@ -77,3 +77,62 @@ def test_bad_input_is_a_clear_error():
         group_advantages(torch.zeros(4), 2, "grup")
     with pytest.raises(ValueError, match="multiple of num_generations"):
         group_advantages(torch.zeros(5), 2)
+
+
+# ---- normalize_then_sum (GDPO) ----
+
+def _trl_normalize_then_sum(rewards_per_func, reward_weights, num_generations):
+    """TRL 1.16.0, trl/trainer/grpo_trainer.py, GRPOTrainer._generate_and_score_completions, the
+    ``multi_objective_aggregation == "normalize_then_sum"`` branch and the unscorable mask around it
+    (lines 2758-2811 of the released wheel), transcribed with trl.trainer.utils.nanstd."""
+    from trl.trainer.utils import nanstd
+
+    unscorable_mask = torch.isnan(rewards_per_func).all(dim=1)
+    grouped = rewards_per_func.view(-1, num_generations, rewards_per_func.size(1))
+    mean_k = torch.nanmean(grouped, dim=1, keepdim=True)
+    std_k = nanstd(grouped, dim=1, keepdim=True) if num_generations > 1 else torch.zeros_like(mean_k)
+    reward_k = (grouped - mean_k) / (std_k + 1e-4)
+    reward_k = reward_k.view(-1, rewards_per_func.size(1))
+    rewards = (reward_k * reward_weights.unsqueeze(0)).nansum(dim=1)
+    rewards[unscorable_mask] = torch.nan
+    std_rewards = nanstd(rewards).expand_as(rewards) if rewards.numel() > 1 else torch.zeros_like(rewards)
+    advantages = (rewards - torch.nanmean(rewards)) / (std_rewards + 1e-4)
+    return torch.nan_to_num(advantages, nan=0.0)
+
+
+def test_normalize_then_sum_by_hand():
+    from grpo_core.advantages import normalize_then_sum_advantages
+
+    # one group of 2; reward a = [0, 10] (large spread), reward b = [0, 1]; weights 1 and 3
+    adv, stats = normalize_then_sum_advantages(torch.tensor([[0.0, 0.0], [10.0, 1.0]]), [1.0, 3.0], 2)
+    a = 5 / (math.sqrt(50) + 1e-4)  # (10 - 5) / (Bessel std of [0, 10] + eps)
+    b = 0.5 / (math.sqrt(0.5) + 1e-4)
+    s = a + 3 * b  # the weighted sum of the normalised rewards, -s and +s
+    expected = s / (math.sqrt(2) * s + 1e-4)  # normalised over the batch (mean 0, Bessel std sqrt(2) * s)
+    torch.testing.assert_close(adv, torch.tensor([-expected, expected]), rtol=1e-6, atol=1e-6)
+    assert stats["reward_mean"] == pytest.approx(6.5) and stats["frac_unscored"] == 0.0
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_normalize_then_sum_matches_trl(seed):
+    pytest.importorskip("trl")
+    from grpo_core.advantages import normalize_then_sum_advantages
+
+    g = torch.Generator().manual_seed(seed)
+    per_func = torch.randn(12, 3, generator=g) * torch.tensor([1.0, 10.0, 0.1])
+    per_func[torch.rand(12, 3, generator=g) < 0.25] = float("nan")  # None scores
+    per_func[5] = float("nan")  # a row no reward could score
+    per_func[8:10, 1] = 3.0  # a reward constant within a group
+    weights = torch.tensor([1.0, 0.5, 2.0])
+    ours, stats = normalize_then_sum_advantages(per_func, weights, 4)
+    torch.testing.assert_close(ours, _trl_normalize_then_sum(per_func.clone(), weights, 4), rtol=1e-5, atol=1e-5)
+    assert ours[5] == 0.0 and stats["frac_unscored"] == pytest.approx(1 / 12)
+
+
+def test_normalize_then_sum_checks_its_shapes():
+    from grpo_core.advantages import normalize_then_sum_advantages
+
+    with pytest.raises(ValueError, match="2 rewards but 3 weights"):
+        normalize_then_sum_advantages(torch.zeros(4, 2), [1.0, 1.0, 1.0], 2)
+    with pytest.raises(ValueError, match="multiple of num_generations"):
+        normalize_then_sum_advantages(torch.zeros(5, 2), [1.0, 1.0], 2)
