@@ -16,12 +16,17 @@
 
 How each key maps onto ``GRPOConfig`` is :mod:`grpo_core.backends.trl_mapping`; the keys TRL has no
 equivalent for are printed as warnings, one line each, when the backend starts.
+
+Ctrl-C (SIGINT) finishes the current step, writes a TRL checkpoint and the final model, and returns
+``interrupted: True`` (``grpo train`` exits 130), as the built-in trainer does; a second Ctrl-C stops at once.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +98,14 @@ def _run_log_callback(backend: TRLBackend) -> Any:
         def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             self.flush()
 
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            # Ctrl-C: stop after a whole step of ours (num_iterations optimizer steps), with a checkpoint
+            if backend.stop.is_set() and state.global_step % cfg.grpo.num_iterations == 0:
+                control.should_save = True
+                control.should_training_stop = True
+            if backend.eval_dataset is not None and state.global_step == args.max_steps:
+                control.should_evaluate = True  # and at the end, as the built-in trainer does
+
         def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             self.flush()
             path = Path(args.output_dir) / f"checkpoint-{state.global_step}"
@@ -117,6 +130,7 @@ class TRLBackend:
         self.registry = registry or get_registry()
         self.run_dir = Path(cfg.logging.output_dir)
         self.last_metrics: dict[str, Any] = {}
+        self.stop = threading.Event()
         try:
             import trl
         except ImportError:
@@ -181,6 +195,7 @@ class TRLBackend:
 
         callback = next(c for c in self.trainer.callback_handler.callbacks if hasattr(c, "logger"))
         plot = None
+        previous_handler = self._install_sigint()
         try:
             self.trainer.train(resume_from_checkpoint=self.resume_from)
             model = self.trainer.model
@@ -188,11 +203,26 @@ class TRLBackend:
             if self.cfg.checkpoint.save_merged:
                 save_model(model, self.tokenizer, self.run_dir / "merged", merged=True)
         finally:
+            if previous_handler is not None:
+                signal.signal(signal.SIGINT, previous_handler)
             callback.flush()
             if callback.logger is not None:
                 plot = callback.logger.close()
         step = self.trainer.state.global_step
-        summary = {**self.last_metrics, "step": step, "interrupted": False, "run_dir": str(self.run_dir),
+        interrupted = self.stop.is_set() and step < self.args.max_steps
+        summary = {**self.last_metrics, "step": step, "interrupted": interrupted, "run_dir": str(self.run_dir),
                    "plot": str(plot) if plot else None, "log_history": list(self.trainer.state.log_history)}
         self.registry.hook.grpo_on_train_end(trainer=self, metrics=summary)
         return summary
+
+    def _install_sigint(self) -> Any:
+        if threading.current_thread() is not threading.main_thread():
+            return None
+
+        def handler(signum: int, frame: Any) -> None:
+            if self.stop.is_set():  # a second Ctrl-C: stop now
+                raise KeyboardInterrupt
+            self.stop.set()
+            print("SIGINT: finishing this step, then checkpoint and exit (Ctrl-C again to stop now)", file=sys.stderr)
+
+        return signal.signal(signal.SIGINT, handler)

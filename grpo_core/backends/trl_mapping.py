@@ -47,6 +47,7 @@ def grpo_config_kwargs(cfg: RunConfig) -> dict[str, Any]:
         raise ConfigError([Problem(cfg.path, None, "generation.backend", f"the trl trainer backend generates with "
                                    f"{' or '.join(GENERATION_BACKENDS)}, not {g.backend!r}")])
     mu = o.num_iterations
+    vllm = g.backend == "vllm"
     kwargs: dict[str, Any] = {
         "output_dir": lg.output_dir,
         # [model]: the model is loaded by grpo_core.models in its dtype; no autocast, as in our trainer
@@ -59,12 +60,13 @@ def grpo_config_kwargs(cfg: RunConfig) -> dict[str, Any]:
         "shuffle_dataset": cfg.data.shuffle,
         "remove_unused_columns": False,  # rewards read the other columns
         # [generation]
-        "use_vllm": g.backend == "vllm",
+        "use_vllm": vllm,
         "num_generations": g.num_generations,
         "max_completion_length": g.max_completion_length,
         "temperature": g.temperature,
         "top_p": g.top_p,
         "top_k": g.top_k,
+        "min_p": g.min_p or None,  # 0 = off on both sides
         "repetition_penalty": g.repetition_penalty,
         # [grpo]
         "learning_rate": o.learning_rate,
@@ -96,6 +98,23 @@ def grpo_config_kwargs(cfg: RunConfig) -> dict[str, Any]:
         "save_steps": ck.every * mu if ck.every else 500,
         "save_total_limit": ck.keep_last,
     }
+    if vllm:
+        kwargs.update(
+            vllm_mode="server" if g.vllm_server_url else "colocate",
+            vllm_gpu_memory_utilization=g.vllm_gpu_memory_utilization,
+            vllm_enable_sleep_mode=g.vllm_sleep_level > 0,  # TRL's engine always sleeps at level 2
+            vllm_max_model_length=g.vllm_max_model_len,
+            # the trainer/sampler log-prob mismatch: the same four rules, named alike
+            vllm_importance_sampling_correction=g.importance_sampling != "none",
+            vllm_importance_sampling_clip_min=g.importance_sampling_min,
+            vllm_importance_sampling_clip_max=g.importance_sampling_max,
+        )
+        if g.vllm_server_url:
+            kwargs["vllm_server_base_url"] = g.vllm_server_url
+        if g.importance_sampling != "none":
+            kwargs["vllm_importance_sampling_mode"] = g.importance_sampling
+        if g.stop:
+            kwargs["generation_kwargs"] = {"stop": list(g.stop)}  # vLLM's SamplingParams(stop=...)
     if lg.eval_every:
         kwargs.update(eval_strategy="steps", eval_steps=lg.eval_every * mu,
                       per_device_eval_batch_size=g.num_generations)

@@ -1,18 +1,21 @@
 """``[trainer] backend = "trl"``: one of our TOML files trained by TRL's GRPOTrainer through ``grpo train``,
 with our model loading (LoRA as TRL's peft_config), our data loading and our composed rewards, each logged
-by TRL under its alias with its weight; then resumed from TRL's checkpoint. Plus the config mapping
-(batch shape, step count), the documented key list and the backend registry."""
+by TRL under its alias with its weight; stopped by SIGINT (checkpoint, exit 130) and resumed from TRL's
+checkpoint. Plus the config mapping (batch shape, step count), the documented key list and the registry."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
+import signal
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from grpo_rewards import hookimpl
 from grpo_rewards.cli import main
 
 pytest.importorskip("trl")
@@ -38,7 +41,7 @@ max_completion_length = 8
 learning_rate = 0.01
 prompts_per_step = 2
 gradient_accumulation_steps = 2
-max_steps = 2
+max_steps = 3
 
 [lora]
 enabled = true
@@ -52,7 +55,7 @@ plot = false
 eval_every = 2
 
 [checkpoint]
-every = 2
+every = 0
 
 [trainer]
 backend = "trl"
@@ -75,6 +78,19 @@ def _write_run(tmp_path: Path, model_dir: Path) -> Path:
     return path
 
 
+class _SigintAfter:
+    """Sends this process SIGINT once step ``step``'s metrics are reported (as Ctrl-C would)."""
+
+    def __init__(self, step: int):
+        self.step, self.fired = step, False
+
+    @hookimpl
+    def grpo_on_step_end(self, trainer: Any, step: int, metrics: dict[str, float]) -> None:
+        if step == self.step and not self.fired:
+            self.fired = True
+            os.kill(os.getpid(), signal.SIGINT)
+
+
 def test_trl_backend_trains_a_toml_run_and_logs_each_reward_by_alias_and_weight(
     tiny_model_dir: Path, tmp_path: Path, use_core_registry: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -84,8 +100,16 @@ def test_trl_backend_trains_a_toml_run_and_logs_each_reward_by_alias_and_weight(
 
     path = _write_run(tmp_path, tiny_model_dir)
     run = tmp_path / "run"
-    assert main(["train", str(path)]) == 0
+    # Ctrl-C once step 1 is reported (at step 2's start): step 2 finishes, is checkpointed, exit 130
+    interrupter = _SigintAfter(1)
+    use_core_registry.manager.register(interrupter, name="sigint_after")
+    try:
+        assert main(["train", str(path)]) == 130
+    finally:
+        use_core_registry.manager.unregister(name="sigint_after")
+    assert interrupter.fired
     err = capsys.readouterr().err
+    assert "SIGINT: finishing this step" in err
     for key in NO_TRL_EQUIVALENT:  # one warning line per key TRL cannot honour
         assert len(re.findall(rf"^warning: .*{re.escape(key)} has no TRL equivalent", err, re.M)) == 1, err
 
@@ -103,7 +127,8 @@ def test_trl_backend_trains_a_toml_run_and_logs_each_reward_by_alias_and_weight(
         assert r["reward/mean"] == pytest.approx(0.5 * r["rewards/len"] + 2.0 * r["rewards/match"], abs=1e-5)
         assert {"loss", "grad_norm", "completion_length/mean", "rewards/len/failures"} <= set(r)
 
-    # TRL's own log history (in its checkpoint) names each reward by its alias, with its weight
+    # TRL's own log history (in the SIGINT checkpoint) names each reward by its alias, with its weight
+    assert sorted(p.name for p in run.glob("checkpoint-*")) == ["checkpoint-2"]
     state = json.loads((run / "checkpoint-2" / "trainer_state.json").read_text())
     steps = [h for h in state["log_history"] if "loss" in h]
     assert len(steps) == 2
@@ -117,10 +142,11 @@ def test_trl_backend_trains_a_toml_run_and_logs_each_reward_by_alias_and_weight(
     assert lora_b and any(t.abs().max() > 0 for t in lora_b)
     assert json.loads((run / "model" / "adapter_config.json").read_text())["r"] == 4
 
-    # --resume continues from TRL's newest checkpoint; metrics.jsonl keeps one line per step
-    assert main(["train", str(path), "--resume", "--set", "grpo.max_steps=3"]) == 0
+    # --resume continues from TRL's newest checkpoint to max_steps; metrics.jsonl keeps one line per step
+    assert main(["train", str(path), "--resume"]) == 0
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [1, 2, 3]
+    assert records[2]["eval/reward/mean"] is not None  # the held-out rows are scored at the last step too
 
 
 def test_resume_without_a_trl_checkpoint_is_one_line(
@@ -157,6 +183,22 @@ def test_mapping_gives_trl_the_same_batch_and_step_count(core_registry: Any) -> 
     assert args.save_steps == 4 and args.save_total_limit == 3
     assert args.reward_weights == [0.5, 1.0] and args.epsilon_high == 0.28
     assert args.lr_scheduler_type == "cosine" and args.warmup_steps == 0.1
+
+    assert args.use_vllm is False and args.min_p is None
+
+    # the vLLM keys, checked without vLLM: GRPOConfig only records them
+    vllm = {"backend": "vllm", "num_generations": 4, "min_p": 0.05, "stop": ["</answer>"],
+            "importance_sampling": "token_truncate", "importance_sampling_max": 2.0,
+            "vllm_server_url": "http://localhost:8000", "vllm_sleep_level": 1, "vllm_max_model_len": 1024}
+    kwargs = grpo_config_kwargs(dataclasses.replace(cfg, generation=dataclasses.replace(cfg.generation, **vllm)))
+    args = trl.GRPOConfig(**kwargs)
+    assert args.use_vllm and args.vllm_mode == "server" and args.vllm_server_base_url == "http://localhost:8000"
+    assert args.min_p == 0.05 and args.generation_kwargs == {"stop": ["</answer>"]}
+    assert args.vllm_importance_sampling_correction and args.vllm_importance_sampling_mode == "token_truncate"
+    assert args.vllm_importance_sampling_clip_max == 2.0 and args.vllm_importance_sampling_clip_min is None
+    assert args.vllm_enable_sleep_mode and args.vllm_max_model_length == 1024
+    none = dataclasses.replace(cfg.generation, backend="vllm", importance_sampling="none")
+    assert grpo_config_kwargs(dataclasses.replace(cfg, generation=none))["vllm_importance_sampling_correction"] is False
 
     cfg.generation.backend = "my_backend"
     with pytest.raises(ConfigError, match="generation.backend: the trl trainer backend generates with"):
