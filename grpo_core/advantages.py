@@ -22,6 +22,8 @@ the row's sum (a NaN-sum).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 import torch
 
 SCALE_REWARDS = ("group", "batch", "none")
@@ -123,3 +125,23 @@ def normalize_then_sum_advantages(
         "frac_unscored": unscorable.float().mean().item(),
     }
     return advantages, stats
+
+
+def compute_advantages(
+    total: torch.Tensor,
+    columns: Mapping[str, Sequence[float | None]],
+    weights: Sequence[float],
+    num_generations: int,
+    scale_rewards: str = "group",
+    aggregation: str = "sum_then_normalize",
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """The trainer's entry point: ``total`` (the weighted NaN-sum, NaN where unscorable) for
+    ``sum_then_normalize``; each reward's ``columns`` (in the order of ``weights``) for ``normalize_then_sum``."""
+    if aggregation == "sum_then_normalize":
+        return group_advantages(total, num_generations, scale_rewards)
+    if aggregation == "normalize_then_sum":
+        nan = float("nan")
+        per_func = torch.tensor([[nan if v is None else float(v) for v in col] for col in columns.values()],
+                                dtype=torch.float32).T.reshape(len(total), len(columns))
+        return normalize_then_sum_advantages(per_func, list(weights), num_generations)
+    raise ValueError(f"multi_objective_aggregation must be one of {', '.join(AGGREGATIONS)}, got {aggregation!r}")

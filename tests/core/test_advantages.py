@@ -136,3 +136,18 @@ def test_normalize_then_sum_checks_its_shapes():
         normalize_then_sum_advantages(torch.zeros(4, 2), [1.0, 1.0, 1.0], 2)
     with pytest.raises(ValueError, match="multiple of num_generations"):
         normalize_then_sum_advantages(torch.zeros(5, 2), [1.0, 1.0], 2)
+
+
+def test_compute_advantages_dispatches_on_the_aggregation_rule():
+    from grpo_core.advantages import compute_advantages, normalize_then_sum_advantages
+
+    columns = {"a": [0.0, 10.0, None, 1.0], "b": [0.0, 1.0, None, None]}
+    total = torch.tensor([0.0, 13.0, float("nan"), 1.0])
+    adv, _ = compute_advantages(total, columns, [1.0, 3.0], 2, "group")
+    torch.testing.assert_close(adv, group_advantages(total, 2, "group")[0])
+    adv, _ = compute_advantages(total, columns, [1.0, 3.0], 2, "group", "normalize_then_sum")
+    per_func = torch.tensor([[0.0, 0.0], [10.0, 1.0], [float("nan")] * 2, [1.0, float("nan")]])
+    torch.testing.assert_close(adv, normalize_then_sum_advantages(per_func, [1.0, 3.0], 2)[0])
+    assert adv[2] == 0.0
+    with pytest.raises(ValueError, match="multi_objective_aggregation must be one of"):
+        compute_advantages(total, columns, [1.0, 3.0], 2, "group", "sum")
