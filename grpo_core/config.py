@@ -38,6 +38,7 @@ DTYPES = ("auto", "float32", "bfloat16", "float16")
 COMPUTE_DTYPES = ("float32", "bfloat16", "float16")
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
 SCALE_REWARDS = ("group", "batch", "none")
+MULTI_OBJECTIVE_AGGREGATIONS = ("sum_then_normalize", "normalize_then_sum")
 QUANT_TYPES = ("nf4", "fp4")
 IMPORTANCE_SAMPLING = ("none", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 LR_SCHEDULERS = ("linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup",
@@ -115,6 +116,7 @@ class GRPOConfig:
     delta: float | None = None
     loss_type: str = "dapo"
     scale_rewards: str = "group"
+    multi_objective_aggregation: str = "sum_then_normalize"  # or "normalize_then_sum" (GDPO)
     mask_truncated_completions: bool = False
     max_grad_norm: float = 1.0
     lr_scheduler: str = "linear"
@@ -515,6 +517,7 @@ def _cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None
         doc.problem(("grpo", "delta"), f"must be > 1 (two-sided clipping bound), got {o.delta}")
     _choice(doc, ("grpo", "loss_type"), o.loss_type, LOSS_TYPES)
     _choice(doc, ("grpo", "scale_rewards"), o.scale_rewards, SCALE_REWARDS)
+    _choice(doc, ("grpo", "multi_objective_aggregation"), o.multi_objective_aggregation, MULTI_OBJECTIVE_AGGREGATIONS)
     _choice(doc, ("grpo", "lr_scheduler"), o.lr_scheduler, LR_SCHEDULERS)
     if not 0 <= o.warmup_ratio < 1:
         doc.problem(("grpo", "warmup_ratio"), f"must be in [0, 1), got {o.warmup_ratio}")

@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from grpo_core.advantages import group_advantages
+from grpo_core.advantages import compute_advantages
 from grpo_core.config import RunConfig
 from grpo_core.generation import Generation, build_backend
 from grpo_core.logprobs import completion_logprobs
@@ -125,8 +125,9 @@ class Trainer:
                 )
                 rows_data = [self.rows[i] for i in rows]
                 rewards, columns = self._score(rows_data, batch)              # 3. composed rewards
-                advantages, adv_stats = group_advantages(                     # 4. group-relative advantages
-                    rewards, cfg.generation.num_generations, g.scale_rewards
+                advantages, adv_stats = compute_advantages(                   # 4. group-relative advantages
+                    rewards, columns, cfg.rewards.weights, cfg.generation.num_generations, g.scale_rewards,
+                    g.multi_objective_aggregation,
                 )
                 samples = self._sample_rows(rows_data, batch, rewards, columns, advantages)
                 hook.grpo_on_rewards_scored(trainer=self, step=self.step + 1, rows=samples)

@@ -80,6 +80,7 @@ def grpo_config_kwargs(cfg: RunConfig) -> dict[str, Any]:
         "delta": o.delta,
         "loss_type": o.loss_type,
         "scale_rewards": o.scale_rewards,
+        "multi_objective_aggregation": o.multi_objective_aggregation,
         "mask_truncated_completions": o.mask_truncated_completions,
         "max_grad_norm": o.max_grad_norm,
         "lr_scheduler_type": o.lr_scheduler,
