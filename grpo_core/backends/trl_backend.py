@@ -24,6 +24,7 @@ Ctrl-C (SIGINT) finishes the current step, writes a TRL checkpoint and the final
 from __future__ import annotations
 
 import dataclasses
+import shutil
 import signal
 import sys
 import threading
@@ -32,6 +33,23 @@ from typing import Any
 
 from grpo_core.backends.trl_mapping import NO_TRL_EQUIVALENT, grpo_config_kwargs, our_metrics
 from grpo_core.config import RunConfig
+
+
+def _clear_orphan_checkpoints(run_dir: Path) -> None:
+    """A fresh run removes TRL checkpoints an earlier run left without its records (what ``--overwrite``
+    leaves: it clears this toolkit's files only), so that they can neither be rotated in as "newest" nor
+    resumed later. Checkpoints next to an earlier run's records are refused instead."""
+    from grpo_core.checkpoint import RECORDS, RunFolderError
+
+    found = sorted((p for p in run_dir.glob("checkpoint-*") if (p / "trainer_state.json").is_file()),
+                   key=lambda p: p.name)
+    if not found:
+        return
+    if any((run_dir / name).is_file() and (run_dir / name).stat().st_size > 0 for name in RECORDS):
+        raise RunFolderError(f"{run_dir} holds an earlier TRL run ({', '.join(p.name for p in found)}): continue it "
+                             "with --resume, or replace it with --overwrite")
+    for path in found:
+        shutil.rmtree(path)
 
 
 def _grpo_trainer_class() -> Any:
@@ -149,6 +167,8 @@ class TRLBackend:
             if last is None:
                 raise FileNotFoundError(f"--resume: no TRL checkpoint (checkpoint-<step>) in {self.run_dir}")
             self.resume_from = last
+        else:
+            _clear_orphan_checkpoints(self.run_dir)
         for key, why in NO_TRL_EQUIVALENT.items():
             print(f"warning: trainer.backend = \"trl\": {key} has no TRL equivalent: {why}; ignored", file=sys.stderr)
 

@@ -159,6 +159,27 @@ def test_resume_without_a_trl_checkpoint_is_one_line(
     assert not (tmp_path / "run").exists()  # nothing written
 
 
+def test_a_fresh_run_never_inherits_an_earlier_runs_trl_checkpoints(
+    tiny_model_dir: Path, tmp_path: Path, core_registry: Any
+) -> None:
+    from grpo_core.backends.trl_backend import TRLBackend
+    from grpo_core.checkpoint import RunFolderError
+    from grpo_core.config import load_config
+
+    cfg = load_config(_write_run(tmp_path, tiny_model_dir), registry=core_registry)
+    run = tmp_path / "run"
+    stale = run / "checkpoint-7"
+    stale.mkdir(parents=True)
+    (stale / "trainer_state.json").write_text("{}")
+    (run / "metrics.jsonl").write_text('{"step": 7}\n')
+    with pytest.raises(RunFolderError, match=r"holds an earlier TRL run \(checkpoint-7\)"):
+        TRLBackend(cfg, registry=core_registry)
+    assert stale.is_dir()  # refused, nothing removed
+    (run / "metrics.jsonl").unlink()  # what --overwrite clears: the records, not TRL's folders
+    TRLBackend(cfg, registry=core_registry)
+    assert not stale.exists()  # could otherwise be rotated in as the newest checkpoint, or resumed
+
+
 def test_mapping_gives_trl_the_same_batch_and_step_count(core_registry: Any) -> None:
     import trl
 
