@@ -74,22 +74,80 @@ def _is_local(source: str | None) -> bool:
     return bool(source) and not SOURCE_SCHEME.match(source) and Path(source).expanduser().exists()
 
 
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether the Hugging Face hub answers a TCP connection within ``timeout`` seconds (DNS included)."""
+    import os
+    import socket
+    import threading
+    from urllib.parse import urlparse
+
+    url = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    result: list[bool] = []
+
+    def probe() -> None:
+        try:
+            with socket.create_connection((url.hostname or "huggingface.co", url.port or 443), timeout=timeout):
+                result.append(True)
+        except OSError:
+            result.append(False)
+
+    thread = threading.Thread(target=probe, daemon=True)
+    thread.start()
+    thread.join(timeout + 0.5)
+    return bool(result and result[0])
+
+
+def model_source_problem(cfg: Any) -> str | None:
+    """Why the model cannot be fetched, found in a second instead of after the hub's retries: not a local
+    folder, not in the Hugging Face cache, and the hub offline (``HF_HUB_OFFLINE``) or unreachable."""
+    import os
+    from pathlib import Path
+
+    m = cfg.model
+    if not m.name_or_path or Path(m.name_or_path).expanduser().exists() or getattr(m, "gguf_file", None):
+        return None
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return None
+    try:
+        cached = try_to_load_from_cache(m.name_or_path, "config.json", revision=m.revision)
+    except Exception:  # noqa: BLE001 (a name the cache cannot even look up: let the loader say why)
+        return None
+    if isinstance(cached, str):
+        return None
+    switched_off = any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
+                       for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+    if switched_off:
+        return (f"{m.name_or_path!r} is not a local folder and not in the Hugging Face cache, and the hub is "
+                "switched off (HF_HUB_OFFLINE)")
+    if not _hub_reachable():
+        return (f"{m.name_or_path!r} is not a local folder and not in the Hugging Face cache, and the hub "
+                "cannot be reached (offline?)")
+    return None
+
+
 def preflight(cfg: Any, *, resume: bool = False, overwrite: bool = False, all_sources: bool = False,
-              run_folder: bool = True) -> list[dict[str, Any]] | None:
+              run_folder: bool = True, model: bool = False) -> list[dict[str, Any]] | None:
     """What a run would fail on, checked before any model loads: the run folder (``run_folder``), then every
     row of the training (and held-out) data when it is a local file (any source with ``all_sources``).
+    With ``model``, also whether the model can be fetched at all (:func:`model_source_problem`).
     Raises the layer's error; returns the training rows when they were loaded."""
-    from grpo_core.checkpoint import check_run_dir
+    from grpo_core.checkpoint import RunFolderError, check_run_dir, checkpoints_dir, load_latest_checkpoint
     from grpo_core.data import missing_reward_columns, train_eval_rows
+    from grpo_rewards.errors import ConfigError
 
     if run_folder:
         check_run_dir(cfg.logging.output_dir, resume=resume, overwrite=overwrite, file=cfg.path)
-    d = cfg.data
-    if not (all_sources or (_is_local(d.source) and (not d.eval_source or _is_local(d.eval_source)))):
-        return None
-    rows, _ = train_eval_rows(d)
-    for warning in missing_reward_columns(cfg, rows):
-        print(f"warning: {warning}", file=sys.stderr)
+        if resume and cfg.trainer.backend == "grpo_core" and load_latest_checkpoint(cfg.logging.output_dir) is None:
+            raise RunFolderError(f"no checkpoint in {checkpoints_dir(cfg.logging.output_dir)}", file="--resume")
+    d, rows = cfg.data, None
+    if all_sources or (_is_local(d.source) and (not d.eval_source or _is_local(d.eval_source))):
+        rows, _ = train_eval_rows(d)
+        for warning in missing_reward_columns(cfg, rows):
+            print(f"warning: {warning}", file=sys.stderr)
+    if model and (why := model_source_problem(cfg)):
+        raise ConfigError(why, file=cfg.path, key="model.name_or_path")
     return rows
 
 
@@ -159,7 +217,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     cfg = load_config(args.config, args.overrides)
     print(summary(cfg), file=sys.stderr)
-    preflight(cfg, resume=args.resume, overwrite=args.overwrite)
+    preflight(cfg, resume=args.resume, overwrite=args.overwrite, model=True)
     if args.dry_run:
         try:
             estimate = memory_estimate(cfg)
@@ -167,20 +225,25 @@ def cmd_train(args: argparse.Namespace) -> int:
             return _error(str(exc))
         print(estimate.table())
         return 0
-    from grpo_core.checkpoint import CheckpointError, clear_run_dir, load_latest_checkpoint
+    from grpo_core.checkpoint import CheckpointError, clear_run_dir
     from grpo_rewards.plugins import get_registry
 
     if args.overwrite:
         clear_run_dir(cfg.logging.output_dir)
 
-    if args.resume and cfg.trainer.backend == "grpo_core" and load_latest_checkpoint(cfg.logging.output_dir) is None:
-        return _error(f"--resume: no checkpoint in {cfg.logging.output_dir}/checkpoints")
     backend = get_registry().get("trainer_backends", cfg.trainer.backend)  # [trainer] backend, checked at load
 
     try:
         trainer = backend(cfg, resume=args.resume)
     except (OSError, ImportError) as exc:
         return _error(_first_line(exc))
+    except ValueError as exc:  # peft: LoRA target modules the loaded model does not have
+        if "target modules" not in str(exc).lower() and "target_modules" not in str(exc):
+            raise
+        from grpo_rewards.errors import ConfigError
+
+        raise ConfigError(f"{cfg.lora.target_modules!r} matches no module of {cfg.model.name_or_path}: "
+                          f"{_first_line(exc)}", file=cfg.path, key="lora.target_modules") from None
     try:
         result = trainer.train()
     except CheckpointError as exc:

@@ -437,6 +437,13 @@ def _check_positions(doc: TomlDoc, m: Any, d: Any, g: Any) -> None:
                     f"({m.name_or_path}/config.json)")
 
 
+def looks_local(name: str) -> bool:
+    """A model name that can only be a path (a hub id is ``name`` or ``org/name``): absolute, relative to
+    ``.``/``..``/``~``, more than one ``/``, a trailing ``/`` or a backslash."""
+    return (name.startswith(("/", "./", "../", "~", ".\\", "..\\")) or name in (".", "..") or name.count("/") > 1
+            or name.endswith("/") or "\\" in name)
+
+
 def resolve_local_path(source: str, config_path: str) -> Path | None:
     """A local data file named by ``source``: as given (cwd), else next to the config file; None if neither."""
     candidates = [Path(source).expanduser()]
@@ -467,8 +474,12 @@ def _check_source(doc: TomlDoc, key: tuple[str, ...], source: str, registry: Reg
 def _cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None:
     m, d, g, o, lo, q, lg, ck, tr = (cfg[n] for n in SECTIONS)
     _choice(doc, ("model", "dtype"), m.dtype, DTYPES)
-    if m.name_or_path.startswith(("/", "./", "../", "~")) and not Path(m.name_or_path).expanduser().exists():
+    model_path = Path(m.name_or_path).expanduser()
+    if looks_local(m.name_or_path) and not model_path.exists():
         doc.problem(("model", "name_or_path"), f"folder not found: {m.name_or_path}")
+    elif (m.name_or_path and model_path.is_dir() and not (model_path / "config.json").is_file()
+          and not any(model_path.glob("*.gguf"))):
+        doc.problem(("model", "name_or_path"), f"{m.name_or_path} is a folder without config.json: not a model")
     if d.source:
         d.source = _check_source(doc, ("data", "source"), d.source, registry)
     if d.eval_source:

@@ -64,15 +64,26 @@ def test_resume_from_another_models_checkpoint_is_one_clear_line(
                           "not match the model's trainable parameters")
 
 
-def test_dry_run_offline_hub_model_is_one_clear_line() -> None:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.run([sys.executable, "-m", "grpo_rewards", "train", str(EXAMPLES / "gsm8k.toml"), "--dry-run"],
+@pytest.mark.parametrize("env, why", [
+    ({"HF_HUB_OFFLINE": "1"}, "and the hub is switched off (HF_HUB_OFFLINE)"),
+    ({"HF_ENDPOINT": "http://127.0.0.1:9"}, "and the hub cannot be reached (offline?)"),  # nothing listens there
+])
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_a_model_that_cannot_be_fetched_fails_at_once(env: dict[str, str], why: str, dry_run: bool,
+                                                        tmp_path: Path) -> None:
+    import time
+
+    env = {**os.environ, "HF_HOME": str(tmp_path / "hf"), **env}  # an empty cache
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "grpo_rewards", "train", str(EXAMPLES / "gsm8k.toml"),
+                           "--set", f"logging.output_dir={tmp_path / 'run'}", *(["--dry-run"] if dry_run else [])],
                           capture_output=True, text=True, env=env, timeout=120)
+    elapsed = time.perf_counter() - start
     assert proc.returncode == 2, proc.stderr
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1 and errors[0].startswith(
-        "error: model.name_or_path: cannot fetch the config of 'Qwen/Qwen2.5-1.5B-Instruct' (offline, or no such model?)")
-    assert "Traceback" not in proc.stderr
+    assert proc.stderr.splitlines()[-1] == (f"{EXAMPLES / 'gsm8k.toml'}: model.name_or_path: 'Qwen/Qwen2.5-1.5B-Instruct'"
+                                            f" is not a local folder and not in the Hugging Face cache, {why}")
+    assert "Traceback" not in proc.stderr and elapsed < 20, elapsed  # the hub's retries took 30 s and more
+    assert not (tmp_path / "run").exists()
 
 
 def test_dry_run_prints_the_memory_estimate_for_a_local_model(
