@@ -7,6 +7,10 @@ import contextlib
 import sys
 from typing import Any
 
+from grpo_rewards.cli_args import positive
+from grpo_rewards.errors import UserError
+from grpo_rewards.files import read_text
+
 
 def add_commands(subparsers: Any) -> None:
     sandbox = subparsers.add_parser("sandbox", help="run programs in the local sandbox; serve it over HTTP")
@@ -32,10 +36,10 @@ def add_commands(subparsers: Any) -> None:
 
 
 def _limit_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--cpu-seconds", type=float, default=5.0)
-    p.add_argument("--wall-seconds", type=float, default=10.0)
-    p.add_argument("--memory-mb", type=int, default=1024)
-    p.add_argument("--output-kb", type=int, default=1024)
+    p.add_argument("--cpu-seconds", type=positive(float), default=5.0)
+    p.add_argument("--wall-seconds", type=positive(float), default=10.0)
+    p.add_argument("--memory-mb", type=positive(int), default=1024)
+    p.add_argument("--output-kb", type=positive(int), default=1024)
     p.add_argument("--allow-unsafe-execution", action="store_true",
                    help="run even when the kernel lacks layers of the default profile (trusted code only)")
 
@@ -61,18 +65,13 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     import json
-    from pathlib import Path
 
     from grpo_rewards.sandbox.pool import LocalSandbox
     from grpo_rewards.sandbox.probe import UnsafeSandboxError
     from grpo_rewards.sandbox.program import Program
 
-    try:
-        code = Path(args.file).read_text(encoding="utf-8")
-        stdin = Path(args.stdin).read_text(encoding="utf-8") if args.stdin else ""
-    except OSError as exc:
-        print(f"error: {exc.filename}: {exc.strerror}", file=sys.stderr)
-        return 2
+    code = read_text(args.file, UserError)  # missing, a folder, binary, not UTF-8: one line, exit 2
+    stdin = read_text(args.stdin, UserError, key="--stdin") if args.stdin else ""
     try:
         box = LocalSandbox(slots=1, limits=_limits(args), allow_unsafe=args.allow_unsafe_execution)
     except UnsafeSandboxError as exc:
