@@ -10,10 +10,20 @@ A :class:`Generation` holds, for ``N = len(prompts) * num_generations`` rows (ea
 group consecutive): left-padded ``prompt_ids``/``prompt_mask`` ``[N, P]``, right-padded
 ``completion_ids``/``completion_mask`` ``[N, K]`` (the mask covers tokens up to and including
 the first EOS), the decoded ``completions_text`` and ``truncated`` (no EOS within the limit).
+
+A completion ends at any of the checkpoint's EOS ids or the chat template's end-of-turn token
+(:func:`eos_token_ids`); a pad token equal to EOS is fine (the mask comes from the first EOS, not from
+the pad id). Sampling uses only what ``[generation]`` says: the checkpoint's ``generation_config.json``
+(``min_p``, ``no_repeat_ngram_size``, ...) is set aside while sampling, so the completions are drawn from
+the policy at ``temperature``; ``top_p < 1``, ``top_k > 0`` and ``repetition_penalty != 1`` are allowed
+but warned about, since they sample from a distribution other than the one the trainer scores.
 """
 
 from __future__ import annotations
 
+import contextlib
+import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -31,6 +41,7 @@ class Generation:
     completion_mask: torch.Tensor
     completions_text: list[str]
     truncated: torch.Tensor
+    sampling_logps: torch.Tensor | None = None  # [N, K] the sampler's log-prob of each token, if it gives them
 
     @property
     def num_tokens(self) -> int:
@@ -51,9 +62,33 @@ def completion_mask_from_eos(completion_ids: torch.Tensor, eos_ids: list[int]) -
     return mask, ~has_eos
 
 
+_SENTINEL = "GRPO-END-OF-TURN-PROBE"
+
+
+def end_of_turn_ids(tokenizer: Any) -> list[int]:
+    """The special token the chat template writes right after an assistant turn (``<|im_end|>``,
+    ``<|eot_id|>``, ``<end_of_turn>``, ...), found by rendering a probe conversation; [] when there is no
+    template or the turn is not closed by a special token."""
+    if not getattr(tokenizer, "chat_template", None):
+        return []
+    probe = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": _SENTINEL}]
+    try:
+        text = tokenizer.apply_chat_template(probe, tokenize=False)
+    except Exception:  # a template that refuses the probe (e.g. one requiring a system turn): nothing learnt
+        return []
+    if not isinstance(text, str) or _SENTINEL not in text:
+        return []
+    tail = text.split(_SENTINEL, 1)[1]
+    ids = tokenizer(tail, add_special_tokens=False)["input_ids"] if tail else []
+    special = set(tokenizer.all_special_ids) | {
+        i for i, t in getattr(tokenizer, "added_tokens_decoder", {}).items() if getattr(t, "special", False)}
+    return [int(ids[0])] if ids and ids[0] in special else []
+
+
 def eos_token_ids(model: Any, tokenizer: Any) -> list[int]:
-    """Every id that ends a completion: the generation config's EOS (int or list) and the tokenizer's."""
-    ids: set[int] = set()
+    """Every id that ends a completion: the generation config's EOS (int or list), the tokenizer's and the
+    chat template's end-of-turn token."""
+    ids: set[int] = set(end_of_turn_ids(tokenizer))
     gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
     for value in (gen_eos, tokenizer.eos_token_id):
         if isinstance(value, int):
@@ -65,10 +100,57 @@ def eos_token_ids(model: Any, tokenizer: Any) -> list[int]:
     return sorted(ids)
 
 
+def off_policy_warnings(gen: Any) -> list[str]:
+    """Why sampling with ``[generation]`` ``gen`` draws from a distribution other than the policy at
+    ``temperature`` (which the trainer's log-probs are): one line per setting."""
+    lines = []
+    if gen.top_p < 1:
+        lines.append(f"generation.top_p = {gen.top_p}")
+    if gen.top_k > 0:
+        lines.append(f"generation.top_k = {gen.top_k}")
+    if gen.repetition_penalty != 1:
+        lines.append(f"generation.repetition_penalty = {gen.repetition_penalty}")
+    return [f"{line}: completions are sampled from a truncated/penalised distribution while the loss uses the "
+            "policy's own log-probs (off-policy)" for line in lines]
+
+
+def _hf_model(model: Any) -> Any:
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
+@contextlib.contextmanager
+def clean_generation_config(model: Any, eos_ids: list[int], pad_id: int) -> Iterator[Any]:
+    """Set the checkpoint's ``generation_config`` aside (restored after): yields a bare one holding only the
+    special token ids, so nothing of ``generation_config.json`` reaches the sampler."""
+    from transformers import GenerationConfig
+
+    hf = _hf_model(model)
+    saved = hf.generation_config
+    bare = GenerationConfig(bos_token_id=getattr(saved, "bos_token_id", None), eos_token_id=eos_ids,
+                            pad_token_id=pad_id)
+    hf.generation_config = bare
+    try:
+        yield bare
+    finally:
+        hf.generation_config = saved
+
+
+def sampling_autocast(model: Any) -> Any:
+    """The autocast the policy's forwards run under (``models.compute_dtype``), or a null context."""
+    from grpo_core.models import compute_dtype
+
+    dtype = compute_dtype(model)
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(next(model.parameters()).device.type, dtype=dtype)
+
+
 class TransformersBackend:
     """Sampling with ``model.generate`` (the policy itself, in eval mode, no gradients)."""
 
     def __init__(self, config: RunConfig, model: Any, tokenizer: Any):
+        for line in off_policy_warnings(config.generation):
+            warnings.warn(line, stacklevel=2)
         self.model = model
         self.tokenizer = tokenizer
         self.gen = config.generation
@@ -83,7 +165,8 @@ class TransformersBackend:
         self.tokenizer.padding_side = "left"
         enc = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=self.add_special_tokens)
         ids, mask = enc["input_ids"], enc["attention_mask"]
-        if self.max_prompt_length and ids.size(1) > self.max_prompt_length:  # keep the end of long prompts
+        # the trainer drops or refuses over-long prompts at load (data.overlong_prompts); "truncate" keeps the end
+        if self.max_prompt_length and ids.size(1) > self.max_prompt_length:
             ids, mask = ids[:, -self.max_prompt_length:], mask[:, -self.max_prompt_length:]
         device = next(self.model.parameters()).device
         return ids.to(device), mask.to(device)
@@ -93,18 +176,17 @@ class TransformersBackend:
         prompt_ids, prompt_mask = self._tokenize(prompts)
         prompt_ids = prompt_ids.repeat_interleave(num_generations, dim=0)
         prompt_mask = prompt_mask.repeat_interleave(num_generations, dim=0)
-        sampling: dict[str, Any] = {"do_sample": False}
+        sampling: dict[str, Any] = {"do_sample": False, "repetition_penalty": 1.0}
         if not greedy:
             sampling = {"do_sample": True, "temperature": self.gen.temperature, "top_p": self.gen.top_p,
-                        "top_k": self.gen.top_k}
+                        "top_k": self.gen.top_k, "repetition_penalty": self.gen.repetition_penalty}
         was_training = self.model.training
         self.model.eval()
         try:
-            out = self.model.generate(
-                input_ids=prompt_ids, attention_mask=prompt_mask, max_new_tokens=self.gen.max_completion_length,
-                repetition_penalty=self.gen.repetition_penalty, pad_token_id=self.tokenizer.pad_token_id,
-                eos_token_id=self.eos_ids, use_cache=True, **sampling,
-            )
+            with clean_generation_config(self.model, self.eos_ids, self.tokenizer.pad_token_id) as gen_cfg, \
+                    sampling_autocast(self.model):
+                gen_cfg.update(max_new_tokens=self.gen.max_completion_length, use_cache=True, **sampling)
+                out = self.model.generate(input_ids=prompt_ids, attention_mask=prompt_mask, generation_config=gen_cfg)
         finally:
             self.model.train(was_training)
         completion_ids = out[:, prompt_ids.size(1):]

@@ -218,6 +218,12 @@ def chunked_token_logprobs(
     return logps, (entropy if with_entropy else None)
 
 
+def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
+    """``cumsum(mask) - 1`` (0 on left padding): each row's real tokens at positions 0, 1, ... as the
+    sampler saw them, whatever padding precedes them (a model given no position ids uses the column)."""
+    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+
+
 def plain_completion_logprobs(
     model: torch.nn.Module,
     input_ids: torch.Tensor,
@@ -228,7 +234,8 @@ def plain_completion_logprobs(
     with_entropy: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Reference path: materialises ``[B, K, V]`` logits exactly as TRL did before its fused head."""
-    logits = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=logits_to_keep + 1).logits
+    logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids_from_mask(attention_mask),
+                   logits_to_keep=logits_to_keep + 1).logits
     logits = logits[:, :-1, :] / temperature
     targets = input_ids[:, -logits_to_keep:]
     logps = selective_log_softmax(logits, targets)
@@ -292,7 +299,8 @@ def completion_logprobs(
             model, input_ids, attention_mask, logits_to_keep, temperature=temperature, with_entropy=with_entropy
         )
     backbone, head = parts
-    hidden = backbone(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
+    hidden = backbone(input_ids=input_ids, attention_mask=attention_mask,
+                      position_ids=position_ids_from_mask(attention_mask), use_cache=False).last_hidden_state
     hidden = hidden[:, -(logits_to_keep + 1) : -1, :].to(head.weight.device)
     targets = input_ids[:, -logits_to_keep:].to(head.weight.device)
     batch = input_ids.shape[0]

@@ -42,6 +42,7 @@ def grpo_loss(
     kl_bias_correction: bool = True,
     group_rows: int | None = None,
     group_tokens: torch.Tensor | int | None = None,
+    importance_sampling_ratio: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Loss of one micro-batch ``[B, K]`` and detached metrics (``kl``, ``clip_ratio/*``).
 
@@ -53,6 +54,8 @@ def grpo_loss(
     but its gradient is the policy gradient. ``ref_per_token_logps`` is needed when
     ``beta != 0``. ``advantages`` is ``[B]`` (or ``[B, K]``). ``kl_bias_correction`` multiplies
     the KL term by the (differentiable) ratio, as TRL's ``use_bias_correction_kl`` (its default).
+    ``importance_sampling_ratio`` (``[B, K]`` or ``[B, 1]``, grpo_core.sampler_correction) multiplies the
+    clipped surrogate before the KL term is added, as TRL's vLLM importance-sampling correction.
     """
     if loss_type not in LOSS_TYPES:
         raise ValueError(f"loss_type must be one of {', '.join(LOSS_TYPES)}, got {loss_type!r}")
@@ -79,6 +82,8 @@ def grpo_loss(
     if delta is not None:  # two-sided clipping of the unclipped branch
         coef_1 = torch.clamp(coef_1, max=delta)
     per_token_loss = -torch.min(coef_1 * advantages, coef_2 * advantages)
+    if importance_sampling_ratio is not None:  # the trainer/sampler mismatch
+        per_token_loss = per_token_loss * importance_sampling_ratio
     if per_token_kl is not None:
         per_token_loss = per_token_loss + beta * per_token_kl
 
@@ -102,7 +107,9 @@ def grpo_loss(
         metrics["clip_ratio/low_mean"] = _masked_mean(low, mask)
         metrics["clip_ratio/high_mean"] = _masked_mean(high, mask)
         metrics["clip_ratio/region_mean"] = _masked_mean(torch.maximum(low, high), mask)
-        metrics["policy_loss"] = loss.detach() * (grad_accum_steps if loss_type != "dapo" else 1)
+        # x grad_accum_steps: the mean of the micro-batches' values is then the whole batch's loss (for dapo,
+        # whose micro-batch losses are shares of one global token mean, as for the others)
+        metrics["policy_loss"] = loss.detach() * grad_accum_steps
     return loss, metrics
 
 

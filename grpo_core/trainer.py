@@ -18,6 +18,16 @@ and the LR schedule take ``mu`` steps per loop step. Old log-probs (mu > 1) are 
 batch, before the first update; reference log-probs (beta != 0) come from
 ``models.reference_model`` (with LoRA: the same model, adapter disabled).
 
+Precision: forwards run under the autocast of ``models.compute_dtype`` (a 16-bit checkpoint fully
+fine-tuned keeps fp32 master weights); gradients through fp16 activations are loss-scaled
+(``torch.amp.GradScaler``). Old-policy and reference log-probs are computed in eval mode.
+
+Prompts longer than ``data.max_prompt_length`` tokens are counted at load and dropped (with a warning),
+refused, or cut from the left, as ``data.overlong_prompts`` says.
+
+``peak_memory_gb`` in the metrics is the peak of that step alone (CUDA peak statistics, or the peak
+resident set size on Linux, both reset at the start of each step).
+
 SIGINT finishes the current step, writes a checkpoint and returns (``interrupted: True``); a second
 SIGINT stops at once. ``Trainer(cfg, resume=True)`` restores weights, optimizer, scheduler, RNG and the
 data position from the newest checkpoint, so the run continues as if never stopped.
@@ -25,10 +35,12 @@ data position from the newest checkpoint, so the run continues as if never stopp
 
 from __future__ import annotations
 
+import contextlib
 import math
 import signal
 import threading
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +62,56 @@ def reward_means(total: torch.Tensor, columns: dict[str, list]) -> dict[str, flo
         present = [v for v in values if v is not None]
         out[f"rewards/{alias}"] = sum(present) / len(present) if present else math.nan
     return out
+
+
+def reset_peak_memory(device: Any) -> None:
+    """Start a new peak: CUDA's peak statistics, or Linux's peak RSS (``/proc/self/clear_refs``)."""
+    if torch.device(device).type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+        return
+    with contextlib.suppress(OSError):
+        Path("/proc/self/clear_refs").write_text("5")
+
+
+def peak_memory_since_reset_gb(device: Any) -> float:
+    """Peak memory since :func:`reset_peak_memory` in GiB (CUDA allocated, else Linux's VmHWM; elsewhere
+    the process-lifetime peak of ``metrics.peak_memory_gb``)."""
+    if torch.device(device).type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**30
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 2**20  # kB
+    except OSError:
+        pass
+    from grpo_core.metrics import peak_memory_gb
+
+    return peak_memory_gb(device)
+
+
+def fit_prompts(prompts: list[str], rows: list[dict[str, Any]], tokenizer: Any, limit: int | None, policy: str,
+                add_special_tokens: bool, where: str) -> tuple[list[str], list[dict[str, Any]]]:
+    """Prompts (and their rows) over ``limit`` tokens: dropped with a warning, refused (``ValueError``) or
+    kept for left truncation (with a warning), as ``policy`` says."""
+    if not limit or not prompts:
+        return prompts, rows
+    lengths = [len(ids) for ids in tokenizer(prompts, add_special_tokens=add_special_tokens)["input_ids"]]
+    over = [i for i, n in enumerate(lengths) if n > limit]
+    if not over:
+        return prompts, rows
+    what = (f"data.max_prompt_length: {len(over)} of {len(prompts)} {where} prompts are longer than {limit} tokens "
+            f"(longest {max(lengths)}; first: row {over[0]})")
+    if policy == "error":
+        raise ValueError(f"{what}; raise max_prompt_length, or set data.overlong_prompts = \"drop\" or \"truncate\"")
+    if policy == "truncate":
+        warnings.warn(f"{what}; their beginnings (the system turn first) are cut off", stacklevel=2)
+        return prompts, rows
+    if len(over) == len(prompts):
+        raise ValueError(f"{what}: none would be left to train on")
+    warnings.warn(f"{what}; dropped", stacklevel=2)
+    dropped = set(over)
+    keep = [i for i in range(len(prompts)) if i not in dropped]
+    return [prompts[i] for i in keep], [rows[i] for i in keep]
 
 
 def rows_per_slice(sequence_length: int, micro_batch_tokens: int) -> int:
@@ -84,9 +146,15 @@ class Trainer:
         self.device = next(self.model.parameters()).device
         self.backend = build_backend(config, self.model, self.tokenizer, self.registry)
 
-        self.rows, self.eval_rows = train_eval_rows(config.data)
-        self.prompts = [format_prompt(r, config.data, self.tokenizer) for r in self.rows]
-        self.eval_prompts = [format_prompt(r, config.data, self.tokenizer) for r in self.eval_rows]
+        d = config.data
+        rows, eval_rows = train_eval_rows(d)
+        special = not d.chat_template  # as the generation backend tokenizes
+        self.prompts, self.rows = fit_prompts([format_prompt(r, d, self.tokenizer) for r in rows], rows,
+                                              self.tokenizer, d.max_prompt_length, d.overlong_prompts, special,
+                                              "training")
+        self.eval_prompts, self.eval_rows = fit_prompts(
+            [format_prompt(r, d, self.tokenizer) for r in eval_rows], eval_rows, self.tokenizer,
+            d.max_prompt_length, d.overlong_prompts, special, "held-out")
 
         g = config.grpo
         self.params = trainable_parameters(self.model)
@@ -99,6 +167,10 @@ class Trainer:
         self.scheduler = get_scheduler(
             g.lr_scheduler, self.optimizer, num_warmup_steps=math.ceil(g.warmup_ratio * total), num_training_steps=total
         )
+        from grpo_core.models import uses_fp16
+
+        # fp16 gradients underflow without loss scaling (bf16 and fp32 need none)
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=uses_fp16(self.model))
         self.step, self.epoch, self.position = 0, 0, 0
         self._stop = threading.Event()
 
@@ -118,6 +190,7 @@ class Trainer:
         previous_handler = self._install_sigint()
         try:
             while self.step < g.max_steps and not self._stop.is_set():
+                reset_peak_memory(self.device)
                 start = time.perf_counter()
                 rows = self._next_rows()                                      # 1. sample prompts
                 batch = self.backend.generate(                                # 2. a group per prompt
@@ -202,21 +275,40 @@ class Trainer:
         micro = torch.arange(input_ids.size(0)).tensor_split(g.gradient_accumulation_steps)
         slices = [idx.split(rows_per_slice(input_ids.size(1), g.micro_batch_tokens)) for idx in micro]
 
+        from grpo_core.generation import sampling_autocast
+
         def logps(model: Any, idx: torch.Tensor, with_entropy: bool = False) -> tuple[torch.Tensor, Any]:
-            return completion_logprobs(model, input_ids[idx], attention_mask[idx], k,
-                                       temperature=cfg.generation.temperature, chunk_size=g.logprob_chunk_size,
-                                       with_entropy=with_entropy)
+            with sampling_autocast(self.model):
+                return completion_logprobs(model, input_ids[idx], attention_mask[idx], k,
+                                           temperature=cfg.generation.temperature, chunk_size=g.logprob_chunk_size,
+                                           with_entropy=with_entropy)
 
-        with torch.no_grad():  # one [rows, K] tensor each, computed slice by slice
-            everything = [part for parts in slices for part in parts]
-            old = torch.cat([logps(self.model, i)[0] for i in everything]) if g.num_iterations > 1 else None
-            ref = None
-            if g.beta != 0.0:
-                from grpo_core.models import reference_model
+        was_training = self.model.training
+        self.model.eval()  # no dropout (LoRA's included) in the old-policy and reference passes
+        try:
+            with torch.no_grad():  # one [rows, K] tensor each, computed slice by slice
+                everything = [part for parts in slices for part in parts]
+                # a sampler that reports its log-probs (vLLM) is corrected against the trainer's own
+                sampled = batch.sampling_logps is not None and cfg.generation.importance_sampling != "none"
+                old = (torch.cat([logps(self.model, i)[0] for i in everything])
+                       if g.num_iterations > 1 or sampled else None)
+                ref = None
+                if g.beta != 0.0:
+                    from grpo_core.models import reference_model
 
-                with reference_model(self.model, cfg) as ref_model:
-                    ref = torch.cat([logps(ref_model, i)[0] for i in everything])
+                    with reference_model(self.model, cfg) as ref_model:
+                        ref = torch.cat([logps(ref_model, i)[0] for i in everything])
+        finally:
+            self.model.train(was_training)
 
+        is_ratio, is_metrics = None, {}
+        if sampled:
+            from grpo_core.sampler_correction import importance_ratio
+
+            gen = cfg.generation
+            is_ratio, is_metrics = importance_ratio(old, batch.sampling_logps, batch.completion_mask,
+                                                    gen.importance_sampling, gen.importance_sampling_min,
+                                                    gen.importance_sampling_max)
         sums: dict[str, float] = {}
         counts: dict[str, int] = {}
         for iteration in range(g.num_iterations):
@@ -233,8 +325,9 @@ class Trainer:
                         beta=g.beta, max_completion_length=cfg.generation.max_completion_length,
                         num_items_in_batch=num_items, grad_accum_steps=g.gradient_accumulation_steps,
                         group_rows=len(idx), group_tokens=group_tokens,
+                        importance_sampling_ratio=None if is_ratio is None else is_ratio[part],
                     )
-                    loss.backward()
+                    self.scaler.scale(loss).backward()
                     if entropy is not None:
                         m["entropy"] = (entropy * mask[part]).sum() / mask[part].sum().clamp(min=1)
                     # the slices' losses add up to the micro-batch's; the other metrics are token means
@@ -245,13 +338,15 @@ class Trainer:
                 for key, value in micro_metrics.items():
                     sums[key] = sums.get(key, 0.0) + value
                     counts[key] = counts.get(key, 0) + 1
+            self.scaler.unscale_(self.optimizer)
             grad_norm = torch.nn.utils.clip_grad_norm_(self.params, g.max_grad_norm)
             sums["grad_norm"] = sums.get("grad_norm", 0.0) + float(grad_norm)
             counts["grad_norm"] = counts.get("grad_norm", 0) + 1
-            self.optimizer.step()
+            self.scaler.step(self.optimizer)  # skipped (and the scale lowered) on inf/NaN gradients
+            self.scaler.update()
             self.scheduler.step()
             self.optimizer.zero_grad(set_to_none=True)
-        return {key: sums[key] / counts[key] for key in sums}
+        return {**{key: sums[key] / counts[key] for key in sums}, **is_metrics}
 
     def _evaluate(self) -> dict[str, float]:
         """One greedy completion per held-out row, scored by the run's rewards: ``eval/reward/mean``,
@@ -276,8 +371,6 @@ class Trainer:
 
     def _metrics(self, batch: Generation, rewards: torch.Tensor, columns: dict[str, list], adv: dict[str, float],
                  update: dict[str, float], seconds: float) -> dict[str, Any]:
-        from grpo_core.metrics import peak_memory_gb
-
         lengths = batch.completion_mask.sum(1).float()
         scored = rewards[~torch.isnan(rewards)]
         means = reward_means(rewards, columns)
@@ -297,7 +390,7 @@ class Trainer:
             "learning_rate": self.scheduler.get_last_lr()[0],
             "step_time": seconds,
             "tokens_per_s": (batch.num_tokens + int(batch.prompt_mask.sum())) / max(seconds, 1e-9),
-            "peak_memory_gb": peak_memory_gb(self.device),
+            "peak_memory_gb": peak_memory_since_reset_gb(self.device),
             "epoch": self.epoch,
         })
         return out
