@@ -21,7 +21,7 @@ import math
 
 import torch
 
-MODES = ("none", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
+from grpo_core.config import IMPORTANCE_SAMPLING as MODES
 
 
 def importance_ratio(trainer_logps: torch.Tensor, sampler_logps: torch.Tensor, completion_mask: torch.Tensor,

@@ -10,7 +10,9 @@ INSTALL_HINT = "bash scripts/setup.sh --vllm makes .venv-vllm with it, or pip in
 
 
 def vllm_available() -> bool:
-    return importlib.util.find_spec("vllm") is not None
+    """vLLM is installed (a namespace package, such as a folder named ``vllm`` on the path, is not it)."""
+    spec = importlib.util.find_spec("vllm")
+    return spec is not None and spec.origin is not None
 
 
 def vllm_problems(sections: dict[str, Any]) -> list[tuple[tuple[str, ...], str]]:

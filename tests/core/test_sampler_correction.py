@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from grpo_core.sampler_correction import MODES, importance_ratio
+from tests.core.test_loss_parity import tiny_model_dir  # noqa: F401  (the parity test's TRL-loadable model)
 
 
 def trl_rule(old, sampling, completion_mask, mode, clip_min, clip_max):
@@ -78,3 +79,57 @@ def test_none_applies_nothing_but_reports_the_gap():
 def test_unknown_mode():
     with pytest.raises(ValueError, match="sequence_mask"):
         importance_ratio(torch.zeros(1, 1), torch.zeros(1, 1), torch.ones(1, 1), "sequence")
+
+
+@pytest.mark.parametrize("loss_type, beta, mu, mode", [("dapo", 0.04, 1, "sequence_mask"),
+                                                       ("grpo", 0.0, 2, "token_truncate")])
+def test_corrected_loss_and_grads_match_trl(tiny_model_dir, tmp_path, loss_type, beta, mu, mode):  # noqa: F811
+    """``grpo_loss(importance_sampling_ratio=...)`` against ``trl.GRPOTrainer._compute_loss`` with its vLLM
+    correction switched on and the same ratio in ``inputs`` (TRL multiplies the surrogate by it)."""
+    pytest.importorskip("trl")
+    pytest.importorskip("datasets")
+    from transformers import AutoModelForCausalLM
+
+    from grpo_core.logprobs import completion_logprobs
+    from grpo_core.loss import grpo_loss
+    from tests.core import test_loss_parity as parity
+
+    path = tiny_model_dir
+    trainer = parity._trl_trainer(path, tmp_path, loss_type, beta, mu, None)
+    trainer.use_vllm, trainer.vllm_importance_sampling_correction = True, True
+    ours = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    ours.train()
+    g = torch.Generator().manual_seed(3)
+    prompt_ids, prompt_mask, completion_ids, completion_mask, advantages = parity._batch(ours.config.vocab_size, g)
+    input_ids = torch.cat([prompt_ids, completion_ids], 1)
+    attention_mask = torch.cat([prompt_mask, completion_mask], 1)
+    k = completion_ids.size(1)
+    with torch.no_grad():
+        base, _ = completion_logprobs(ours, input_ids, attention_mask, k, temperature=parity.TEMPERATURE)
+    old = base + 0.3 * torch.randn(base.shape, generator=g) if mu > 1 else base
+    sampler = old + 0.4 * torch.randn(base.shape, generator=g)
+    rho, _ = importance_ratio(old, sampler, completion_mask, mode, None, 1.5)
+    assert ((rho == 0) | (rho == 1.5)).any() and (rho != 1.5).any()  # the bound is exercised, not everywhere
+    ref = base + 0.5 * torch.randn(base.shape, generator=g) if beta else None
+    num_items = completion_mask.sum()
+    inputs = {"prompt_ids": prompt_ids, "prompt_mask": prompt_mask, "completion_ids": completion_ids,
+              "completion_mask": completion_mask, "advantages": advantages, "num_items_in_batch": num_items,
+              "importance_sampling_ratio": rho}
+    if mu > 1:
+        inputs["old_per_token_logps"] = old
+    if ref is not None:
+        inputs["ref_per_token_logps"] = ref
+    trl_loss = trainer._compute_loss(trainer.model, inputs)
+    trl_loss.backward()
+
+    logps, _ = completion_logprobs(ours, input_ids, attention_mask, k, temperature=parity.TEMPERATURE)
+    loss, _ = grpo_loss(logps, completion_mask, advantages, old_per_token_logps=old if mu > 1 else None,
+                        ref_per_token_logps=ref, loss_type=loss_type, epsilon=parity.EPSILON,
+                        epsilon_high=parity.EPSILON_HIGH, beta=beta, max_completion_length=parity.MAX_COMPLETION,
+                        num_items_in_batch=num_items, grad_accum_steps=parity.GRAD_ACCUM,
+                        importance_sampling_ratio=rho)
+    loss.backward()
+    torch.testing.assert_close(loss, trl_loss.detach(), rtol=0, atol=1e-5)
+    theirs = dict(trainer.model.named_parameters())
+    for name, p in ours.named_parameters():
+        torch.testing.assert_close(p.grad, theirs[name].grad, rtol=0, atol=1e-5)
