@@ -20,8 +20,9 @@ def add_commands(subparsers: Any) -> None:
     p.set_defaults(func=cmd_probe)
 
     p = sub.add_parser("run", help="run one program and print its status, output and the active layers")
-    p.add_argument("file", help="a Python program")
+    p.add_argument("file", help="a program (Python, or C/C++ by its .c/.cpp/.cc/.cxx suffix or --language)")
     p.add_argument("--stdin", help="a file given to the program as standard input")
+    p.add_argument("--language", choices=("python", "c", "cpp"), help="default: from the file's suffix")
     _limit_args(p)
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_run)
@@ -40,8 +41,13 @@ def _limit_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--wall-seconds", type=positive(float), default=10.0)
     p.add_argument("--memory-mb", type=positive(int), default=1024)
     p.add_argument("--output-kb", type=positive(int), default=1024)
+    p.add_argument("--profile", default="auto", choices=("auto", "default", "hardened", "strict"),
+                   help="isolation profile (default: auto, the strongest here); a named one is never weakened")
     p.add_argument("--allow-unsafe-execution", action="store_true",
                    help="run even when the kernel lacks layers of the default profile (trusted code only)")
+
+
+_SUFFIXES = {".c": "c", ".cpp": "cpp", ".cc": "cpp", ".cxx": "cpp", ".c++": "cpp"}
 
 
 def _limits(args: argparse.Namespace) -> Any:
@@ -65,20 +71,23 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     import json
+    from pathlib import Path
 
     from grpo_rewards.sandbox.pool import LocalSandbox
-    from grpo_rewards.sandbox.probe import UnsafeSandboxError
+    from grpo_rewards.sandbox.probe import SandboxStartError, UnsafeSandboxError
     from grpo_rewards.sandbox.program import Program
 
     code = read_text(args.file, UserError)  # missing, a folder, binary, not UTF-8: one line, exit 2
     stdin = read_text(args.stdin, UserError, key="--stdin") if args.stdin else ""
+    language = args.language or _SUFFIXES.get(Path(args.file).suffix.lower(), "python")
     try:
-        box = LocalSandbox(slots=1, limits=_limits(args), allow_unsafe=args.allow_unsafe_execution)
-    except UnsafeSandboxError as exc:
+        box = LocalSandbox(slots=1, limits=_limits(args), allow_unsafe=args.allow_unsafe_execution,
+                           profile=args.profile)
+    except (UnsafeSandboxError, SandboxStartError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     with box:
-        result = box.run_one(Program(code, stdin))
+        result = box.run_one(Program(code, stdin, language))
         if args.json:
             print(json.dumps({"status": result.status, "exit_code": result.exit_code, "signal": result.signal,
                               "wall": result.wall, "cpu": result.cpu, "error": result.error, "stdout": result.stdout,
@@ -101,7 +110,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import threading
 
     from grpo_rewards.sandbox.pool import LocalSandbox
-    from grpo_rewards.sandbox.probe import UnsafeSandboxError
+    from grpo_rewards.sandbox.probe import SandboxStartError, UnsafeSandboxError
     from grpo_rewards.sandbox.server import serve
 
     token = os.environ.get(args.token_env, "") if args.token_env else ""
@@ -109,8 +118,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"error: environment variable {args.token_env} is empty or unset", file=sys.stderr)
         return 2
     try:
-        box = LocalSandbox(slots=args.slots or None, limits=_limits(args), allow_unsafe=args.allow_unsafe_execution)
-    except UnsafeSandboxError as exc:
+        box = LocalSandbox(slots=args.slots or None, limits=_limits(args), allow_unsafe=args.allow_unsafe_execution,
+                           profile=args.profile)
+    except (UnsafeSandboxError, SandboxStartError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     with box:

@@ -12,6 +12,7 @@ import re
 ALIASES: dict[str, tuple[str, ...]] = {
     "python": ("python", "py", "python3", "py3"),
     "cpp": ("cpp", "c++", "cxx", "cc"),
+    "c": ("c",),
     "javascript": ("javascript", "js", "nodejs", "node"),
     "bash": ("bash", "sh", "shell"),
 }

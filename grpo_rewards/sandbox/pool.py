@@ -14,16 +14,18 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import logging
 import os
 import queue
+import shutil
 import socket
 import subprocess
 import sys
 import tempfile
 import threading
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -31,6 +33,9 @@ from typing import Any
 from grpo_rewards.sandbox import probe as probing
 from grpo_rewards.sandbox.jail import cleanup, wire
 from grpo_rewards.sandbox.program import (
+    COMPILE_ERROR,
+    COMPILED,
+    OK,
     RUNTIME_ERROR,
     SANDBOX_ERROR,
     Limits,
@@ -46,6 +51,40 @@ DEFAULT_SLOTS_PER_CORE = 2
 BASE_PREFIX = "grpo-sandbox-"  # + owner pid: a pool killed before close() leaves its folder to the next one
 HANG_MARGIN = 30.0  # seconds past a program's wall limit before its zygote counts as hung
 START_TIMEOUT = 60.0  # seconds for a zygote's hello (its self-test included)
+# C and C++: (compiler, flags, source file name); compiled in the jail with COMPILE_LIMITS, once per source
+COMPILERS = {
+    "c": ("gcc", ["-std=gnu17", "-O2", "-pipe", "-o", "a.out", "main.c", "-lm"], "main.c"),
+    "cpp": ("g++", ["-std=gnu++17", "-O2", "-pipe", "-o", "a.out", "main.cpp", "-lm"], "main.cpp"),
+}
+COMPILE_LIMITS = Limits(cpu_seconds=20.0, wall_seconds=40.0, memory_mb=2048, output_bytes=1 << 16, file_size_mb=64,
+                        open_files=256)
+LANGUAGE_NAMES = {"c++": "cpp", "cxx": "cpp", "cc": "cpp", "gcc": "c", "python3": "python", "py": "python"}
+COMPILE_CACHE = 256  # binaries kept (sealed memfds): every test of a completion shares one compile
+
+
+class _Compiled:
+    """One source's compile: its binary memfd (or None) and the compile's result."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.fd: int | None = None
+        self.result: RunResult | None = None
+
+    def close(self) -> None:
+        if self.fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+            self.fd = None
+
+
+def compilers() -> dict[str, str]:
+    """Absolute paths of the C and C++ compilers found through ``PATH`` (the zygote's environment is empty)."""
+    found = {}
+    for language, (name, _, _) in COMPILERS.items():
+        path = shutil.which(name)
+        if path:
+            found[language] = os.path.abspath(path)
+    return found
 JAIL_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jail")
 BOOT = (  # python -I -S: no site, no .pth files (a smaller zygote forks faster); site-packages added by hand
     "import sys,importlib.util as u;d=sys.argv[2];sys.path+=[p for p in sys.argv[3].split(chr(10)) if p];"
@@ -254,6 +293,10 @@ class LocalSandbox:
         for s in self._slots:
             self._free.put(s)
         self._executor = ThreadPoolExecutor(self.slots, thread_name_prefix="sandbox")
+        self.compilers = compilers()
+        self.compile_limits = COMPILE_LIMITS
+        self._binaries: OrderedDict[tuple[str, str], _Compiled] = OrderedDict()
+        self._compile_lock = threading.Lock()
         self._counts: Counter[str] = Counter()
         self._count_lock = threading.Lock()
         log.info("sandbox local: profile=%s layers=%s slots=%d", self.profile, ",".join(self.layers), self.slots)
@@ -267,14 +310,79 @@ class LocalSandbox:
         return list(self._executor.map(self.run_one, programs))
 
     def run_one(self, program: Program) -> RunResult:
-        if program.language not in ("python", "python3"):
-            result = sandbox_error(f"the local sandbox runs Python only, not {program.language!r}")
-        else:
-            limits = program.limits or self.limits
+        language = LANGUAGE_NAMES.get(program.language.lower(), program.language.lower())
+        limits = program.limits or self.limits
+        if language == "python":
             result = self._run_fds(_program_fds(program), {"op": "run", "limits": limits.as_dict()}, limits)
+        elif language in COMPILED:
+            result = self._run_compiled(program, language, limits)
+        else:
+            result = sandbox_error(f"the local sandbox runs Python, C and C++, not {program.language!r}")
         with self._count_lock:
             self._counts[result.status] += 1
         return result
+
+    # ------------------------------------------------------------ C and C++ ----
+
+    def _run_compiled(self, program: Program, language: str, limits: Limits) -> RunResult:
+        """Compile (once per source: cached) in the jail, then run the binary under the same layers."""
+        binary, compiled = self._compiled(program.code, language)
+        if binary is None:
+            return compiled
+        io_fds = _program_fds(Program("", program.stdin))
+        os.close(io_fds[0])
+        fds = [os.dup(binary), *io_fds[1:]]
+        result = self._run_fds(fds, {"op": "run", "mode": "exec", "limits": limits.as_dict()}, limits)
+        result.extra.update(compile_wall=compiled.wall, compile_cpu=compiled.cpu)
+        return result
+
+    def _compiled(self, code: str, language: str) -> tuple[int | None, RunResult]:
+        """``(sealed binary memfd, compile result)``, or ``(None, why)``: a compile error, limit or timeout
+        is the program's (``compile_error``); a missing compiler is the machine's (``sandbox_error``)."""
+        compiler = self.compilers.get(language)
+        if compiler is None:
+            return None, sandbox_error(f"no {COMPILERS[language][0]} on this machine: apt-get install gcc g++")
+        key = (language, hashlib.sha256(code.encode("utf-8", "surrogateescape")).hexdigest())
+        with self._compile_lock:
+            entry = self._binaries.get(key)
+            if entry is None:
+                entry = self._binaries[key] = _Compiled()
+            else:
+                self._binaries.move_to_end(key)
+        with entry.lock:  # the first run of a source compiles it; the others wait and share the binary
+            if entry.result is None:
+                entry.fd, entry.result = self._compile(code, language, compiler)
+        with self._compile_lock:
+            while len(self._binaries) > COMPILE_CACHE:
+                _, old = self._binaries.popitem(last=False)
+                old.close()
+        if entry.fd is None:
+            return None, entry.result
+        return entry.fd, entry.result
+
+    def _compile(self, code: str, language: str, compiler: str) -> tuple[int | None, RunResult]:
+        _, flags, source_name = COMPILERS[language]
+        fds = _program_fds(Program(code, ""))
+        try:
+            binary = _memfd("binary", sealable=True)
+        except OSError:
+            for fd in fds:
+                os.close(fd)
+            raise
+        msg = {"op": "run", "mode": "compile", "limits": self.compile_limits.as_dict(),
+               "compile": [compiler, *flags], "source_name": source_name}
+        result = self._run_fds([*fds, os.dup(binary)], msg, self.compile_limits)
+        if result.status == OK and os.fstat(binary).st_size > 0:
+            fcntl.fcntl(binary, fcntl.F_ADD_SEALS,
+                        fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
+            return binary, result
+        os.close(binary)
+        if result.status != SANDBOX_ERROR:
+            detail = result.error if result.status != RUNTIME_ERROR else "the compiler reported errors"
+            result = RunResult(COMPILE_ERROR, stdout="", stderr=result.stderr, exit_code=result.exit_code,
+                               signal=result.signal, wall=result.wall, cpu=result.cpu,
+                               error=f"compile: {result.status}: {detail}", extra={"compile_status": result.status})
+        return None, result
 
     def _run_fds(self, fds: list[int], msg: dict[str, Any], limits: Limits) -> RunResult:
         """Send one run to a free slot; closes ``fds``. Whatever the program can cause is its failure:
@@ -330,6 +438,8 @@ class LocalSandbox:
         executor = getattr(self, "_executor", None)
         if executor is not None:
             executor.shutdown(wait=True)
+        for entry in getattr(self, "_binaries", {}).values():
+            entry.close()
         for s in getattr(self, "_slots", []):
             with s.lock:
                 s.stop()
@@ -392,8 +502,8 @@ def _remove_stale_bases() -> None:
         os.close(lock)
 
 
-def _memfd(name: str, data: bytes = b"") -> int:
-    fd = os.memfd_create(name, os.MFD_CLOEXEC)
+def _memfd(name: str, data: bytes = b"", sealable: bool = False) -> int:
+    fd = os.memfd_create(name, os.MFD_CLOEXEC | (os.MFD_ALLOW_SEALING if sealable else 0))
     try:
         view = memoryview(data)
         while view:
@@ -438,7 +548,7 @@ def _result(reply: dict[str, Any] | None, out_fd: int, err_fd: int, cap: int) ->
     )
     if result.status == "runtime_error":
         tail = result.stderr.rstrip().rsplit("\n", 1)[-1]
-        if tail.startswith("MemoryError") and result.signal is None:
+        if (tail.startswith("MemoryError") and result.signal is None) or "std::bad_alloc" in tail:
             result.status, result.error = "memory", "MemoryError"
         elif tail and result.signal is None:
             result.error = f"{result.error}: {tail[:200]}"

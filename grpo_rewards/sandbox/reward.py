@@ -207,8 +207,12 @@ def _build(
             raise ValueError(f"the local backend runs {', '.join(LOCAL_LANGUAGES)}; language = {language!r} needs "
                              "a remote backend")
         from grpo_rewards.sandbox import probe
+        from grpo_rewards.sandbox.pool import COMPILERS, compilers
 
         probe.check_profile(tuple(probe.select_layers(profile, probe.probe())), allow_unsafe_execution)
+        if language.lower() in COMPILED and language.lower() not in compilers():
+            raise ValueError(f"language = {language!r} needs {COMPILERS[language.lower()][0]} on this machine "
+                             "(apt-get install gcc g++)")
         options = {"slots": slots, "allow_unsafe_execution": allow_unsafe_execution, "profile": profile}
     else:
         if not url:

@@ -16,7 +16,16 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from grpo_rewards.sandbox.program import OK, OUTPUT_LIMIT, SANDBOX_ERROR, TIMEOUT, Limits, Program, RunResult
+from grpo_rewards.sandbox.program import (
+    COMPILE_ERROR,
+    OK,
+    OUTPUT_LIMIT,
+    SANDBOX_ERROR,
+    TIMEOUT,
+    Limits,
+    Program,
+    RunResult,
+)
 
 log = logging.getLogger("grpo.sandbox.server")
 MAX_BODY = 64 << 20
@@ -35,10 +44,20 @@ def run_code_response(result: RunResult) -> dict[str, Any]:
     if result.status == SANDBOX_ERROR:
         return {"status": "SandboxError", "message": result.error, "compile_result": None, "run_result": None,
                 "grpo_status": result.status}
+    if result.status == COMPILE_ERROR:  # SandboxFusion: a compile result and no run result
+        compile_status = "TimeLimitExceeded" if result.extra.get("compile_status") == TIMEOUT else "Finished"
+        return {"status": "Failed", "message": result.error, "run_result": None, "executor_pod_name": None,
+                "compile_result": {"status": compile_status, "execution_time": result.wall,
+                                   "return_code": result.exit_code or 1, "stdout": "", "stderr": result.stderr},
+                "files": {}, "grpo_status": result.status}
     run_status = "TimeLimitExceeded" if result.status == TIMEOUT else "Finished"
+    compiled = None
+    if "compile_wall" in result.extra:
+        compiled = {"status": "Finished", "execution_time": result.extra["compile_wall"], "return_code": 0,
+                    "stdout": "", "stderr": ""}
     return {
         "status": "Success" if result.status == OK else "Failed", "message": result.error,
-        "compile_result": None,
+        "compile_result": compiled,
         "run_result": {"status": run_status, "execution_time": result.wall, "return_code": result.exit_code,
                        "stdout": result.stdout, "stderr": result.stderr},
         "executor_pod_name": None, "files": {}, "grpo_status": result.status,
@@ -46,7 +65,8 @@ def run_code_response(result: RunResult) -> dict[str, Any]:
 
 
 def piston_response(result: RunResult, language: str) -> dict[str, Any]:
-    status = {OK: None, TIMEOUT: "TO", OUTPUT_LIMIT: "OL", SANDBOX_ERROR: "XX"}.get(result.status, "RE")
+    status = {OK: None, TIMEOUT: "TO", OUTPUT_LIMIT: "OL", SANDBOX_ERROR: "XX", COMPILE_ERROR: "CE"}.get(result.status,
+                                                                                                  "RE")
     sig = _signal.Signals(result.signal).name if result.signal else None
     return {"language": language, "version": "local",
             "run": {"stdout": result.stdout, "stderr": result.stderr, "output": result.stdout + result.stderr,

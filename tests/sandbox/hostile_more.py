@@ -100,3 +100,91 @@ JUDGE_CRASHERS = {
 
 # stdin/stdout programs of this module: name -> code (the signal program needs its targets filled in)
 STDIO = {"deep_tree": DEEP_TREE, "closed_tree": CLOSED_TREE, "disk_fill": DISK_FILL, "inode_fill": INODE_FILL}
+
+
+# C versions of the attacks: each prints "<name> <return value>" per attempt; every attempt must fail (-1)
+C_PRELUDE = """#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <dirent.h>
+#include <sched.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/ptrace.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#define TRY(name, expr) do { long r_ = (long)(expr); printf("%s %ld\\n", name, r_ < 0 ? -1L : r_); fflush(stdout); } while (0)
+"""
+C_HOSTILE = {
+    "c_fork_bomb": C_PRELUDE + """int main(void) {
+    for (int i = 0; i < 8; i++) TRY("fork", fork());
+    TRY("vfork_syscall", syscall(SYS_vfork));
+    TRY("clone_process", syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0));
+    return 0;
+}""",
+    "c_raw_syscalls": C_PRELUDE + """int main(void) {
+    TRY("ptrace_parent", ptrace(PTRACE_ATTACH, getppid(), 0, 0));
+    TRY("unshare_user", unshare(CLONE_NEWUSER));
+    TRY("mount_tmpfs", mount("none", "/mnt", "tmpfs", 0, 0));
+    TRY("chroot", chroot("/"));
+    TRY("setuid_root", setuid(0) == 0 && getuid() == 0 ? 0 : -1);
+    TRY("io_uring_setup", syscall(425, 8, 0));
+    TRY("bpf", syscall(321, 0, 0, 0));
+    char *argv[] = {"sh", "-c", "id", 0};
+    TRY("execve_sh", execve("/bin/sh", argv, 0));
+    return 0;
+}""",
+    "c_signals": C_PRELUDE + """int main(void) {
+    TRY("kill_zygote", kill(getppid(), SIGKILL));
+    TRY("kill_init", kill(1, SIGKILL));
+    TRY("kill_all", kill(-1, SIGKILL));
+    TRY("kill_host", kill(HOST_PID, SIGUSR1));
+    int sv[2];
+    socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
+    TRY("setown_host", fcntl(sv[0], F_SETOWN, HOST_PID));
+    TRY("setown_zygote", fcntl(sv[0], F_SETOWN, getppid()));
+    int pid = getppid();
+    TRY("fiosetown", ioctl(sv[0], 0x8901, &pid));
+    TRY("siocspgrp", ioctl(sv[0], 0x8902, &pid));
+    fcntl(sv[0], F_SETSIG, SIGKILL);
+    fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_ASYNC);
+    write(sv[1], "x", 1);
+    return 0;
+}""",
+    "c_file_system": C_PRELUDE + """int main(void) {
+    TRY("read_shadow", open("/etc/shadow", O_RDONLY));
+    TRY("read_passwd", open("/etc/passwd", O_RDONLY));
+    TRY("write_tmp", open("TMP_MARKER", O_WRONLY | O_CREAT, 0644));
+    TRY("write_victim", open("VICTIM", O_WRONLY | O_TRUNC));
+    TRY("list_proc", opendir("/proc") ? 1L : -1L);
+    TRY("symlink_escape", (symlink("/etc/hostname", "link"), open("link", O_RDONLY)));
+    TRY("climb_out", opendir("..") ? 1L : -1L);
+    int sh = open("/bin/sh", O_RDONLY);
+    char *argv[] = {"sh", "-c", "echo pwned > TMP_MARKER", 0};
+    TRY("execveat_sh", syscall(SYS_execveat, sh, "", argv, 0, AT_EMPTY_PATH) == 0 ? 1 : -1);
+    return 0;
+}""",
+    "c_network": C_PRELUDE + """int main(void) {
+    TRY("socket_inet", socket(AF_INET, SOCK_STREAM, 0));
+    TRY("socket_inet6", socket(AF_INET6, SOCK_DGRAM, 0));
+    TRY("socket_netlink", socket(AF_NETLINK, SOCK_RAW, 0));
+    int u = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr addr = {AF_UNIX, "\\0grpo-test"};
+    TRY("connect_abstract", connect(u, &addr, sizeof addr));
+    return 0;
+}""",
+}
+
+
+def c_programs(host_pid: int, tmp_marker: str, victim: str) -> dict[str, str]:
+    """The C attacks with their targets filled in."""
+    return {name: code.replace("HOST_PID", str(host_pid)).replace("TMP_MARKER", tmp_marker).replace("VICTIM", victim)
+            for name, code in C_HOSTILE.items()}

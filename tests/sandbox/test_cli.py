@@ -9,6 +9,8 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
 from grpo_rewards.cli import main
 from grpo_rewards.sandbox.backends.sandboxfusion import SandboxFusionBackend
 from grpo_rewards.sandbox.program import Program
@@ -82,3 +84,54 @@ def test_rewards_score_with_the_code_reward(tmp_path, capsys):
     assert main(["rewards", "score", str(config), "--input", str(data), "--output", str(out)]) == 0
     scored = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["tests"] for r in scored] == [1.0, 0.5, 0.0]
+
+
+def test_run_takes_a_profile_and_a_cpp_file(tmp_path, capsys, monkeypatch):
+    from grpo_rewards.sandbox import probe
+    from grpo_rewards.sandbox.pool import compilers
+
+    prog = tmp_path / "p.py"
+    prog.write_text("print(1)\n")
+    profile = "hardened" if "uid" in FOUND.layers else "default"
+    assert main(["sandbox", "run", str(prog), "--profile", profile, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["profile"] in (profile, "strict")
+    if "cpp" in compilers():
+        cpp = tmp_path / "p.cpp"
+        cpp.write_text("#include <iostream>\nint main(){ std::cout << 6 * 7 << std::endl; }\n")
+        assert main(["sandbox", "run", str(cpp), "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["stdout"] == "42\n"
+    lacking = probe.Probe(tuple(x for x in FOUND.layers if x not in ("bwrap", "pidns")), FOUND.landlock_abi)
+    monkeypatch.setattr(probe, "probe", lambda: lacking)
+    assert main(["sandbox", "run", str(prog), "--profile", "strict"]) == 2
+    assert "bubblewrap" in capsys.readouterr().err
+
+
+def test_the_sandbox_fusion_client_runs_python_and_cpp_against_serve():
+    """SandboxFusion's own client (the ``sandbox-fusion`` package) against ``grpo sandbox serve``."""
+    sf = pytest.importorskip("sandbox_fusion")
+    from grpo_rewards.sandbox.pool import compilers
+
+    proc = subprocess.Popen([sys.executable, "-m", "grpo_rewards", "sandbox", "serve", "--port", "0", "--slots", "2"],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        url = re.search(r"http://\S+", proc.stdout.readline()).group(0)
+        py = sf.run_code(sf.RunCodeRequest(code="print(input()[::-1])", stdin="abc\n", language="python"),
+                         endpoint=url, max_attempts=1)
+        assert py.status == sf.RunStatus.Success and py.run_result.stdout == "cba\n"
+        failed = sf.run_code(sf.RunCodeRequest(code="raise SystemExit(3)", language="python"), endpoint=url,
+                             max_attempts=1)
+        assert failed.status == sf.RunStatus.Failed and failed.run_result.return_code == 3
+        if "cpp" not in compilers():
+            pytest.skip("g++ not installed: the C++ half needs it")
+        cpp = sf.run_code(sf.RunCodeRequest(
+            code="#include <iostream>\nint main(){int a,b;std::cin>>a>>b;std::cout<<a*b<<'\\n';}",
+            stdin="6 7\n", language="cpp"), endpoint=url, max_attempts=1)
+        assert cpp.status == sf.RunStatus.Success and cpp.run_result.stdout == "42\n"
+        assert cpp.compile_result is not None and cpp.compile_result.return_code == 0
+        broken = sf.run_code(sf.RunCodeRequest(code="int main( {", language="cpp"), endpoint=url, max_attempts=1)
+        assert broken.status == sf.RunStatus.Failed and broken.run_result is None
+        assert broken.compile_result.return_code != 0 and "error" in broken.compile_result.stderr
+        assert sf.summary_run_code_result(broken, sf.SummaryMapping()) == "Failed"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0

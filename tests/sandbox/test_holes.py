@@ -250,3 +250,54 @@ def test_judge_survives_crafted_reports():
     completions.append("```python\ndef add(a, b):\n    return a + b\n```")
     scores = r(completions, verification_info=[tests] * len(completions))
     assert scores == [0.0] * len(hostile_more.JUDGE_CRASHERS) + [1.0], r.last_details
+
+
+needs_cpp = pytest.mark.skipif(not pool_module.compilers().keys() >= {"c", "cpp"}, reason="gcc/g++ not installed")
+
+
+@needs_cpp
+def test_c_attacks_are_contained(any_pool, tmp_path):
+    """Fork bomb, raw syscalls, signals, file system and network, in C: every attempt fails, nothing
+    outside is touched, the zygote survives."""
+    victim = tmp_path / "victim"
+    victim.write_text("intact")
+    victim.chmod(0o666)
+    tmp_path.chmod(0o777)
+    marker = f"/tmp/grpo-c-pwned-{os.getpid()}"
+    canary = subprocess.Popen(["sleep", "30"])
+    try:
+        zygote = _zygote_pid(any_pool)
+        table = hostile_more.c_programs(canary.pid, marker, str(victim))
+        results = dict(zip(table, any_pool.run([Program(code, "", "c") for code in table.values()]), strict=True))
+        for name, r in results.items():
+            assert r.status in ("ok", "runtime_error"), (name, r.status, r.error, r.stderr[-500:])
+            attempts = [line.split() for line in r.stdout.splitlines()]
+            assert attempts, (name, r.stdout, r.stderr[-300:])
+            for what, ret in attempts:
+                # kill(-1) returns 0 when every target refused it (EPERM is not reported): the canary and the
+                # zygote surviving is its check; an execveat of /bin/sh runs the shell under the same layers
+                assert ret == "-1" or what in ("kill_all", "execveat_sh"), (name, what, ret)
+        assert sum(1 for line in results["c_fork_bomb"].stdout.splitlines() if line == "fork -1") == 8
+        assert canary.poll() is None and victim.read_text() == "intact" and not os.path.exists(marker)
+        assert _zygote_pid(any_pool) == zygote
+    finally:
+        canary.kill()
+        canary.wait()
+        if os.path.exists(marker):
+            os.remove(marker)
+
+
+@needs_cpp
+def test_c_and_cpp_run_and_fail_as_programs(any_pool):
+    cpp = "#include <bits/stdc++.h>\nint main(){long long a,b;std::cin>>a>>b;std::cout<<a+b<<'\\n';}"
+    runs = any_pool.run([Program(cpp, "1 2\n", "cpp"), Program(cpp, "40 2\n", "cpp"),
+                         Program("int main(void){ return *(volatile int *)0; }", "", "c"),
+                         Program("int main( {", "", "cpp"),
+                         Program("#include <vector>\nint main(){std::vector<char> v(1ull << 40);}", "", "cpp"),
+                         Program("int main(void){ for(;;); }", "", "c")])
+    assert [(r.status, r.stdout) for r in runs[:2]] == [("ok", "3\n"), ("ok", "42\n")]
+    assert runs[0].extra["compile_wall"] > 0
+    assert runs[2].status == "runtime_error" and runs[2].signal == signal.SIGSEGV
+    assert runs[3].status == "compile_error" and "error" in runs[3].stderr
+    assert runs[4].status == "memory"
+    assert runs[5].status == "timeout"

@@ -203,3 +203,23 @@ def test_rewards_share_one_pool_across_limits():
     assert a([fenced("import time\ntime.sleep(3)\nprint(4)")], verification_info=cell) == [0.0]  # 2 s: timeout
     assert a.backend is b.backend
     assert a.last_details[0]["statuses"] == ["timeout"]
+
+
+def test_cpp_and_c_rewards():
+    from grpo_rewards.sandbox.pool import compilers
+
+    if not {"c", "cpp"} <= compilers().keys():
+        pytest.skip("gcc/g++ not installed")
+    tests = json.dumps({"language": "cpp", "test_cases": [{"input": "1 2\n", "output": "3\n"},
+                                                          {"input": "10 -4\n", "output": "6\n"}]})
+    right = "#include <bits/stdc++.h>\nint main(){long long a,b;std::cin>>a>>b;std::cout<<a+b<<\"\\n\";}"
+    half = "#include <stdio.h>\nint main(){int a,b;scanf(\"%d %d\",&a,&b);printf(\"%d\\n\", a > 5 ? 0 : a+b);}"
+    r = reward("code_execution", language="cpp", cpu_seconds=2.0, wall_seconds=4.0)
+    completions = [f"```cpp\n{right}\n```", f"```c++\n{half}\n```", "```cpp\nint main( {\n```", "no code"]
+    assert r(completions, verification_info=[tests] * 4) == [1.0, 0.5, 0.0, 0.0]
+    assert r.last_details[2]["statuses"] == ["compile_error", "compile_error"]
+    c = reward("code_execution", language="c", cpu_seconds=2.0, wall_seconds=4.0)
+    c_tests = json.dumps({"inputs": ["1 2\n"], "outputs": ["3\n"]})
+    assert c([f"```c\n{half}\n```"], verification_info=[c_tests]) == [1.0]
+    fn_tests = json.dumps({"fn_name": "add", "inputs": [[1, 2]], "outputs": [3]})
+    assert c([f"```c\n{half}\n```"], verification_info=[fn_tests]) == [None]  # stdin/stdout only: a data problem

@@ -22,6 +22,7 @@ STDIO_TESTS = json.dumps({"inputs": ["1 2\n"], "outputs": ["3\n"]})
 CALL_TESTS = json.dumps({"fn_name": "add", "inputs": [[1, 2]], "outputs": [3]})
 PLAIN_WRONG = "print(4)"
 RIGHT = "a, b = map(int, input().split())\nprint(a + b)"
+C_RIGHT = "#include <stdio.h>\nint main(void){ int a, b; scanf(\"%d %d\", &a, &b); printf(\"%d\\n\", a + b); }"
 LIMITS = Limits(cpu_seconds=1.0, wall_seconds=2.0, memory_mb=512, output_bytes=1 << 20, file_size_mb=8)
 
 
@@ -52,6 +53,15 @@ def test_no_hostile_program_scores_above_a_wrong_answer(profile):
                        verification_info=[STDIO_TESTS] * len(names))
             calls = r([fenced(c) for c in hostile_more.JUDGE_CRASHERS.values()],
                       verification_info=[CALL_TESTS] * len(hostile_more.JUDGE_CRASHERS))
+            c_scores = []
+            if {"c", "cpp"} <= box.compilers.keys():
+                rc = reward("code_execution", cpu_seconds=1.0, wall_seconds=2.0, memory_mb=512, language="c")
+                rc._backend = box
+                c_code = hostile_more.c_programs(canary.pid, targets.tmp_marker, targets.victim)
+                c_code["c_compile_error"] = "int main( {"
+                c_code["c_plain_wrong"] = "#include <stdio.h>\nint main(void){ puts(\"4\"); return 0; }"
+                c_scores = rc([fenced(c, "c") for c in c_code.values()], verification_info=[STDIO_TESTS] * len(c_code))
+                assert rc([fenced(C_RIGHT, "c")], verification_info=[STDIO_TESTS]) == [1.0]
             assert box.metrics()["status_counts"].get("sandbox_error", 0) == 0
         by_name = dict(zip(names, scores, strict=True))
         assert by_name.pop("right") == 1.0  # the batch is scored: a right answer still passes
@@ -60,6 +70,7 @@ def test_no_hostile_program_scores_above_a_wrong_answer(profile):
         bad = {n: s for n, s in by_name.items() if s is None or s > wrong}
         assert bad == {}, bad
         assert calls == [0.0] * len(hostile_more.JUDGE_CRASHERS)
+        assert all(score == 0.0 for score in c_scores), c_scores
     finally:
         canary.kill()
         canary.wait()

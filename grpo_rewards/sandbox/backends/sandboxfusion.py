@@ -6,6 +6,7 @@ from typing import Any
 
 from grpo_rewards.sandbox.backends.http import HttpBackend, RemoteError, memory_or
 from grpo_rewards.sandbox.program import (
+    COMPILE_ERROR,
     OK,
     RUN_STATUSES,
     RUNTIME_ERROR,
@@ -51,7 +52,7 @@ def _parse(reply: dict[str, Any]) -> RunResult:
     compiled = reply.get("compile_result") or {}
     run = reply.get("run_result") or {}
     if not run and compiled:  # a compile step that failed
-        return RunResult(RUNTIME_ERROR, compiled.get("stdout") or "", compiled.get("stderr") or "",
+        return RunResult(COMPILE_ERROR, compiled.get("stdout") or "", compiled.get("stderr") or "",
                          compiled.get("return_code"), error="compilation failed")
     stdout, stderr = run.get("stdout") or "", run.get("stderr") or ""
     code = run.get("return_code")
