@@ -237,3 +237,30 @@ def test_sigint_then_sigkill_then_resume_matches_uninterrupted(tiny_model_dir: P
     full_samples = [json.loads(line) for line in (tmp_path / "full" / "samples.jsonl").read_text().splitlines()]
     assert samples == full_samples and [s["step"] for s in samples] == [2, 2, 4, 4, 6, 6]
     assert (run / "model" / "adapter_config.json").exists()
+
+
+def test_a_finished_run_is_never_overwritten_unless_asked(
+    tiny_model_dir: Path, tmp_path: Path, use_core_registry: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps({"question": f"What is {i} plus {i}?"}) + "\n" for i in range(4)))
+    (tmp_path / "run.toml").write_text(CONFIG.format(model=tiny_model_dir, rows=rows)
+                                       .replace("max_steps = 6", "max_steps = 2").replace("\nevery = 2", "\nevery = 0"))
+    out = tmp_path / "run"
+    argv = ["train", str(tmp_path / "run.toml"), "--set", f"logging.output_dir={out}"]
+    assert main(argv) == 0
+    records = {name: (out / name).read_bytes() for name in ("metrics.jsonl", "samples.jsonl", "config.json")}
+    assert len(records["metrics.jsonl"].splitlines()) == 2
+    capsys.readouterr()
+
+    assert main(argv) == 2  # run again by mistake: refused before the model loads, nothing touched
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err == (f"{tmp_path / 'run.toml'}: logging.output_dir: {out} holds an earlier run (checkpoint at step 2, "
+                   "metrics.jsonl, samples.jsonl): continue it with --resume, replace it with --overwrite, or set "
+                   "another logging.output_dir")
+    assert {name: (out / name).read_bytes() for name in records} == records
+
+    (out / "checkpoints" / "step-00000009").mkdir()  # an older, longer run's checkpoint must not survive
+    assert main([*argv, "--overwrite"]) == 0
+    assert [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()] == [1, 2]
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step-00000002"]

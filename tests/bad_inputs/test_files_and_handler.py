@@ -1,0 +1,76 @@
+"""The shared pieces behind the bad-input promise: atomic writes, the output-vs-input check, strict text
+reading, and the one top-level handler (bad input: exit 2, one line per problem; a bug: exit 1, one line,
+the traceback only with --debug)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from grpo_rewards.errors import ConfigError, Problem, UserError
+from grpo_rewards.files import atomic_write, check_output, read_text
+
+
+def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path: Path) -> None:
+    target = tmp_path / "out.jsonl"
+    target.write_text("old\n")
+    os.chmod(target, 0o640)
+    with pytest.raises(RuntimeError), atomic_write(target) as fh:
+        fh.write("half of the new")
+        raise RuntimeError("killed half way")
+    assert target.read_text() == "old\n" and os.listdir(tmp_path) == ["out.jsonl"]  # no temporary left behind
+    with atomic_write(target) as fh:
+        fh.write("new\n")
+    assert target.read_text() == "new\n" and os.listdir(tmp_path) == ["out.jsonl"]
+    assert target.stat().st_mode & 0o777 == 0o640  # the file's permissions are kept
+
+
+def test_check_output_refuses_inputs_by_any_path(tmp_path: Path) -> None:
+    src = tmp_path / "rows.jsonl"
+    src.write_text("{}\n")
+    (tmp_path / "link.jsonl").symlink_to(src)
+    for out in (src, tmp_path / "sub" / ".." / "rows.jsonl", tmp_path / "link.jsonl"):
+        (tmp_path / "sub").mkdir(exist_ok=True)
+        with pytest.raises(UserError, match="is also an input"):
+            check_output(out, [src])
+    assert check_output(tmp_path / "other.jsonl", [src]) == tmp_path / "other.jsonl"
+
+
+def test_read_text_names_line_and_column_of_a_bad_byte(tmp_path: Path) -> None:
+    path = tmp_path / "x.toml"
+    path.write_bytes(b"a = 1\nb = '\xe9t\xe9'\n")
+    with pytest.raises(ConfigError) as info:
+        read_text(path, ConfigError)
+    assert str(info.value) == f"{path}:2: not UTF-8 text (byte 0xe9 at column 6); save the file as UTF-8"
+
+
+def test_problem_lines() -> None:
+    assert str(Problem("f.toml", 3, "grpo.beta", "bad")) == "f.toml:3: grpo.beta: bad"
+    assert str(Problem("--batch-size", None, "", "must be >= 1")) == "--batch-size: must be >= 1"
+    assert str(UserError("no such thing", key="model.x")) == "model.x: no such thing"
+
+
+def test_one_handler_bad_input_exit_2_bug_exit_1(monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    import grpo_rewards.cli_commands as commands
+    from grpo_rewards.cli import main
+
+    def bad_input(args: object) -> int:
+        raise ConfigError([Problem("a.toml", 1, "x", "first"), Problem("a.toml", 2, "y", "second")])
+
+    def bug(args: object) -> int:
+        raise KeyError("oops")
+
+    monkeypatch.setattr(commands, "cmd_rewards_list", bad_input)
+    assert main(["rewards", "list"]) == 2
+    assert capsys.readouterr().err == "a.toml:1: x: first\na.toml:2: y: second\n"
+    monkeypatch.setattr(commands, "cmd_rewards_list", bug)
+    assert main(["rewards", "list"]) == 1
+    err = capsys.readouterr().err
+    assert err.splitlines() == ["internal error: KeyError: 'oops' (a bug: please report it; run again with --debug "
+                                "for the traceback)"]
+    assert main(["--debug", "rewards", "list"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err and err.splitlines()[-1].startswith("internal error: KeyError")
