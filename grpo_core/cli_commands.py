@@ -197,6 +197,7 @@ def memory_estimate(cfg: Any) -> Any:
     return estimate_peak_memory(
         model_config,
         num_sequences=cfg.sequences_per_step // cfg.grpo.gradient_accumulation_steps,
+        generation_sequences=cfg.sequences_per_step,
         prompt_length=cfg.data.max_prompt_length or 512,
         completion_length=cfg.generation.max_completion_length,
         dtype=dtype,

@@ -116,6 +116,7 @@ def estimate_peak_memory(
     num_iterations: int = 1,
     mlp_chunk_tokens: int | str | None = "auto",
     micro_batch_tokens: int = 0,
+    generation_sequences: int | None = None,
     counts: ParamCounts | None = None,
 ) -> MemoryEstimate:
     """Estimated peak memory of one GRPO step on the accelerator (the process, on a CPU machine).
@@ -124,7 +125,10 @@ def estimate_peak_memory(
     gradient accumulation steps), run as row slices of at most ``micro_batch_tokens`` padded tokens
     (0: all at once; the trainer's ``micro_batch_tokens``); ``lora_rank=0`` means a full fine-tune;
     ``mlp_chunk_tokens`` is the MLP tile of :func:`grpo_core.checkpointing.tile_mlp` (``"auto"``: the
-    hidden size, at least 512; None: untiled). ``counts`` skips the meta-device build.
+    hidden size, at least 512; None: untiled). ``generation_sequences`` is the whole step's sequences
+    (prompts x generations): generation samples them in one batch and the old/reference log-probs are
+    kept for all of them, whatever the gradient accumulation (default: ``num_sequences``).
+    ``counts`` skips the meta-device build.
     """
     for name, value in (("num_sequences", num_sequences), ("completion_length", completion_length),
                         ("chunk_size", chunk_size), ("num_iterations", num_iterations)):
@@ -141,7 +145,9 @@ def estimate_peak_memory(
     head_dim = getattr(cfg, "head_dim", None) or hidden // heads
     kv_dim = (getattr(cfg, "num_key_value_heads", None) or heads) * head_dim
     seq = prompt_length + completion_length
-    group = num_sequences  # generation holds the whole micro-batch's cache and prefill
+    group = generation_sequences or num_sequences  # generation holds the whole step's cache and prefill
+    if group < num_sequences:
+        raise ValueError(f"generation_sequences ({group}) must be >= num_sequences ({num_sequences})")
     kv_tokens = group * seq
     if micro_batch_tokens > 0:  # the trainer's row slices: what one forward/backward sees
         num_sequences = min(num_sequences, max(1, micro_batch_tokens // seq))
@@ -204,7 +210,7 @@ def estimate_peak_memory(
     add(("logits chunk", tile + per_token_out, f"{rows} tokens x {v_chunk} vocab tile; full logits would be "
          f"{completion_tokens * vocab * 4 / GiB:.2f} GiB"))
     extra_passes = (num_iterations > 1) + (beta > 0)
-    kept_logps = extra_passes * group * completion_length * 4  # kept for every row of the micro-batch
+    kept_logps = extra_passes * group * completion_length * 4  # kept for every row of the step
     add(("old/ref log-probs", kept_logps,
          f"old-policy pass: {'yes' if num_iterations > 1 else 'no'}, reference pass: {'yes' if beta > 0 else 'no'}"))
     est.training = acts + tile + per_token_out + kept_logps

@@ -117,3 +117,30 @@ def test_count_parameters_and_bad_input():
         dtype_bytes("int3")
     with pytest.raises(ValueError, match="num_sequences"):
         _estimate(_config(), num_sequences=0)
+
+
+def test_gradient_accumulation_splits_training_not_generation(tmp_path):
+    """``grpo train --dry-run``: generation samples every sequence of the step at once and the old/ref
+    log-probs are kept for all of them, so accumulating gradients over 4 micro-batches shrinks only the
+    activations, not the KV cache."""
+    from grpo_core.cli_commands import memory_estimate
+    from grpo_core.config import config_from_dict
+
+    _config().save_pretrained(tmp_path / "m")
+    (tmp_path / "rows.jsonl").write_text('{"prompt": "hi", "answer": "1"}\n')
+
+    def estimate(accumulation: int):
+        return memory_estimate(config_from_dict({
+            "model": {"name_or_path": str(tmp_path / "m")}, "data": {"source": str(tmp_path / "rows.jsonl"),
+                                                                     "max_prompt_length": 32},
+            "generation": {"num_generations": 8, "max_completion_length": 64},
+            "grpo": {"prompts_per_step": 2, "gradient_accumulation_steps": accumulation, "num_iterations": 2,
+                     "micro_batch_tokens": 0},
+            "logging": {"output_dir": str(tmp_path / "run")}, "rewards": {"c": {"use": "numeric_proximity"}}}))
+
+    one, four = estimate(1), estimate(4)
+    assert four.component("KV cache") == one.component("KV cache") > 0
+    assert four.component("old/ref log-probs") == one.component("old/ref log-probs") > 0
+    assert four.component("activations") < one.component("activations")
+    assert _estimate(_config(), num_sequences=4, generation_sequences=16).component("KV cache") == \
+        4 * _estimate(_config(), num_sequences=4).component("KV cache")
