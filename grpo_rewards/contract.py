@@ -33,7 +33,8 @@ Timeouts
     and restarted for the next call, so a hang in any code (a regex, a C extension) costs
     one timeout, never the run. A reward that does not pickle (a closure, a lambda, or
     anything defined in ``__main__``) cannot be moved to a process: it runs in a thread
-    instead, and a timeout only stops *waiting* for it. Its thread keeps running and the
+    instead (so does one whose worker cannot load it, e.g. its module is not importable
+    there), and a timeout only stops *waiting* for it. Its thread keeps running and the
     reward is not called again until that thread returns (those calls fail as timeouts),
     so write rewards as module-level functions or classes to get real timeouts.
 """
@@ -367,7 +368,12 @@ class SafeReward:
             try:
                 outcome, self._metrics = self._worker.call(completions, columns, self.timeout)
             except WorkerFailed as failed:
-                return BatchOutcome(None, failed.kind, failed.message)
+                if failed.kind != "load":
+                    return BatchOutcome(None, failed.kind, failed.message)
+                log.warning("%s %s; it runs in a thread from now on (a timeout cannot stop it there)",
+                            self._who, failed.message)
+                self._worker, self.isolation = None, "thread"
+                return self._in_thread(completions, columns)
             return outcome
         return self._in_thread(completions, columns)
 

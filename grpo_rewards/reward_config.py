@@ -6,7 +6,8 @@
     max_consecutive_failures = 3   # calls in a row scoring no row before the run stops (0: never)
 
     [rewards.correct]
-    use = "exact_match"       # a registered reward, or "verify:<verifier>"
+    use = "exact_match"       # a registered reward ("dist:name" when two plugins clash), "verify:<verifier>",
+                              # or a local one: "path/to/file.py:name" or "package.module:name"
     weight = 1.0
     value = 2.0               # any parameter of the reward's factory
 
@@ -18,12 +19,14 @@ for unknown names and keys) in one :class:`ConfigError`.
 from __future__ import annotations
 
 import math
+import os
 from typing import Any
 
 from grpo_rewards.compose import RESERVED_ALIASES, ComposedReward, RewardEntry, check_weight
 from grpo_rewards.contract import DEFAULT_MAX_CONSECUTIVE_FAILURES, ON_ERROR, SafeReward
+from grpo_rewards.local_rewards import local_spec, looks_local
 from grpo_rewards.plugins import PluginError, Registry, get_registry
-from grpo_rewards.specs import RESERVED_PARAMS, VERIFIER_REWARD_KEYS, Param, params_of
+from grpo_rewards.specs import RESERVED_PARAMS, VERIFIER_REWARD_KEYS, Param, RewardSpec, params_of
 from grpo_rewards.suggest import did_you_mean
 from grpo_rewards.tomlfile import TomlDoc, load_toml
 from grpo_rewards.verdict import reward_from_verifier
@@ -66,21 +69,29 @@ def _type_error(param: Param, value: Any) -> str | None:
     return None
 
 
-def build_reward_fn(use: str, params: dict[str, Any], registry: Registry) -> Any:
-    """Build one reward function from a registered name (or ``verify:<name>``) and its parameters."""
+def reward_spec(use: str, registry: Registry, base_dir: str = ".") -> RewardSpec:
+    """The spec ``use`` names: a registered reward (``name`` or ``dist:name``) or a local one
+    (``path/to/file.py:name``, ``package.module:name``; see :mod:`grpo_rewards.local_rewards`)."""
+    if ":" in use and not registry.has_prefix(use.split(":", 1)[0]) and looks_local(use):
+        return local_spec(use, base_dir)
+    return registry.reward(use)
+
+
+def build_reward_fn(use: str, params: dict[str, Any], registry: Registry, base_dir: str = ".") -> Any:
+    """Build one reward function from a registered name (or ``verify:<name>``, or a local reward) and its parameters."""
     if use.startswith(VERIFIER_PREFIX):
         spec = registry.verifier(use[len(VERIFIER_PREFIX):])
         reward_params = {k: params[k] for k in VERIFIER_REWARD_KEYS if k in params}
         verifier_params = {k: v for k, v in params.items() if k not in VERIFIER_REWARD_KEYS}
         return reward_from_verifier(spec.factory(**verifier_params), name=spec.name, **reward_params)
-    return registry.reward(use).build(**params)
+    return reward_spec(use, registry, base_dir).build(**params)
 
 
-def _known_params(use: str, registry: Registry) -> dict[str, Param]:
+def _known_params(use: str, registry: Registry, base_dir: str = ".") -> dict[str, Param]:
     if use.startswith(VERIFIER_PREFIX):
         spec = registry.verifier(use[len(VERIFIER_PREFIX):])
         return {**spec.params, **{k: v for k, v in params_of(reward_from_verifier).items() if k in VERIFIER_REWARD_KEYS}}
-    return registry.reward(use).params
+    return reward_spec(use, registry, base_dir).params
 
 
 def rewards_from_doc(doc: TomlDoc, registry: Registry | None = None, *, section: str = "rewards") -> ComposedReward | None:
@@ -90,6 +101,7 @@ def rewards_from_doc(doc: TomlDoc, registry: Registry | None = None, *, section:
     report reward and trainer problems together). Returns None when there are problems.
     """
     registry = registry or get_registry()
+    base_dir = os.path.dirname(doc.path) if doc.path and os.path.isfile(doc.path) else "."
     table = doc.data.get(section)
     if table is None:
         doc.problem((section,), "no rewards configured: add at least one [rewards.<alias>] table with `use = ...`")
@@ -126,7 +138,7 @@ def rewards_from_doc(doc: TomlDoc, registry: Registry | None = None, *, section:
                             "`use` must name a reward (see `grpo rewards list`)")
             continue
         try:
-            known = _known_params(use, registry)
+            known = _known_params(use, registry, base_dir)
         except PluginError as exc:
             doc.problem(key + ("use",), str(exc))
             continue
@@ -161,12 +173,12 @@ def rewards_from_doc(doc: TomlDoc, registry: Registry | None = None, *, section:
             before = len(doc.problems)
             continue
         try:
-            fn = build_reward_fn(use, params, registry)
+            fn = build_reward_fn(use, params, registry, base_dir)
         except (ValueError, TypeError, KeyError, PluginError) as exc:
-            _blame_params(doc, key, use, params, known, registry, exc)
+            _blame_params(doc, key, use, params, known, registry, exc, base_dir)
             before = len(doc.problems)
             continue
-        plugin = "" if use.startswith(VERIFIER_PREFIX) else registry.reward(use).plugin
+        plugin = "" if use.startswith(VERIFIER_PREFIX) else reward_spec(use, registry, base_dir).plugin
         safe = SafeReward(fn, alias, on_error=on_error, timeout=timeout, plugin=plugin,
                           max_consecutive_failures=failures)
         entries.append(RewardEntry(alias, safe, float(weight), use))
@@ -176,7 +188,7 @@ def rewards_from_doc(doc: TomlDoc, registry: Registry | None = None, *, section:
 
 
 def _blame_params(doc: TomlDoc, key: tuple[str, ...], use: str, params: dict[str, Any], known: dict[str, Param],
-                  registry: Registry, exc: Exception) -> None:
+                  registry: Registry, exc: Exception, base_dir: str = ".") -> None:
     """A factory refused its parameters: build again with each optional parameter alone (the required ones
     always given) to report every parameter it refuses, at that parameter's line; if none fails alone (a
     rule between parameters), the factory's message goes on the table."""
@@ -186,7 +198,7 @@ def _blame_params(doc: TomlDoc, key: tuple[str, ...], use: str, params: dict[str
         if name in required:
             continue
         try:
-            build_reward_fn(use, {**required, name: value}, registry)
+            build_reward_fn(use, {**required, name: value}, registry, base_dir)
         except (ValueError, TypeError, KeyError, PluginError) as alone:
             doc.problem(key + (name,), f"{use}: {alone}")
             blamed = True

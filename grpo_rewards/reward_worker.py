@@ -37,7 +37,8 @@ DEFAULT_START_TIMEOUT = 120.0
 
 
 class WorkerFailed(Exception):
-    """The child did not answer: ``kind`` is ``timeout`` or ``crash``."""
+    """The child did not answer: ``kind`` is ``timeout``, ``crash``, or ``load`` (the reward could not be
+    unpickled in the child, e.g. its module cannot be imported there)."""
 
     def __init__(self, kind: str, message: str):
         super().__init__(message)
@@ -148,7 +149,7 @@ class RewardWorker:
             raise WorkerFailed("crash", f"its worker process died while starting (exit code {code})") from exc
         if status != "ready":
             self._kill()
-            raise WorkerFailed("crash", str(message))
+            raise WorkerFailed("load", str(message))
 
     def _kill(self) -> int | None:
         """Stop the child and its process group; returns its exit code (None when there was none)."""
