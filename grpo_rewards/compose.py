@@ -4,11 +4,11 @@
 weighted total), and ``trl_reward_funcs()`` gives the separate functions and weights
 for ``trl.GRPOTrainer(reward_funcs=..., args=GRPOConfig(reward_weights=...))``.
 
-Totals follow TRL: a ``None`` score (the reward does not apply to that row) is left out
-of the sum (a NaN-sum), and a row where every reward is ``None`` has total ``None``: the
-trainer gives it advantage 0, and :meth:`ComposedReward.score` logs a warning naming
-those rows (TRL's "All reward functions returned None ..."). Weights must be finite; the
-alias ``total`` is reserved for the sum.
+``None`` means the reward does not apply to that row: the row is left out of that reward's
+mean and its term is left out of the weighted total (as in TRL); a row where every reward
+returned ``None`` has no total, gets advantage 0, and is named in a warning.
+:meth:`ComposedReward.score` logs that warning (TRL's "All reward functions returned None ...").
+Weights must be finite; the alias ``total`` is reserved for the sum.
 """
 
 from __future__ import annotations

@@ -3,10 +3,10 @@
 :class:`SafeReward` wraps any TRL-style batch reward ``fn(completions, **columns)``.
 
 Scores
-    One entry per completion, each a finite number or ``None``. ``None`` means *the reward
-    does not apply to this row*: the row is left out of this reward's mean and its weighted
-    term is left out of the total (a NaN-sum, as in TRL); a row where every reward returned
-    ``None`` has total ``None``, gets advantage 0 and is named in a warning. Numbers may be
+    One entry per completion, each a finite number or ``None``. ``None`` means the reward does
+    not apply to that row: the row is left out of that reward's mean and its term is left out of
+    the weighted total (as in TRL); a row where every reward returned ``None`` has no total, gets
+    advantage 0, and is named in a warning. Numbers may be
     Python numbers, ``numpy`` scalars, 0-d ``torch`` tensors or ``Decimal`` (TRL accepts
     them too); they become floats. The result may also be a tensor or an array.
 
