@@ -230,14 +230,20 @@ def _enable_checkpointing(model: Any, cfg: RunConfig) -> None:
                                   mlp_chunk_tokens="auto" if tile is None else tile)
 
 
-def load_model_and_tokenizer(cfg: RunConfig) -> tuple[Any, Any]:
-    """The trainable policy and its tokenizer, as ``cfg`` describes (see the module docs)."""
-    tokenizer = load_tokenizer(cfg)
-    model = load_base_model(cfg)
+def prepare_base_model(model: Any, cfg: RunConfig, tokenizer: Any) -> None:
+    """What every trainer backend does to the loaded base model before LoRA: fp32 master weights for a full
+    fine-tune (see the module docs), dropout off, the tokenizer's pad token in the generation config."""
     _master_weights(model, cfg)
     disable_dropout(model)
     if model.generation_config is not None and model.generation_config.pad_token_id is None:
         model.generation_config.pad_token_id = tokenizer.pad_token_id
+
+
+def load_model_and_tokenizer(cfg: RunConfig) -> tuple[Any, Any]:
+    """The trainable policy and its tokenizer, as ``cfg`` describes (see the module docs)."""
+    tokenizer = load_tokenizer(cfg)
+    model = load_base_model(cfg)
+    prepare_base_model(model, cfg, tokenizer)
     if cfg.lora.enabled:
         from peft import get_peft_model
 

@@ -3,10 +3,12 @@
 ``TRLBackend(config, resume=False).train() -> dict`` (what ``grpo train`` calls for ``[trainer] backend =
 "trl"``). What is shared with the built-in trainer, not copied:
 
-* the model and tokenizer: ``grpo_core.models`` (dtype, revision, attention, 4-bit), LoRA handed to TRL
-  as ``peft_config`` (``models.lora_config``);
-* the rows and prompts: ``grpo_core.data`` (source, columns, limit, held-out rows, chat template); the
-  dataset's ``prompt`` column is the formatted prompt text, every other column goes to the rewards;
+* the model and tokenizer: ``grpo_core.models`` (dtype, revision, attention, 4-bit, GGUF; fp32 master
+  weights and 16-bit autocast on a GPU for a full fine-tune, dropout off), LoRA handed to TRL as
+  ``peft_config`` (``models.lora_config``);
+* the rows and prompts: ``grpo_core.data`` (source, columns, limit, held-out rows, chat template) and the
+  built-in trainer's over-long prompt rule (``trainer.fit_prompts``); the dataset's ``prompt`` column is
+  the formatted prompt text, every other column goes to the rewards;
 * the rewards: ``ComposedReward.trl_reward_funcs()``, one TRL reward function per ``[rewards.<alias>]``,
   named by its alias (TRL logs ``rewards/<alias>/mean``), with the weights as ``reward_weights``; each
   reward's weight is logged too, as ``rewards/<alias>/weight``;
@@ -31,7 +33,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from grpo_core.backends.trl_mapping import NO_TRL_EQUIVALENT, grpo_config_kwargs, our_metrics
+from grpo_core.backends.trl_mapping import grpo_config_kwargs, no_trl_equivalent, our_metrics
 from grpo_core.config import RunConfig
 
 
@@ -169,21 +171,26 @@ class TRLBackend:
             self.resume_from = last
         else:
             _clear_orphan_checkpoints(self.run_dir)
-        for key, why in NO_TRL_EQUIVALENT.items():
+        for key, why in no_trl_equivalent(cfg).items():
             print(f"warning: trainer.backend = \"trl\": {key} has no TRL equivalent: {why}; ignored", file=sys.stderr)
 
-        from grpo_core.data import format_prompt, train_eval_rows
-        from grpo_core.models import load_base_model, load_tokenizer, lora_config
+        import torch
 
-        rows, eval_rows = train_eval_rows(cfg.data)
-        self.tokenizer = load_tokenizer(cfg)
-        self.train_dataset = self._dataset(rows, format_prompt)
-        self.eval_dataset = self._dataset(eval_rows, format_prompt) if eval_rows and cfg.logging.eval_every else None
+        from grpo_core import models
+
+        self.tokenizer = models.load_tokenizer(cfg)
+        self.train_dataset, self.eval_dataset = self._datasets()
         if cfg.logging.eval_every and self.eval_dataset is None:
             print("warning: logging.eval_every: no held-out rows; the trl backend does not evaluate", file=sys.stderr)
             kwargs.update(eval_strategy="no")
+        model = models.load_base_model(cfg)
+        models.prepare_base_model(model, cfg, self.tokenizer)  # fp32 master weights, dropout off: as our trainer
+        if torch.cuda.is_available() and not cfg.quantization.load_in_4bit:
+            model.to("cuda")
+        # mixed precision as our trainer: autocast in a 16-bit checkpoint's dtype on a GPU, fp16 loss scaling
+        on_gpu = next(model.parameters()).device.type == "cuda"
+        kwargs.update(bf16=models.compute_dtype(model) == torch.bfloat16, fp16=on_gpu and models.uses_fp16(model))
         self.args = trl.GRPOConfig(**kwargs)
-        model = load_base_model(cfg)
 
         reward_funcs, weights = cfg.rewards.trl_reward_funcs()
         trainer_class = _grpo_trainer_class()
@@ -194,7 +201,7 @@ class TRLBackend:
             train_dataset=self.train_dataset,
             eval_dataset=self.eval_dataset,
             processing_class=self.tokenizer,
-            peft_config=lora_config(cfg) if cfg.lora.enabled else None,
+            peft_config=models.lora_config(cfg) if cfg.lora.enabled else None,
             callbacks=[_run_log_callback(self)],
         )
         self.trainer.reward_weight_logs = {f"rewards/{alias}/weight": weight
@@ -203,11 +210,23 @@ class TRLBackend:
 
         self.trainer.remove_callback(PrinterCallback)  # our metrics logger reports progress
 
-    def _dataset(self, rows: list[dict[str, Any]], format_prompt: Any) -> Any:
+    def _datasets(self) -> tuple[Any, Any]:
+        """The training and held-out rows as TRL datasets: ``prompt`` is the formatted prompt text; over-long
+        prompts dropped or refused as the built-in trainer does (``data.overlong_prompts``)."""
         from datasets import Dataset
 
-        return Dataset.from_list([{**row, "prompt": format_prompt(row, self.cfg.data, self.tokenizer)}
-                                  for row in rows])
+        from grpo_core.data import format_prompt, train_eval_rows
+        from grpo_core.trainer import fit_prompts
+
+        d = self.cfg.data
+        rows, eval_rows = train_eval_rows(d)
+        out = []
+        for part, where in ((rows, "training"), (eval_rows if self.cfg.logging.eval_every else [], "held-out")):
+            prompts, part = fit_prompts([format_prompt(r, d, self.tokenizer) for r in part], part, self.tokenizer,
+                                        d.max_prompt_length, d.overlong_prompts, not d.chat_template, where)
+            out.append(Dataset.from_list([{**r, "prompt": p} for r, p in zip(part, prompts, strict=True)])
+                       if part else None)
+        return out[0], out[1]
 
     def train(self) -> dict[str, Any]:
         """Run TRL's training loop; write the final model like our trainer; returns the last metrics."""

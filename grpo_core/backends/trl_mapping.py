@@ -1,6 +1,7 @@
 """Our run config in TRL's terms: the ``trl.GRPOConfig`` arguments of a :class:`RunConfig`
 (:func:`grpo_config_kwargs`), the keys TRL has no equivalent for (:data:`NO_TRL_EQUIVALENT`, one line
-each), and TRL's logged metric names in ours (:func:`our_metrics`).
+each; :func:`no_trl_equivalent` for one config), and TRL's logged metric names in ours
+(:func:`our_metrics`).
 
 Field names are those of TRL 1.x's ``GRPOConfig`` (a ``transformers.TrainingArguments``); the backend
 checks them against the installed class. No torch or TRL import here.
@@ -26,8 +27,6 @@ if TYPE_CHECKING:
 NO_TRL_EQUIVALENT: dict[str, str] = {
     "model.offload_activations": "TRL does not offload checkpointed activations to host memory",
     "model.mlp_chunk_tokens": "TRL does not tile the MLP under gradient checkpointing",
-    "data.max_prompt_length": "TRL 1.x's GRPOConfig has no prompt length limit; prompts are kept whole",
-    "data.overlong_prompts": "TRL 1.x neither drops nor truncates long prompts",
     "data.seed": "TRL shuffles the rows with the training seed (grpo.seed)",
     "grpo.logprob_chunk_size": "TRL computes a micro-batch's log-probs in one pass, not in token chunks",
     "grpo.micro_batch_tokens": "TRL runs per_device_train_batch_size rows per forward/backward, with no token budget",
@@ -36,6 +35,17 @@ NO_TRL_EQUIVALENT: dict[str, str] = {
 }
 
 GENERATION_BACKENDS = ("transformers", "vllm")
+
+
+def no_trl_equivalent(cfg: RunConfig) -> dict[str, str]:
+    """The keys of ``cfg`` the trl backend cannot honour, with why: :data:`NO_TRL_EQUIVALENT`, and
+    ``data.overlong_prompts = "truncate"`` (over-long prompts are dropped or refused before TRL sees them,
+    as the built-in trainer does, but TRL 1.x cannot cut a prompt)."""
+    out = dict(NO_TRL_EQUIVALENT)
+    if cfg.data.overlong_prompts == "truncate" and cfg.data.max_prompt_length:
+        out["data.overlong_prompts"] = ("\"truncate\": TRL 1.x has no prompt length limit; over-long prompts "
+                                        "are kept whole")
+    return out
 
 
 def grpo_config_kwargs(cfg: RunConfig) -> dict[str, Any]:

@@ -180,6 +180,35 @@ def test_a_fresh_run_never_inherits_an_earlier_runs_trl_checkpoints(
     assert not stale.exists()  # could otherwise be rotated in as the newest checkpoint, or resumed
 
 
+def test_over_long_prompts_follow_the_built_in_rule(
+    tiny_model_dir: Path, tmp_path: Path, core_registry: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from grpo_core.backends.trl_backend import TRLBackend
+    from grpo_core.config import load_config
+
+    path = _write_run(tmp_path, tiny_model_dir)
+    rows = (tmp_path / "rows.jsonl").read_text()
+    long = json.dumps({"question": "plus " * 150 + "?", "answer": "0"})
+    (tmp_path / "rows.jsonl").write_text(long + "\n" + rows)  # first: a training row (the last 2 are held out)
+
+    def backend(policy: str) -> TRLBackend:
+        cfg = load_config(path, ["data.max_prompt_length=100", f"data.overlong_prompts={policy}"],
+                          registry=core_registry)
+        return TRLBackend(cfg, registry=core_registry)
+
+    with pytest.warns(UserWarning, match=r"1 of 7 training prompts are longer than 100 tokens .*; dropped"):
+        dropped = backend("drop")
+    assert len(dropped.train_dataset) == 6 and not any("plus plus" in p for p in dropped.train_dataset["prompt"])
+    assert len(dropped.eval_dataset) == 2
+    with pytest.raises(ValueError, match="1 of 7 training prompts are longer than 100 tokens"):
+        backend("error")
+    capsys.readouterr()
+    with pytest.warns(UserWarning, match="cut off"):
+        kept = backend("truncate")  # TRL cannot cut a prompt: kept whole, and said so
+    assert len(kept.train_dataset) == 7
+    assert "data.overlong_prompts has no TRL equivalent: \"truncate\"" in capsys.readouterr().err
+
+
 def test_mapping_gives_trl_the_same_batch_and_step_count(core_registry: Any) -> None:
     import trl
 
