@@ -262,7 +262,7 @@ class LocalSandbox:
         os.chmod(self._base, 0o711)
         common: dict[str, Any] = {
             "read_only": probing.read_only_paths(tuple(read_only)), "rw_files": list(probing.RW_FILES),
-            "namespaces": "mountns" in wanted, "landlock": "landlock-fs" in wanted, "seccomp": "seccomp" in wanted,
+            "namespaces": [n for n in probing.NAMESPACE_LAYERS if n in wanted], "landlock": "landlock-fs" in wanted, "seccomp": "seccomp" in wanted,
             "scratch_mb": scratch_mb, "scratch_inodes": scratch_inodes,
             "bwrap": found.bwrap if "bwrap" in wanted else "", "bwrap_optional": profile == "auto",
         }

@@ -18,10 +18,9 @@ import uuid
 
 import pytest
 
-from grpo_rewards.sandbox.probe import PROFILES
 from grpo_rewards.sandbox.program import Program
 
-from .conftest import FAST, FOUND, needs_default, needs_root, processes_of
+from .conftest import FAST, FOUND, PROFILE_OPTIONS, needs_default, needs_root, processes_of
 
 pytestmark = needs_default
 
@@ -173,16 +172,16 @@ for name, args in calls.items():
 """
 
 
-# the whole suite runs under every strong profile this machine has: "strict" (bubblewrap) where it
-# is installed, and "hardened" (what a CI box without bubblewrap gets) always
-SUITE_PROFILES = [p for p in ("hardened", "strict") if set(PROFILES[p]) <= set(FOUND.layers)] or ["auto"]
+# the whole suite runs under every profile this machine has: "default" (what a non-root user gets),
+# "hardened" (root, what a CI box without bubblewrap gets) and "strict" (bubblewrap) where available
+SUITE_PROFILES = list(PROFILE_OPTIONS) or ["auto"]
 
 
 @pytest.fixture(scope="module", params=SUITE_PROFILES)
 def hostile_pool(request):
     from grpo_rewards.sandbox.pool import LocalSandbox
 
-    with LocalSandbox(slots=2, limits=FAST, profile=request.param) as pool:
+    with LocalSandbox(slots=2, limits=FAST, **PROFILE_OPTIONS.get(request.param, {})) as pool:
         yield pool
 
 

@@ -30,15 +30,16 @@ def remove_tree(path: str, *, keep_top: bool = False) -> bool:
         with contextlib.suppress(FileNotFoundError, OSError):
             os.unlink(path)
         return not os.path.lexists(path)
-    with contextlib.suppress(OSError):
-        os.chmod(path, 0o700)
     try:
-        top = os.open(path, _DIR_FLAGS)
+        top = _open_dir(None, path)  # a folder the program closed is opened up again (only then)
     except FileNotFoundError:
         return True
     except OSError:
         return False
     try:
+        with contextlib.suppress(OSError):  # the program may have closed its own folder (mode 500)
+            if os.fstat(top).st_mode & 0o700 != 0o700:
+                os.fchmod(top, 0o700)
         ok = _empty(top)
     finally:
         os.close(top)
@@ -112,7 +113,7 @@ def _remove_entry(top: int, name: str) -> bool:
         return False
 
 
-def _open_dir(top: int, name: str) -> int:
+def _open_dir(top: int | None, name: str) -> int:
     try:
         return os.open(name, _DIR_FLAGS, dir_fd=top)
     except PermissionError:  # a folder the program closed (mode 000): open it up again (we own or are root)

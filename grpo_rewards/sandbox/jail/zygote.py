@@ -116,10 +116,13 @@ class Zygote:
         gc.freeze()  # children never scan (and so never copy) the zygote's objects in their GC
 
     def _namespaces(self, cfg: dict[str, Any]) -> None:
-        if not cfg.get("namespaces"):
-            return
+        wanted = cfg.get("namespaces") or []
+        if wanted is True:
+            wanted = ["mountns", "netns", "ipcns", "utsns", "tmpfs-scratch"]
         for flag, name in ((CLONE_NEWNS, "mountns"), (CLONE_NEWNET, "netns"), (CLONE_NEWIPC, "ipcns"),
                            (CLONE_NEWUTS, "utsns")):
+            if name not in wanted or (name != "mountns" and "mountns" not in wanted):
+                continue
             try:
                 unshare(flag)
                 self.layers.append(name)
@@ -132,8 +135,9 @@ class Zygote:
             covered = mounts.expose(cfg["read_only"])
             if covered:
                 self.problems.append(f"exposed read-only inside the mount namespace: {', '.join(covered)}")
-            mounts.tmpfs_scratch(self.root, cfg["scratch_mb"], cfg["scratch_inodes"])
-            self.layers.append("tmpfs-scratch")
+            if "tmpfs-scratch" in wanted:
+                mounts.tmpfs_scratch(self.root, cfg["scratch_mb"], cfg["scratch_inodes"])
+                self.layers.append("tmpfs-scratch")
         except OSError as exc:
             self.problems.append(f"mounts: {exc}")
 
