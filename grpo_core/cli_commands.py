@@ -103,9 +103,13 @@ def model_source_problem(cfg: Any) -> str | None:
     import os
     from pathlib import Path
 
+    from grpo_core.config import looks_local
+
     m = cfg.model
     if not m.name_or_path or Path(m.name_or_path).expanduser().exists() or getattr(m, "gguf_file", None):
         return None
+    if looks_local(m.name_or_path):
+        return f"folder not found: {m.name_or_path} (a path, not a hub id)"
     try:
         from huggingface_hub import try_to_load_from_cache
     except ImportError:
@@ -163,7 +167,7 @@ def cmd_config_validate(args: argparse.Namespace) -> int:
         print(f"warning: {cfg.path}: logging.output_dir: {cfg.logging.output_dir} holds an earlier run ({what}); "
               "`grpo train` will need --resume or --overwrite", file=sys.stderr)
     rows = preflight(cfg, all_sources=args.check_data, run_folder=False)
-    if rows:
+    if rows and args.check_data:
         first = str(rows[0][cfg.data.prompt_field]).replace("\n", " ")
         print(f"data: {len(rows)} rows from {cfg.data.source} [{cfg.data.split}]; columns {', '.join(map(str, rows[0]))}; "
               f"first prompt: {first[:80]!r}")

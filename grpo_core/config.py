@@ -475,7 +475,8 @@ def _cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None
     m, d, g, o, lo, q, lg, ck, tr = (cfg[n] for n in SECTIONS)
     _choice(doc, ("model", "dtype"), m.dtype, DTYPES)
     model_path = Path(m.name_or_path).expanduser()
-    if looks_local(m.name_or_path) and not model_path.exists():
+    if m.name_or_path.startswith(("/", "./", "../", "~")) and not model_path.exists():
+        # (a relative "runs/x/warm" may be written before the run: the trainer's commands check it, not this)
         doc.problem(("model", "name_or_path"), f"folder not found: {m.name_or_path}")
     elif (m.name_or_path and model_path.is_dir() and not (model_path / "config.json").is_file()
           and not any(model_path.glob("*.gguf"))):
@@ -484,6 +485,12 @@ def _cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None
         d.source = _check_source(doc, ("data", "source"), d.source, registry)
     if d.eval_source:
         d.eval_source = _check_source(doc, ("data", "eval_source"), d.eval_source, registry)
+    local = bool(d.source) and not SOURCE_SCHEME.match(d.source) and Path(d.source).is_file()
+    if local and d.split != "train":
+        doc.problem(("data", "split"), f"a local file has no splits: {d.split!r} would be ignored; name the file in source")
+    if local and d.eval_split and not d.eval_source:
+        doc.problem(("data", "eval_split"), "a local file has no splits: the held-out rows would be the training "
+                                            "rows; use eval_source (another file) or eval_size")
     _choice(doc, ("data", "overlong_prompts"), d.overlong_prompts, OVERLONG_PROMPTS)
 
     trainers = set(registry.trainer_backends) | {"grpo_core"}

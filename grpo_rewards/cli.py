@@ -44,7 +44,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         return int(args.func(args) or 0)
     except UserError as exc:
-        print(str(exc), file=sys.stderr)
+        for problem in exc.problems:  # ``file:line: key: what``; "error: key: what" when no file is to blame
+            print(problem if problem.file else f"error: {problem}", file=sys.stderr)
         return 2
     except PluginError as exc:
         print(f"error: {exc}", file=sys.stderr)
