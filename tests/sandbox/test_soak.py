@@ -38,7 +38,9 @@ def test_soak_leaves_nothing_behind():
         assert [r.status for r in results] == expected
         zygotes = zygote_pids(pool)
         assert len(zygotes) == 2 * cores  # none died and was restarted
-        assert zombies_under(zygotes | {os.getpid()}) == []
+        # below the zygotes only: this process's own zombies may come from other libraries (a multiprocessing
+        # worker another test started); a zygote that died shows in the count above
+        assert zombies_under(zygotes) == []
         assert processes_of(pool.slot_uids) == []
         assert pool.scratch_entries() == []
         assert pool.metrics()["runs"] == 1000
