@@ -5,7 +5,8 @@
 * :func:`check_output`: before anything is opened for writing, an output must not be an input, a folder,
   or in a folder that is missing or not writable.
 * :func:`atomic_write`: an output is written to a temporary file beside it and renamed over the target only
-  when complete, so a failure half way leaves the old file as it was.
+  when complete, so a failure half way leaves the old file as it was (a device such as ``/dev/null`` is
+  written directly, never replaced).
 """
 
 from __future__ import annotations
@@ -111,8 +112,14 @@ def _mode_for(path: Path) -> int:
 
 @contextlib.contextmanager
 def atomic_write(path: str | Path, mode: str = "w", *, encoding: str | None = "utf-8") -> Iterator[IO[Any]]:
-    """Open a temporary file beside ``path``; on success it replaces ``path``, on an exception it is removed."""
-    path = Path(path)
+    """Open a temporary file beside ``path``; on success it replaces ``path``, on an exception it is removed.
+    A symlink is followed (its target is replaced, the link kept); a device or a pipe (``/dev/null``,
+    ``/dev/stdout``) is written directly, never replaced."""
+    path = Path(os.path.realpath(path))
+    if path.exists() and not path.is_file():
+        with open(path, mode, encoding=None if "b" in mode else encoding) as direct:
+            yield direct
+        return
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as fh:

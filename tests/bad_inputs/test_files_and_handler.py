@@ -74,3 +74,24 @@ def test_one_handler_bad_input_exit_2_bug_exit_1(monkeypatch: pytest.MonkeyPatch
     assert main(["--debug", "rewards", "list"]) == 1
     err = capsys.readouterr().err
     assert "Traceback (most recent call last)" in err and err.splitlines()[-1].startswith("internal error: KeyError")
+
+
+def test_atomic_write_follows_links_and_never_replaces_a_device(tmp_path: Path) -> None:
+    target = tmp_path / "real.jsonl"
+    target.write_text("old\n")
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(target)
+    with atomic_write(link) as fh:
+        fh.write("new\n")
+    assert link.is_symlink() and target.read_text() == "new\n"
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    import threading
+
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    with atomic_write(fifo) as fh:
+        fh.write("through the pipe\n")
+    reader.join(10)
+    assert got == [b"through the pipe\n"] and not fifo.is_file()  # still a pipe, not replaced by a file
