@@ -35,7 +35,7 @@ class UserError(Exception):
     def __init__(self, problems: list[Problem] | str, *, file: str = "", line: int | None = None, key: str = ""):
         if isinstance(problems, str):
             problems = [Problem(str(file), line, key, problems)]
-        self.problems = list(problems)
+        self.problems = list(dict.fromkeys(problems))  # the same problem twice (a shared default) once
         super().__init__("\n".join(str(p) for p in self.problems))
 
 

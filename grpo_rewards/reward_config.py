@@ -147,11 +147,13 @@ def rewards_from_doc(doc: TomlDoc, registry: Registry | None = None, *, section:
             doc.problem(key + ("weight",), why)
         on_error = entry.get("on_error", on_error_default)
         if on_error not in ON_ERROR:
-            doc.problem(key + ("on_error",), f"must be one of {', '.join(ON_ERROR)}, got {on_error!r}")
+            doc.problem(key + ("on_error",) if "on_error" in entry else (section, "on_error"),
+                        f"must be one of {', '.join(ON_ERROR)}, got {on_error!r}")
         timeout = entry.get("timeout", timeout_default)
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
                                     or not 0 < timeout < math.inf):
-            doc.problem(key + ("timeout",), f"must be a positive, finite number of seconds, got {timeout!r}")
+            doc.problem(key + ("timeout",) if "timeout" in entry else (section, "timeout"),
+                        f"must be a positive, finite number of seconds, got {timeout!r}")
         failures = entry.get("max_consecutive_failures", failures_default)
         if isinstance(failures, bool) or not isinstance(failures, int) or failures < 0:
             doc.problem(key + ("max_consecutive_failures",),
