@@ -47,6 +47,9 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=cmd_plot)
 
 
+LARGEST_ACCELERATOR_GIB = 288  # the largest single accelerator's memory today (AMD MI355X); a dry run warns above it
+
+
 def _error(message: str) -> int:
     print(f"error: {message}", file=sys.stderr)
     return 2
@@ -229,6 +232,11 @@ def cmd_train(args: argparse.Namespace) -> int:
         except OSError as exc:
             return _error(str(exc))
         print(estimate.table())
+        if estimate.peak > LARGEST_ACCELERATOR_GIB * 2**30:
+            print(f"warning: the estimated peak ({estimate.peak / 2**30:,.0f} GiB) is more than the largest single "
+                  f"accelerator holds ({LARGEST_ACCELERATOR_GIB} GiB): lower generation.num_generations, "
+                  "grpo.prompts_per_step, the prompt/completion lengths, or raise gradient_accumulation_steps",
+                  file=sys.stderr)
         return 0
     from grpo_core.checkpoint import CheckpointError, clear_run_dir
     from grpo_rewards.plugins import get_registry
