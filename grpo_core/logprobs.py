@@ -10,6 +10,14 @@ chunk_size=1024, with_entropy=False) -> (logps [B, K], entropy [B, K] | None)``
 
 ``chunked_token_logprobs(hidden [N, H], weight [V, H], bias, targets [N], ...)``: the kernel itself.
 
+Heads that transform the logits (Cohere's ``logit_scale``, Granite's ``logits_scaling``, Falcon-H1's
+``lm_head_multiplier``, Gemma 2/3's ``final_logit_softcapping``) are folded into each tile:
+``z = softcap * tanh(scale * (h W^T + b) / softcap)``, gradients through ``tanh`` included.
+:func:`check_chunked_head` compares the kernel once with the model's own logits on a few tokens (the
+trainer calls it at load); a model that fails, or whose head is not a plain linear map, takes the
+full-logits path with a warning that says so. Logits of ``-inf`` (masked vocabulary) give entropy
+terms of 0, not NaN.
+
 ``plain_completion_logprobs(...)``: same maths through full ``[B, K, V]`` logits (reference for tests).
 
 How the kernel works: the logits are built one tile at a time (``chunk_size`` tokens x a vocabulary
@@ -44,7 +52,8 @@ def selective_log_softmax(logits: torch.Tensor, index: torch.Tensor) -> torch.Te
 
 def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
     logp = logits.float().log_softmax(-1)
-    return -(logp.exp() * logp).sum(-1)
+    p = logp.exp()
+    return -torch.where(p > 0, p * logp, torch.zeros_like(p)).sum(-1)  # -inf logits: 0 * -inf is 0 here
 
 
 def vocab_chunk_for(chunk_size: int, vocab_size: int) -> int:
@@ -54,10 +63,11 @@ def vocab_chunk_for(chunk_size: int, vocab_size: int) -> int:
 
 def _tile_logits(
     h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, v0: int, v1: int, inv_t: float,
-    out: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """fp32 ``(h @ W[v0:v1]^T + b) / T`` for one tile (GEMM in the weights' dtype, like the plain head),
-    written into ``out`` (a reused fp32 buffer) when given."""
+    out: torch.Tensor | None = None, scale: float = 1.0, softcap: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """fp32 ``head(h @ W[v0:v1]^T + b) / T`` for one tile (GEMM in the weights' dtype, like the plain head),
+    written into ``out`` (a reused fp32 buffer) when given; ``head`` is ``x * scale``, then
+    ``softcap * tanh(x / softcap)``. Also returns ``1 - tanh^2`` (the softcap's derivative) or None."""
     direct = out is not None and weight.dtype == torch.float32 and h.dtype == torch.float32
     z = torch.mm(h, weight[v0:v1].t(), out=out if direct else None)
     if bias is not None:
@@ -65,9 +75,16 @@ def _tile_logits(
     if out is not None and not direct:
         z = out.copy_(z)
     z = z.float()
+    if scale != 1.0:
+        z.mul_(scale)
+    slope = None
+    if softcap is not None:
+        z.div_(softcap).tanh_()
+        slope = 1.0 - z * z
+        z.mul_(softcap)
     if inv_t != 1.0:
         z.mul_(inv_t)
-    return z
+    return z, slope
 
 
 def _tile_buffer(rows: int, cols: int, like: torch.Tensor) -> torch.Tensor:
@@ -88,6 +105,8 @@ class ChunkedLogProbs(torch.autograd.Function):
         temperature: float,
         chunk_size: int,
         with_entropy: bool,
+        scale: float = 1.0,
+        softcap: float | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         ctx.set_materialize_grads(False)
         need_h, need_w, need_b = ctx.needs_input_grad[:3]
@@ -113,7 +132,8 @@ class ChunkedLogProbs(torch.autograd.Function):
             tz = torch.zeros(t1 - t0, **f32)
             for v0 in range(0, vocab, v_chunk):
                 v1 = min(v0 + v_chunk, vocab)
-                z = _tile_logits(h, weight, bias, v0, v1, inv_t, out=z_buf[: t1 - t0, : v1 - v0])
+                z, slope = _tile_logits(h, weight, bias, v0, v1, inv_t, out=z_buf[: t1 - t0, : v1 - v0],
+                                        scale=scale, softcap=softcap)
                 local = tg - v0
                 inside = (local >= 0) & (local < v1 - v0)
                 picked = z.gather(1, local.clamp(0, v1 - v0 - 1).unsqueeze(1)).squeeze(1)
@@ -123,21 +143,25 @@ class ChunkedLogProbs(torch.autograd.Function):
                 e = torch.sub(z, new_m.unsqueeze(1), out=e_buf[: t1 - t0, : v1 - v0]).exp_()
                 s = s * rescale + e.sum(1)
                 if ew is not None:
-                    ew.mul_(rescale.unsqueeze(1)).addmm_(e, weight[v0:v1].float())
-                if sz is not None:
-                    sz = sz * rescale + z.mul_(e).sum(1)  # z is not needed after this
+                    ew.mul_(rescale.unsqueeze(1)).addmm_(e if slope is None else e * slope, weight[v0:v1].float())
+                if sz is not None:  # z is not needed after this; -inf logits (e = 0) add 0, not NaN
+                    sz = sz * rescale + torch.where(e > 0, z.mul_(e), 0.0).sum(1)
                 m = new_m
             lse[t0:t1] = m + torch.log(s)
             target_z[t0:t1] = tz
             if entropy is not None:
                 entropy[t0:t1] = lse[t0:t1] - sz / s
             if grad_dir is not None:
-                # d logp / d h = (W[target] - E_p[W]) / T, waiting only for the upstream scalar.
-                grad_dir[t0:t1] = (weight[tg].float() - ew / s.unsqueeze(1)) * inv_t
+                # d logp / d h = (c_t W[target] - E_p[c W]) * scale / T with c the softcap's slope (1 without),
+                # waiting only for the upstream scalar.
+                target_w = weight[tg].float()
+                if softcap is not None:
+                    target_w = target_w * (1.0 - (tz * temperature / softcap) ** 2).unsqueeze(1)
+                grad_dir[t0:t1] = (target_w - ew / s.unsqueeze(1)) * (inv_t * scale)
         logps = target_z - lse
         ctx.precompute = precompute
         ctx.hidden_dtype = hidden.dtype
-        ctx.shape = (temperature, chunk_size, v_chunk)
+        ctx.shape = (temperature, chunk_size, v_chunk, scale, softcap)
         if precompute:
             ctx.save_for_backward(grad_dir)
         elif need_h or need_w or need_b:
@@ -150,7 +174,7 @@ class ChunkedLogProbs(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad_logps: torch.Tensor | None, grad_entropy: torch.Tensor | None):  # type: ignore[override]
         del grad_entropy  # the entropy is non-differentiable
-        none7 = [None] * 7
+        none7 = [None] * 9
         if grad_logps is None:
             return tuple(none7)
         g = grad_logps.float()
@@ -158,7 +182,7 @@ class ChunkedLogProbs(torch.autograd.Function):
             (grad_dir,) = ctx.saved_tensors
             return ((grad_dir * g.unsqueeze(1)).to(ctx.hidden_dtype), *none7[1:])
         hidden, weight, bias, targets, lse = ctx.saved_tensors
-        temperature, chunk_size, v_chunk = ctx.shape
+        temperature, chunk_size, v_chunk, scale, softcap = ctx.shape
         inv_t = 1.0 / temperature
         need_h, need_w, need_b = ctx.needs_input_grad[:3]
         n_tok, vocab = hidden.shape[0], weight.shape[0]
@@ -172,13 +196,16 @@ class ChunkedLogProbs(torch.autograd.Function):
             rows = torch.arange(t1 - t0, device=hidden.device)
             for v0 in range(0, vocab, v_chunk):
                 v1 = min(v0 + v_chunk, vocab)
-                z = _tile_logits(h, weight, bias, v0, v1, inv_t, out=z_buf[: t1 - t0, : v1 - v0])
-                # dz = g * (onehot(target) - p) / T, in place over the tile
+                z, slope = _tile_logits(h, weight, bias, v0, v1, inv_t, out=z_buf[: t1 - t0, : v1 - v0],
+                                        scale=scale, softcap=softcap)
+                # dz = g * (onehot(target) - p) * scale * slope / T, in place over the tile
                 dz = z.sub_(lse[t0:t1].unsqueeze(1)).exp_().mul_(-gc)
                 local = tg - v0
                 inside = (local >= 0) & (local < v1 - v0)
                 dz[rows[inside], local[inside]] += gc.squeeze(1)[inside]
-                dz.mul_(inv_t)
+                dz.mul_(inv_t * scale)
+                if slope is not None:
+                    dz.mul_(slope)
                 if grad_h is not None:
                     grad_h[t0:t1] += torch.mm(dz, weight[v0:v1].float())
                 if grad_w is not None:
@@ -202,8 +229,11 @@ def chunked_token_logprobs(
     temperature: float = 1.0,
     chunk_size: int = 1024,
     with_entropy: bool = False,
+    scale: float = 1.0,
+    softcap: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Per-row ``log_softmax((hidden @ weight^T + bias) / temperature)[targets]`` in tiles.
+    """Per-row ``log_softmax(head(hidden @ weight^T + bias) / temperature)[targets]`` in tiles, ``head``
+    multiplying by ``scale`` then softcapping (``softcap * tanh(x / softcap)``) when ``softcap`` is set.
 
     ``hidden`` is ``[N, H]``, ``weight`` ``[V, H]``, ``targets`` ``[N]``. Returns fp32 ``logps [N]``
     and, with ``with_entropy``, the (non-differentiable) fp32 entropy ``[N]``.
@@ -213,7 +243,8 @@ def chunked_token_logprobs(
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
     logps, entropy = ChunkedLogProbs.apply(
-        hidden, weight, bias, targets, float(temperature), int(chunk_size), bool(with_entropy)
+        hidden, weight, bias, targets, float(temperature), int(chunk_size), bool(with_entropy), float(scale),
+        None if softcap is None else float(softcap),
     )
     return logps, (entropy if with_entropy else None)
 
@@ -242,9 +273,11 @@ def plain_completion_logprobs(
     return logps, (entropy_from_logits(logits) if with_entropy else None)
 
 
-# Config keys that change the logits after the head; such models take the plain path.
-_LOGIT_TRANSFORMS = ("final_logit_softcapping", "logit_scale", "output_multiplier", "lm_head_multiplier", "logits_scaling")
+# Config keys that change the logits after the head: key -> how it enters ``scale`` (softcapping apart).
+_SCALES = {"logit_scale": lambda v: v, "lm_head_multiplier": lambda v: v, "output_multiplier": lambda v: v,
+           "logits_scaling": lambda v: 1.0 / v}
 _warned: set[str] = set()
+PLAIN_FLAG = "_grpo_plain_logprobs"  # set on a model whose chunked head failed check_chunked_head
 
 
 def _warn_once(key: str, message: str) -> None:
@@ -253,9 +286,24 @@ def _warn_once(key: str, message: str) -> None:
         warnings.warn(message, stacklevel=3)
 
 
+def head_transform(model: torch.nn.Module) -> tuple[float, float | None]:
+    """``(scale, softcap)`` the model applies to its head's output (see the module docs)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    config = getattr(base, "config", None)
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    scale = 1.0
+    for key, fold in _SCALES.items():
+        value = getattr(text, key, None)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value not in (0, 1):
+            scale *= fold(float(value))
+    cap = getattr(text, "final_logit_softcapping", None)
+    return scale, (float(cap) if cap else None)
+
+
 def lm_parts(model: torch.nn.Module) -> tuple[torch.nn.Module, torch.nn.Linear] | None:
     """``(backbone, lm_head)`` of a HF causal LM, peft-wrapped or not; None when the head is not a plain
-    linear map of the backbone's last hidden state (LoRA on the head, logit scaling/softcapping)."""
+    linear map of the backbone's last hidden state (LoRA on the head, a custom head) or the model failed
+    :func:`check_chunked_head`."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     get_head = getattr(base, "get_output_embeddings", None)
     head = get_head() if callable(get_head) else None
@@ -264,9 +312,7 @@ def lm_parts(model: torch.nn.Module) -> tuple[torch.nn.Module, torch.nn.Linear] 
         return None
     if type(head) is not torch.nn.Linear:
         return None  # peft LoRA/modules_to_save wrapper on the head, or a custom head
-    config = getattr(base, "config", None)
-    text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
-    if any(getattr(text_config, key, None) not in (None, 1.0) for key in _LOGIT_TRANSFORMS):
+    if getattr(base, PLAIN_FLAG, False):
         return None
     return backbone, head
 
@@ -284,7 +330,7 @@ def completion_logprobs(
     """Default path used by the trainer: backbone once, then the chunked head (no ``[B, K, V]`` tensor).
 
     Falls back to :func:`plain_completion_logprobs` (with a one-time warning) for models whose head is
-    not a plain linear layer over the backbone output.
+    not a plain linear layer over the backbone output or that failed :func:`check_chunked_head`.
     """
     if logits_to_keep < 1 or logits_to_keep >= input_ids.shape[1]:
         raise ValueError(f"logits_to_keep must be in [1, {input_ids.shape[1] - 1}], got {logits_to_keep}")
@@ -292,8 +338,9 @@ def completion_logprobs(
     if parts is None:
         _warn_once(
             type(model).__name__,
-            f"completion_logprobs: {type(model).__name__} has no plain linear LM head over its backbone; "
-            "using the full-logits path",
+            f"completion_logprobs: {type(model).__name__}: the chunked head is not used (no plain linear LM "
+            "head over its backbone, or its logits differ from the model's own); using the full-logits path, "
+            "which holds [batch, completion, vocab] logits",
         )
         return plain_completion_logprobs(
             model, input_ids, attention_mask, logits_to_keep, temperature=temperature, with_entropy=with_entropy
@@ -304,6 +351,7 @@ def completion_logprobs(
     hidden = hidden[:, -(logits_to_keep + 1) : -1, :].to(head.weight.device)
     targets = input_ids[:, -logits_to_keep:].to(head.weight.device)
     batch = input_ids.shape[0]
+    scale, softcap = head_transform(model)
     logps, entropy = chunked_token_logprobs(
         hidden.reshape(-1, hidden.shape[-1]),
         head.weight,
@@ -312,5 +360,36 @@ def completion_logprobs(
         temperature=temperature,
         chunk_size=chunk_size,
         with_entropy=with_entropy,
+        scale=scale,
+        softcap=softcap,
     )
     return logps.view(batch, -1), (entropy.view(batch, -1) if entropy is not None else None)
+
+
+def check_chunked_head(model: torch.nn.Module, input_ids: torch.Tensor, *, tolerance: float = 1e-3) -> bool:
+    """Compare the chunked path with the model's own logits on ``input_ids`` (``[1, T]``, a few tokens),
+    once at load. On a mismatch (a head transform this module does not know), mark the model so that
+    :func:`completion_logprobs` takes the full-logits path, warn, and return False."""
+    if lm_parts(model) is None:
+        return False
+    ids = input_ids[:, :16].to(next(model.parameters()).device)
+    if ids.shape[1] < 2:
+        raise ValueError("check_chunked_head needs at least 2 tokens")
+    mask = torch.ones_like(ids)
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            ours, _ = completion_logprobs(model, ids, mask, ids.shape[1] - 1)
+            theirs, _ = plain_completion_logprobs(model, ids, mask, ids.shape[1] - 1)
+    finally:
+        model.train(was_training)
+    error = (ours - theirs).abs().max().item()
+    if error <= tolerance * max(1.0, theirs.abs().max().item()):
+        return True
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    setattr(base, PLAIN_FLAG, True)
+    warnings.warn(f"completion_logprobs: {type(base).__name__}'s chunked log-probs differ from its own logits by "
+                  f"{error:.3g} (an LM head transform this trainer does not fold in); using the full-logits path, "
+                  "which holds [batch, completion, vocab] logits", stacklevel=2)
+    return False

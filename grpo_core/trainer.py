@@ -144,6 +144,7 @@ class Trainer:
         if torch.cuda.is_available() and not config.quantization.load_in_4bit:
             self.model.to("cuda")
         self.device = next(self.model.parameters()).device
+        self._check_head()
         self.backend = build_backend(config, self.model, self.tokenizer, self.registry)
 
         d = config.data
@@ -368,6 +369,15 @@ class Trainer:
         return out
 
     # ---------------------------------------------------------------- bookkeeping ----
+
+    def _check_head(self) -> None:
+        """The chunked log-prob head against the model's own logits, once (grpo_core.logprobs)."""
+        from grpo_core.logprobs import check_chunked_head
+
+        probe = self.tokenizer("The quick brown fox jumps over the lazy dog. 12 + 7 = 19",
+                               return_tensors="pt")["input_ids"]
+        if probe.shape[1] >= 2:
+            check_chunked_head(self.model, probe)
 
     def _metrics(self, batch: Generation, rewards: torch.Tensor, columns: dict[str, list], adv: dict[str, float],
                  update: dict[str, float], seconds: float) -> dict[str, Any]:

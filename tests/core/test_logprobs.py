@@ -4,8 +4,6 @@ left padding), the plain-path fallback, and the guarantee that no ``[N, V]`` ten
 
 from __future__ import annotations
 
-import warnings
-
 import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -238,21 +236,81 @@ def test_model_path_never_builds_batch_logits():
     assert plain_probe.largest >= ids.shape[0] * k * 3000
 
 
-def test_models_with_scaled_logits_fall_back_to_the_plain_path():
-    from transformers import CohereConfig, CohereForCausalLM
+def _transformed_head_models():
+    from transformers import (
+        CohereConfig,
+        CohereForCausalLM,
+        Gemma2Config,
+        Gemma2ForCausalLM,
+        GraniteConfig,
+        GraniteForCausalLM,
+    )
+
+    small = dict(vocab_size=300, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4,
+                 num_key_value_heads=2)
+    torch.manual_seed(0)
+    yield "cohere", CohereForCausalLM(CohereConfig(**small, logit_scale=0.5))
+    yield "granite", GraniteForCausalLM(GraniteConfig(**small, logits_scaling=4.0))
+    # a tight cap so that tanh bends the logits, not only passes them through
+    yield "gemma2", Gemma2ForCausalLM(Gemma2Config(**small, head_dim=8, final_logit_softcapping=0.3,
+                                                   tie_word_embeddings=False, attn_implementation="eager"))
+
+
+@pytest.mark.parametrize("name", ["cohere", "granite", "gemma2"])
+@pytest.mark.parametrize("train_head", [False, True])
+def test_scaled_and_softcapped_heads_are_folded_into_the_tiles(name, train_head):
+    """Cohere's logit_scale, Granite's logits_scaling and Gemma 2's softcap: the chunked path (no full
+    logits) gives the model's own log-probs and gradients, through both backward variants."""
+    model = dict(_transformed_head_models())[name].float()
+    assert lm_parts(model) is not None
+    model.get_output_embeddings().weight.requires_grad_(train_head)
+    ids, mask, k = _batch(300)
+    got, got_ent = completion_logprobs(model, ids, mask, k, temperature=0.7, chunk_size=5, with_entropy=True)
+    want, want_ent = plain_completion_logprobs(model, ids, mask, k, temperature=0.7, with_entropy=True)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(got_ent, want_ent, atol=1e-5, rtol=1e-5)
+    params = [p for p in model.parameters() if p.requires_grad]
+    g1 = torch.autograd.grad((got * torch.randn_like(got, generator=torch.Generator().manual_seed(1))).sum(), params)
+    g2 = torch.autograd.grad((want * torch.randn_like(want, generator=torch.Generator().manual_seed(1))).sum(),
+                             params)
+    for a, b in zip(g1, g2, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+    assert lp.check_chunked_head(model, ids[:1])
+
+
+def test_an_unknown_head_transform_is_caught_at_load_and_falls_back_loudly():
+    """A model that changes its logits in a way no config key names: the load-time check sees the chunked
+    log-probs differ from the model's own, warns, and the model takes the full-logits path."""
+    from transformers import Qwen2ForCausalLM
+
+    class Doubled(Qwen2ForCausalLM):
+        def forward(self, *args, **kwargs):
+            out = super().forward(*args, **kwargs)
+            out.logits = out.logits * 2.0
+            return out
 
     torch.manual_seed(0)
-    cfg = CohereConfig(vocab_size=300, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                       num_attention_heads=4, num_key_value_heads=2, logit_scale=0.5)
-    model = CohereForCausalLM(cfg)
+    model = Doubled(_qwen2().config)
+    ids, mask, k = _batch(1000)
+    with pytest.warns(UserWarning, match="differ from its own logits"):
+        assert not lp.check_chunked_head(model, ids[:1])
     assert lm_parts(model) is None
-    ids, mask, k = _batch(300)
     lp._warned.clear()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with pytest.warns(UserWarning, match="full-logits path"):
         got, _ = completion_logprobs(model, ids, mask, k)
-    assert any("full-logits path" in str(w.message) for w in caught)
     torch.testing.assert_close(got, plain_completion_logprobs(model, ids, mask, k)[0])
+
+
+def test_minus_infinity_logits_give_a_finite_entropy():
+    """Masked vocabulary entries (-inf logits) contribute 0 to the entropy, on both paths."""
+    hidden, weight = torch.randn(6, 8), torch.randn(40, 8)
+    bias = torch.zeros(40)
+    bias[10:20] = float("-inf")
+    targets = torch.randint(0, 10, (6,))
+    _, ent = chunked_token_logprobs(hidden, weight, bias, targets, chunk_size=4, with_entropy=True)
+    plain = lp.entropy_from_logits(hidden @ weight.t() + bias)
+    assert torch.isfinite(ent).all() and torch.isfinite(plain).all()
+    torch.testing.assert_close(ent, plain, atol=1e-5, rtol=1e-5)
 
 
 def test_logits_to_keep_out_of_range_is_a_clear_error():
