@@ -9,7 +9,8 @@ A case (one ``[[case]]`` table)::
     base = "run"                           # optional: write run.toml from TEMPLATE below, and rows.jsonl
     model = "dtype = 'x'"                  # base "run" only: lines added to [model], [data], [rewards.fmt],
     data = "..."                           #   and after everything (extra = "[grpo]\\nbeta = nan")
-    files = {"rows.jsonl" = "..."}         # more files (text); raw_files: text written as latin-1 bytes
+    files = {"rows.jsonl" = "..."}         # more files (text); raw_files: text written as latin-1 bytes;
+    dirs = ["a"]; links = {"b" = "a"}      #   folders; symbolic links (name = target)
     argv = ["config", "validate", "run.toml"]
     exit = 2                               # default 2
     expect = ["run.toml:", "grpo.beta: must be a finite number"]   # each must appear in stderr (+ stdout)
@@ -74,7 +75,7 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _snapshot(folder: Path) -> dict[str, str]:
     return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+            + (f" -> {p.readlink()}" if p.is_symlink() else "") for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 _WHERE = re.compile(r"^([^\s:]+\.toml):(\d+): ([A-Za-z0-9_.\-\"']+): ")
@@ -120,6 +121,8 @@ def test_bad_input(case: dict[str, Any], tmp_path: Path, monkeypatch: pytest.Mon
         (folder / name).write_bytes(fill(content).encode("latin-1"))
     for name in case.get("dirs", []):
         (folder / name).mkdir(parents=True, exist_ok=True)
+    for name, target in case.get("links", {}).items():
+        (folder / name).symlink_to(target)
     for key, value in case.get("env", {}).items():
         monkeypatch.setenv(key, value)
     monkeypatch.chdir(folder)
