@@ -14,6 +14,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="override a config value, e.g. --set grpo.max_steps=50")
     p.add_argument("--output-dir", help="run folder (default: runs/quickstart)")
+    p.add_argument("--overwrite", action="store_true", help="replace an earlier demo run in the run folder")
     p.add_argument("--threads", type=int, default=1,
                    help="torch CPU threads (default 1: for a model this small one thread is fastest)")
     p.set_defaults(func=cmd_demo)
@@ -23,5 +24,5 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from grpo_core.demo.run import run_demo
 
     result = run_demo(config_path=args.config, overrides=args.overrides, output_dir=args.output_dir,
-                      threads=args.threads)
+                      threads=args.threads, overwrite=args.overwrite)
     return 130 if result.get("interrupted") else 0

@@ -53,6 +53,7 @@ def run_demo(
     output_dir: str | None = None,
     threads: int | None = 1,
     settings: DemoSettings | None = None,
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     import torch
 
@@ -74,6 +75,11 @@ def run_demo(
     if output_dir:
         overrides.append(f'logging.output_dir="{Path(output_dir) / "grpo"}"')
     cfg = load_config(config_path or str(QUICKSTART), overrides)
+    from grpo_core.checkpoint import check_run_dir, clear_run_dir
+
+    check_run_dir(cfg.logging.output_dir, overwrite=overwrite)  # an earlier run: refused now, not after the warm-up
+    if overwrite:
+        clear_run_dir(cfg.logging.output_dir)
     # the warm-started model is written where [model] name_or_path points (the folder need not exist yet)
     warm_dir = Path(output_dir) / "warm" if output_dir else Path(cfg.model.name_or_path)
     cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, name_or_path=str(warm_dir)))
