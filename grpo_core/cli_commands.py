@@ -237,6 +237,10 @@ def cmd_train(args: argparse.Namespace) -> int:
                   f"accelerator holds ({LARGEST_ACCELERATOR_GIB} GiB): lower generation.num_generations, "
                   "grpo.prompts_per_step, the prompt/completion lengths, or raise gradient_accumulation_steps",
                   file=sys.stderr)
+        if cfg.trainer.backend != "grpo_core":
+            print(f"warning: this is the built-in trainer's peak; trainer.backend = {cfg.trainer.backend!r} has its "
+                  "own memory path (TRL: its fused LM head, no micro_batch_tokens slices, no MLP tiles)",
+                  file=sys.stderr)
         return 0
     from grpo_core.checkpoint import CheckpointError, clear_run_dir
     from grpo_rewards.plugins import get_registry

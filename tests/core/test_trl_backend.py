@@ -149,6 +149,15 @@ def test_trl_backend_trains_a_toml_run_and_logs_each_reward_by_alias_and_weight(
     assert records[2]["eval/reward/mean"] is not None  # the held-out rows are scored at the last step too
 
 
+def test_dry_run_says_the_estimate_is_the_built_in_trainers(
+    tiny_model_dir: Path, tmp_path: Path, use_core_registry: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["train", str(_write_run(tmp_path, tiny_model_dir)), "--dry-run"]) == 0
+    captured = capsys.readouterr()
+    assert "estimated peak" in captured.out
+    assert "warning: this is the built-in trainer's peak; trainer.backend = 'trl' has its own" in captured.err
+
+
 def test_resume_without_a_trl_checkpoint_is_one_line(
     tiny_model_dir: Path, tmp_path: Path, use_core_registry: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
