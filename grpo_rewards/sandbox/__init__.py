@@ -1,4 +1,4 @@
-"""Sandboxed execution of untrusted, model-written programs, and the code rewards (issue 3).
+"""Sandboxed execution of untrusted, model-written programs (Python, C, C++), and the code rewards.
 
 ``pool`` (the local sandbox: zygotes per slot) and ``jail/`` (what runs inside a zygote
 and its children: Landlock, seccomp, rlimits, mounts) do the isolation; ``probe`` picks

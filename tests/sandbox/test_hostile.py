@@ -138,8 +138,9 @@ def programs(t: Targets) -> dict[str, tuple[str, set[str]]]:
                                     "resource.setrlimit(resource.RLIMIT_CPU, (soft, hard + 100))", {"runtime_error"}),
         "setuid_root": ("import os\nos.setuid(0)", {"runtime_error"}),
         "fill_disk_one_file": ("f = open('big', 'wb')\nwhile True:\n    f.write(b'x' * (1 << 20))", {"runtime_error"}),
+        # a full tmpfs (ENOSPC), or the scratch quota where there is no tmpfs (default)
         "fill_disk_many_files": ("i = 0\nwhile True:\n    open(f'f{i}', 'wb').write(b'x' * (7 << 20))\n    i += 1",
-                                 {"runtime_error"}),
+                                 {"runtime_error", "output_limit"}),
         "fill_fds": ("fds = []\nwhile True:\n    fds.append(open('/dev/null'))", {"runtime_error"}),
         "symlink_escape": ("import os\nos.symlink('/etc/hostname', 'link')\nprint(open('link').read())", {"runtime_error"}),
         "climb_out_of_scratch": ("import os\nprint(os.listdir('..'))", {"runtime_error"}),
