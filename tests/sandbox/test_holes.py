@@ -302,3 +302,34 @@ def test_c_and_cpp_run_and_fail_as_programs(any_pool):
     assert runs[3].status == "compile_error" and "error" in runs[3].stderr
     assert runs[4].status == "memory"
     assert runs[5].status == "timeout"
+
+
+# Run a pool in a process whose own seccomp filter makes one syscall fail (as an old kernel or a strict
+# container would): the zygotes inherit it, the self-test meets it, and the pool refuses to start.
+REFUSING_HOST = r"""
+import ctypes, errno, struct, sys
+from grpo_rewards.sandbox.jail.seccomp import Filter, _ins, _ret, LD_W_ABS, JEQ_K, OFF_NR, RET_ALLOW, RET_ERRNO
+from grpo_rewards.sandbox.jail.linux import PR_SET_NO_NEW_PRIVS, prctl, libc, check
+nr, err = int(sys.argv[1]), int(sys.argv[2])
+code = b"".join([_ins(LD_W_ABS, OFF_NR), _ins(JEQ_K, nr, 0, 1), _ret(RET_ERRNO | err), _ret(RET_ALLOW)])
+f = Filter()
+f._buf = ctypes.create_string_buffer(code, len(code))
+f._prog.len, f._prog.filter = len(code) // 8, ctypes.addressof(f._buf)
+f.install()
+from grpo_rewards.sandbox.pool import LocalSandbox
+from grpo_rewards.sandbox.program import Limits
+try:
+    LocalSandbox(slots=1, limits=Limits(cpu_seconds=1, wall_seconds=2), profile="auto").close()
+    print("STARTED")
+except Exception as exc:
+    print("REFUSED", type(exc).__name__, exc)
+"""
+
+
+@pytest.mark.parametrize("syscall,err,why", [(317, 1, "seccomp"), (434, 38, "pidfd_open|Function not implemented")])
+def test_a_layer_the_kernel_refuses_is_an_error_at_start(syscall, err, why):
+    """seccomp refused (a container) or no pidfd_open (Linux < 5.3): one clear error when the pool starts."""
+    out = subprocess.run([sys.executable, "-c", REFUSING_HOST, str(syscall), str(err)], capture_output=True,
+                         text=True, timeout=120)
+    assert out.stdout.startswith("REFUSED SandboxStartError"), (out.stdout, out.stderr[-2000:])
+    assert "self-test failed" in out.stdout and __import__("re").search(why, out.stdout), out.stdout
