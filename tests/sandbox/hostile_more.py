@@ -188,3 +188,17 @@ def c_programs(host_pid: int, tmp_marker: str, victim: str) -> dict[str, str]:
     """The C attacks with their targets filled in."""
     return {name: code.replace("HOST_PID", str(host_pid)).replace("TMP_MARKER", tmp_marker).replace("VICTIM", victim)
             for name, code in C_HOSTILE.items()}
+
+
+# C programs that run into limits: each must end as the program's failure, never a sandbox error
+C_LIMITS = {
+    "c_output_flood": "#include <stdio.h>\nint main(void){ for (;;) fputs(\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\\n\", stdout); }",
+    "c_memory_bomb": "#include <stdlib.h>\n#include <string.h>\nint main(void){ for (;;) { char *p = malloc(1 << 26);"
+                     " if (!p) return 3; memset(p, 1, 1 << 26); } }",
+    "c_disk_fill": "#include <stdio.h>\nint main(void){ char b[1 << 16] = {1}; char n[32];"
+                   " for (int i = 0;; i++) { sprintf(n, \"f%d\", i); FILE *f = fopen(n, \"wb\"); if (!f) return 4;"
+                   " for (int j = 0; j < 16; j++) fwrite(b, 1, sizeof b, f); fclose(f); } }",
+    "c_stack_overflow": "int f(int n){ volatile char pad[4096]; pad[0] = n; return f(n + 1) + pad[0]; }\n"
+                        "int main(void){ return f(0); }",
+    "c_sleep": "#include <unistd.h>\nint main(void){ sleep(1000); }",
+}

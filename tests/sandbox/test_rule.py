@@ -58,6 +58,7 @@ def test_no_hostile_program_scores_above_a_wrong_answer(profile):
                 rc = reward("code_execution", cpu_seconds=1.0, wall_seconds=2.0, memory_mb=512, language="c")
                 rc._backend = box
                 c_code = hostile_more.c_programs(canary.pid, targets.tmp_marker, targets.victim)
+                c_code.update(hostile_more.C_LIMITS)
                 c_code["c_compile_error"] = "int main( {"
                 c_code["c_plain_wrong"] = "#include <stdio.h>\nint main(void){ puts(\"4\"); return 0; }"
                 c_scores = rc([fenced(c, "c") for c in c_code.values()], verification_info=[STDIO_TESTS] * len(c_code))
