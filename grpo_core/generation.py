@@ -9,7 +9,12 @@ a vLLM backend plugs in the same way without touching the loop.
 A :class:`Generation` holds, for ``N = len(prompts) * num_generations`` rows (each prompt's
 group consecutive): left-padded ``prompt_ids``/``prompt_mask`` ``[N, P]``, right-padded
 ``completion_ids``/``completion_mask`` ``[N, K]`` (the mask covers tokens up to and including
-the first EOS), the decoded ``completions_text`` and ``truncated`` (no EOS within the limit).
+the first EOS), the decoded ``completions_text`` and ``truncated`` (no EOS within the limit); a
+backend that knows them sets ``sampling_logps`` ``[N, K]``, the sampler's log-prob of each token.
+
+The ``transformers`` backend samples plain temperature sampling with :mod:`grpo_core.group_sampling`
+(each prompt prefilled once for its whole group, finished rows dropped); with top-p, top-k or a
+repetition penalty, or a cache that cannot be shared, it calls ``model.generate``.
 
 A completion ends at any of the checkpoint's EOS ids or the chat template's end-of-turn token
 (:func:`eos_token_ids`); a pad token equal to EOS is fine (the mask comes from the first EOS, not from
@@ -41,6 +46,7 @@ class Generation:
     completion_mask: torch.Tensor
     completions_text: list[str]
     truncated: torch.Tensor
+    sampling_logps: torch.Tensor | None = None
     sampling_logps: torch.Tensor | None = None  # [N, K] the sampler's log-prob of each token, if it gives them
 
     @property
@@ -158,6 +164,7 @@ class TransformersBackend:
         # a chat template writes its own special tokens; a plain prompt gets the tokenizer's (e.g. BOS)
         self.add_special_tokens = not config.data.chat_template
         self.eos_ids = eos_token_ids(model, tokenizer)
+        self.shared_prefill = True  # grpo_core.group_sampling for plain temperature sampling
         if tokenizer.pad_token_id is None:
             raise ValueError("the tokenizer has no pad token (models.load_model_and_tokenizer sets one)")
 
@@ -174,6 +181,11 @@ class TransformersBackend:
     @torch.no_grad()
     def generate(self, prompts: list[str], num_generations: int, *, greedy: bool = False) -> Generation:
         prompt_ids, prompt_mask = self._tokenize(prompts)
+        plain = greedy or (self.gen.top_p == 1 and self.gen.top_k == 0 and self.gen.repetition_penalty == 1)
+        if plain and self.shared_prefill:
+            batch = self._sample_groups(prompt_ids, prompt_mask, num_generations, greedy)
+            if batch is not None:
+                return batch
         prompt_ids = prompt_ids.repeat_interleave(num_generations, dim=0)
         prompt_mask = prompt_mask.repeat_interleave(num_generations, dim=0)
         sampling: dict[str, Any] = {"do_sample": False, "repetition_penalty": 1.0}
@@ -189,11 +201,36 @@ class TransformersBackend:
                 out = self.model.generate(input_ids=prompt_ids, attention_mask=prompt_mask, generation_config=gen_cfg)
         finally:
             self.model.train(was_training)
-        completion_ids = out[:, prompt_ids.size(1):]
+        return self._finish(prompt_ids, prompt_mask, out[:, prompt_ids.size(1):])
+
+    def _sample_groups(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, k: int,
+                       greedy: bool) -> Generation | None:
+        from grpo_core.group_sampling import sample_groups
+
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with sampling_autocast(self.model):
+                out = sample_groups(self.model, prompt_ids, prompt_mask, k,
+                                    max_new_tokens=self.gen.max_completion_length, eos_ids=self.eos_ids,
+                                    pad_id=self.tokenizer.pad_token_id, temperature=self.gen.temperature,
+                                    greedy=greedy)
+        finally:
+            self.model.train(was_training)
+        if out is None:
+            self.shared_prefill = False  # this model's cache cannot be shared: model.generate from now on
+            return None
+        ids, logps = out
+        return self._finish(prompt_ids.repeat_interleave(k, dim=0), prompt_mask.repeat_interleave(k, dim=0), ids, logps)
+
+    def _finish(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, completion_ids: torch.Tensor,
+                logps: torch.Tensor | None = None) -> Generation:
         completion_mask, truncated = completion_mask_from_eos(completion_ids, self.eos_ids)
         completion_ids = completion_ids.masked_fill(completion_mask == 0, self.tokenizer.pad_token_id)
         texts = self.tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
-        return Generation(prompt_ids, prompt_mask, completion_ids, completion_mask, texts, truncated)
+        if logps is not None:
+            logps = logps * completion_mask
+        return Generation(prompt_ids, prompt_mask, completion_ids, completion_mask, texts, truncated, logps)
 
 
 def make_transformers_backend(config: RunConfig, model: Any, tokenizer: Any) -> TransformersBackend:

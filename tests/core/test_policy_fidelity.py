@@ -227,3 +227,51 @@ def test_saved_model_is_published_with_cache_on_and_the_original_padding_side(ti
     assert AutoTokenizer.from_pretrained(out).padding_side == "right"
     assert model.get_base_model().config.use_cache is False and tok.padding_side == "left"  # training goes on
     assert all(p.device.type == "cpu" for p in model.parameters())
+
+
+def test_group_sampling_matches_generate_greedy_with_rows_finishing_early(tiny_model_dir):
+    """Prefill once per prompt, cache shared by the group, finished rows dropped: greedy decoding gives
+    exactly ``model.generate``'s tokens, for rows that stop at different steps too."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from grpo_core.group_sampling import sample_groups
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir, padding_side="left")
+    enc = tok(["What is 12 plus 7?", "Natalia sold clips", "The answer is"], return_tensors="pt", padding=True)
+    assert (enc["attention_mask"] == 0).any()
+    ref = model.generate(**enc, do_sample=False, max_new_tokens=10, pad_token_id=tok.pad_token_id,
+                         eos_token_id=tok.eos_token_id)[:, enc["input_ids"].size(1):]
+    stop = int(ref[0, 2])  # a token row 0 emits at step 3: it stops there, the others (maybe) later
+    want = model.generate(**enc, do_sample=False, max_new_tokens=10, pad_token_id=tok.pad_token_id,
+                          eos_token_id=[stop])[:, enc["input_ids"].size(1):]
+    got, logps = sample_groups(model, enc["input_ids"], enc["attention_mask"], 2, max_new_tokens=10,
+                               eos_ids=[stop], pad_id=tok.pad_token_id, greedy=True)
+    want = want.repeat_interleave(2, dim=0)
+    assert got.shape == want.shape
+    for row_got, row_want in zip(got, want, strict=True):
+        n = int((row_want == stop).int().argmax()) + 1 if (row_want == stop).any() else len(row_want)
+        assert row_got[:n].tolist() == row_want[:n].tolist()
+    assert (logps <= 0).all()
+
+
+def test_sampled_log_probs_are_the_trainers(tiny_model_dir, tmp_path, use_core_registry):
+    """Temperature 0.7, left-padded prompts: the trainer's log-probs of the sampled tokens equal the
+    sampler's own (the on-policy assumption), through the shared-prefill sampler."""
+    from grpo_core.config import config_from_dict
+    from grpo_core.generation import TransformersBackend
+    from grpo_core.logprobs import completion_logprobs
+    from grpo_core.models import load_model_and_tokenizer
+
+    cfg = config_from_dict(_cfg(tiny_model_dir, tmp_path, generation={"temperature": 0.7}))
+    model, tok = load_model_and_tokenizer(cfg)
+    backend = TransformersBackend(cfg, model, tok)
+    torch.manual_seed(0)
+    batch = backend.generate(["What is 12 plus 7?", "Natalia sold clips to 48 of her friends"], 3)
+    assert batch.sampling_logps is not None and (batch.prompt_mask == 0).any()
+    ids = torch.cat([batch.prompt_ids, batch.completion_ids], 1)
+    attn = torch.cat([batch.prompt_mask, batch.completion_mask], 1)
+    with torch.no_grad():
+        ours, _ = completion_logprobs(model, ids, attn, batch.completion_ids.size(1), temperature=0.7)
+    mask = batch.completion_mask.bool()
+    assert (ours - batch.sampling_logps)[mask].abs().max() < 1e-4

@@ -50,12 +50,29 @@ def test_sampler_and_trainer_log_probs_agree_on_a_left_padded_batch(smollm2_dir:
     backend = TransformersBackend(cfg, model, tok)
     prompts = [tok.apply_chat_template([{"role": "user", "content": p}], tokenize=False, add_generation_prompt=True)
                for p in PROMPTS]
+
+    def trainer_logps(batch):
+        model.train()  # the trainer scores in train mode (dropout is off)
+        ids = torch.cat([batch.prompt_ids, batch.completion_ids], 1)
+        attn = torch.cat([batch.prompt_mask, batch.completion_mask], 1)
+        with torch.no_grad():
+            return [fn(model, ids, attn, batch.completion_ids.size(1), temperature=0.7)[0]
+                    for fn in (completion_logprobs, plain_completion_logprobs)]
+
+    # the shared-prefill sampler reports its own log-probs
     torch.manual_seed(3)
     batch = backend.generate(prompts, 2)
     assert (batch.prompt_mask == 0).any(), "the batch must contain left padding"
     assert batch.completion_mask.sum(1).min() > 1
+    mask = batch.completion_mask.bool()
+    for ours in trainer_logps(batch):
+        diff = (ours - batch.sampling_logps)[mask].abs().max().item()
+        assert diff < 1e-4, f"max |trainer - sampler| log-prob = {diff:.2e}"
 
-    # the sampler's own distribution: the same draw again, with the raw logits of each step
+    # model.generate (the path for top-p/top-k/penalties): the same draw again with each step's raw logits
+    backend.shared_prefill = False
+    torch.manual_seed(3)
+    batch = backend.generate(prompts, 2)
     torch.manual_seed(3)
     model.eval()
     with torch.no_grad():
@@ -68,15 +85,9 @@ def test_sampler_and_trainer_log_probs_agree_on_a_left_padded_batch(smollm2_dir:
         "the backend sampled something else than plain temperature sampling"
     sampler = torch.stack(out.logits, 1).float().div(0.7).log_softmax(-1)
     sampler = sampler.gather(-1, batch.completion_ids[:, :steps].unsqueeze(-1)).squeeze(-1)
-
-    model.train()  # the trainer scores in train mode (dropout is off)
-    ids = torch.cat([batch.prompt_ids, batch.completion_ids], 1)
-    attn = torch.cat([batch.prompt_mask, batch.completion_mask], 1)
-    with torch.no_grad():
-        for fn in (completion_logprobs, plain_completion_logprobs):
-            ours, _ = fn(model, ids, attn, batch.completion_ids.size(1), temperature=0.7)
-            diff = (ours[:, :steps] - sampler)[mask].abs().max().item()
-            assert diff < 1e-4, f"{fn.__name__}: max |trainer - sampler| log-prob = {diff:.2e}"
+    for ours in trainer_logps(batch):
+        diff = (ours[:, :steps] - sampler)[mask].abs().max().item()
+        assert diff < 1e-4, f"max |trainer - sampler| log-prob = {diff:.2e}"
 
 
 def test_full_fine_tune_of_a_bf16_checkpoint_keeps_fp32_master_weights(smollm2_dir: Path, tmp_path: Path) -> None:

@@ -92,6 +92,7 @@ def test_trainer_accepts_a_toml_path_and_a_dict(model_dir, tmp_path):
     sections = {
         "model": {"name_or_path": str(model_dir), "dtype": "float32", "gradient_checkpointing": False},
         "data": {"source": "demo:arithmetic?max_operand=9", "answer_field": "answer", "chat_template": False},
+        "generation": {"max_completion_length": 8},
         "grpo": {"max_steps": 2},
         "rewards": {"correct": {"use": "exact_match"}},
     }
@@ -100,7 +101,7 @@ def test_trainer_accepts_a_toml_path_and_a_dict(model_dir, tmp_path):
     path.write_text(
         f'[model]\nname_or_path = "{model_dir}"\ndtype = "float32"\n'
         '[data]\nsource = "demo:arithmetic?max_operand=9"\nchat_template = false\n'
-        '[grpo]\nmax_steps = 3\n[rewards.correct]\nuse = "exact_match"\n'
+        '[generation]\nmax_completion_length = 8\n[grpo]\nmax_steps = 3\n[rewards.correct]\nuse = "exact_match"\n'
     )
     assert Trainer(str(path)).cfg.grpo.max_steps == 3
 
