@@ -37,21 +37,18 @@ from grpo_core.backends.trl_mapping import grpo_config_kwargs, no_trl_equivalent
 from grpo_core.config import RunConfig
 
 
-def _clear_orphan_checkpoints(run_dir: Path) -> None:
-    """A fresh run removes TRL checkpoints an earlier run left without its records (what ``--overwrite``
-    leaves: it clears this toolkit's files only), so that they can neither be rotated in as "newest" nor
-    resumed later. Checkpoints next to an earlier run's records are refused instead."""
+def _orphan_checkpoints(run_dir: Path) -> list[Path]:
+    """TRL checkpoints an earlier run left without its records (what ``--overwrite`` leaves: it clears this
+    toolkit's files only); a fresh run removes them when it starts, so that they can neither be rotated in
+    as "newest" nor resumed later. Checkpoints next to an earlier run's records are refused instead."""
     from grpo_core.checkpoint import RECORDS, RunFolderError
 
     found = sorted((p for p in run_dir.glob("checkpoint-*") if (p / "trainer_state.json").is_file()),
                    key=lambda p: p.name)
-    if not found:
-        return
-    if any((run_dir / name).is_file() and (run_dir / name).stat().st_size > 0 for name in RECORDS):
+    if found and any((run_dir / name).is_file() and (run_dir / name).stat().st_size > 0 for name in RECORDS):
         raise RunFolderError(f"{run_dir} holds an earlier TRL run ({', '.join(p.name for p in found)}): continue it "
                              "with --resume, or replace it with --overwrite")
-    for path in found:
-        shutil.rmtree(path)
+    return found
 
 
 def _grpo_trainer_class() -> Any:
@@ -162,6 +159,7 @@ class TRLBackend:
             raise ImportError(f"trainer.backend: TRL {trl.__version__}'s GRPOConfig has no {', '.join(missing)}; "
                              f"this backend needs TRL 1.x")
         self.resume_from: str | None = None
+        self.orphans: list[Path] = []
         if resume:
             from transformers.trainer_utils import get_last_checkpoint
 
@@ -170,7 +168,7 @@ class TRLBackend:
                 raise FileNotFoundError(f"--resume: no TRL checkpoint (checkpoint-<step>) in {self.run_dir}")
             self.resume_from = last
         else:
-            _clear_orphan_checkpoints(self.run_dir)
+            self.orphans = _orphan_checkpoints(self.run_dir)  # removed when training starts
         for key, why in no_trl_equivalent(cfg).items():
             print(f"warning: trainer.backend = \"trl\": {key} has no TRL equivalent: {why}; ignored", file=sys.stderr)
 
@@ -234,6 +232,8 @@ class TRLBackend:
 
         callback = next(c for c in self.trainer.callback_handler.callbacks if hasattr(c, "logger"))
         plot = None
+        for path in self.orphans:
+            shutil.rmtree(path, ignore_errors=True)
         previous_handler = self._install_sigint()
         try:
             self.trainer.train(resume_from_checkpoint=self.resume_from)

@@ -185,7 +185,10 @@ def test_a_fresh_run_never_inherits_an_earlier_runs_trl_checkpoints(
         TRLBackend(cfg, registry=core_registry)
     assert stale.is_dir()  # refused, nothing removed
     (run / "metrics.jsonl").unlink()  # what --overwrite clears: the records, not TRL's folders
-    TRLBackend(cfg, registry=core_registry)
+    backend = TRLBackend(cfg, registry=core_registry)
+    assert stale.is_dir()  # nothing removed while the inputs are checked and the model loads
+    backend.trainer.train = lambda **kwargs: None  # TRL's loop itself is not the point here
+    backend.train()
     assert not stale.exists()  # could otherwise be rotated in as the newest checkpoint, or resumed
 
 
