@@ -333,3 +333,38 @@ def test_a_layer_the_kernel_refuses_is_an_error_at_start(syscall, err, why):
                          text=True, timeout=120)
     assert out.stdout.startswith("REFUSED SandboxStartError"), (out.stdout, out.stderr[-2000:])
     assert "self-test failed" in out.stdout and __import__("re").search(why, out.stdout), out.stdout
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop to an unprivileged uid")
+def test_remove_tree_as_the_owner_not_root():
+    """Unprivileged, as a non-root pool runs: closed folders (mode 000) at every level, and names left by
+    an earlier failed attempt, still go (root would pass every permission check and hide this)."""
+    from pathlib import Path
+
+    base = Path(tempfile.mkdtemp(prefix="grpo-rm-"))  # pytest's tmp_path sits in a folder closed to others
+    top = base / "t"
+    for i in range(5):
+        (top / f"a{i}" / "b" / "c").mkdir(parents=True)
+        (top / f"a{i}" / "b" / "c" / "f").write_text("x")
+    (top / f".grpo-up-{os.getpid()}-0" / "x").mkdir(parents=True)  # in the way of a move
+    for path in sorted(top.rglob("*"), key=lambda p: -len(p.parts)):
+        os.chown(path, 65533, 65533, follow_symlinks=False)
+    os.chown(top, 65533, 65533)
+    os.chmod(base, 0o777)
+    for i in range(5):
+        for sub in (f"a{i}/b/c", f"a{i}/b", f"a{i}"):
+            os.chmod(top / sub, 0)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setresgid(65533, 65533, 65533)
+            os.setresuid(65533, 65533, 65533)
+            os._exit(0 if cleanup.remove_tree(str(top)) else 1)
+        finally:
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    try:
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert not top.exists()
+    finally:
+        cleanup.remove_tree(str(base))

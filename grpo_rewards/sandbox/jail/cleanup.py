@@ -12,6 +12,8 @@ to blame).
 from __future__ import annotations
 
 import contextlib
+import errno
+import itertools
 import os
 import stat
 
@@ -56,7 +58,6 @@ def remove_tree(path: str, *, keep_top: bool = False) -> bool:
 
 def _empty(top: int) -> bool:
     """Empty the folder open as ``top``: sub-folders are moved up to it and emptied there, one level each."""
-    serial = 0
     for _round in range(1 << 30):  # each round removes at least one entry or gives up
         try:
             names = os.listdir(top)
@@ -76,9 +77,11 @@ def _empty(top: int) -> bool:
             try:
                 for entry in os.scandir(fd):
                     if entry.is_dir(follow_symlinks=False):
-                        serial += 1
                         with contextlib.suppress(OSError):
-                            os.rename(entry.name, f".grpo-up-{serial}", src_dir_fd=fd, dst_dir_fd=top)
+                            # moving a folder rewrites its "..": it must be writable (a program may close it)
+                            if entry.stat(follow_symlinks=False).st_mode & 0o700 != 0o700:
+                                os.chmod(entry.name, 0o700, dir_fd=fd)
+                            _move_up(fd, entry.name, top)
                             progress = True
                     else:
                         with contextlib.suppress(OSError):
@@ -93,6 +96,21 @@ def _empty(top: int) -> bool:
         if not progress:
             return False
     return False
+
+
+_serial = itertools.count()
+
+
+def _move_up(fd: int, name: str, top: int) -> None:
+    """Rename folder ``name`` (in ``fd``) into ``top`` under a name no earlier attempt left there."""
+    for _ in range(100):
+        try:
+            os.rename(name, f".grpo-up-{os.getpid()}-{next(_serial)}", src_dir_fd=fd, dst_dir_fd=top)
+            return
+        except OSError as exc:
+            if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                raise
+    raise OSError(errno.EEXIST, "no free name to move a folder up")
 
 
 def _remove_entry(top: int, name: str) -> bool:
