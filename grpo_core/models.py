@@ -339,7 +339,8 @@ def _host_copy(model: Any) -> Any:
 @contextlib.contextmanager
 def _as_published(model: Any, tokenizer: Any) -> Iterator[None]:
     """Training-only settings undone while saving: ``use_cache`` (off under gradient checkpointing) and the
-    tokenizer's padding side (left for generation)."""
+    tokenizer's padding side (left for generation), in its config and in a fast tokenizer's
+    ``tokenizer.json``."""
     configs = [getattr(m, "config", None) for m in (model, getattr(model, "get_base_model", lambda: None)())]
     configs = [c for c in configs if c is not None and getattr(c, "use_cache", None) is False]
     side = getattr(tokenizer, "padding_side", None)
@@ -347,6 +348,9 @@ def _as_published(model: Any, tokenizer: Any) -> Iterator[None]:
         c.use_cache = True
     if tokenizer is not None and hasattr(tokenizer, "_grpo_saved_padding_side"):
         tokenizer.padding_side = tokenizer._grpo_saved_padding_side
+    rust = getattr(tokenizer, "_tokenizer", None)  # a fast tokenizer keeps its last padding in tokenizer.json
+    if rust is not None and getattr(rust, "padding", None) is not None:
+        rust.no_padding()  # the next padded call sets it again
     try:
         yield
     finally:

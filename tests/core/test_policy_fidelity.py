@@ -222,6 +222,7 @@ def test_saved_model_is_published_with_cache_on_and_the_original_padding_side(ti
                                 lora={"enabled": True, "r": 4}))
     model, tok = load_model_and_tokenizer(cfg)
     assert model.get_base_model().config.use_cache is False and tok.padding_side == "left"
+    tok(["a", "a longer prompt"], padding=True)  # as generation does: a fast tokenizer remembers it
     out = save_model(model, tok, tmp_path / "merged", merged=True)
     assert AutoConfig.from_pretrained(out).use_cache is True
     assert AutoTokenizer.from_pretrained(out).padding_side == "right"
