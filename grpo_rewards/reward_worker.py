@@ -4,7 +4,8 @@
 unpickles it and then serves calls over a pipe, one batch at a time. The reward object
 lives in the child for the whole run, so its caches, connections and counters persist
 between calls exactly as they would in-process (its ``metrics()``, when it has one, is
-sent back after every call). A call that does not answer within its timeout kills the
+sent back after every call, and so are the records it logged, which the parent's loggers
+then handle as their own). A call that does not answer within its timeout kills the
 child's whole process group (``SIGKILL``: regex backtracking or a C extension holding
 the GIL cannot ignore it, and the reward's own children go with it); the next call
 starts a fresh child. Starting a child (imports, unpickling) has its own deadline,
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import logging
 import multiprocessing
 import os
 import pickle
@@ -60,11 +62,41 @@ def pickled_or_none(fn: Any) -> bytes | None:
     return None if b"__main__" in data else data
 
 
-def _serve(conn: Connection, payload: bytes) -> None:
+class _Collect(logging.Handler):
+    """Keeps the child's log records of one call, to be sent to the parent with its result."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[dict[str, Any]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        state = dict(record.__dict__)
+        state["msg"], state["args"] = record.getMessage(), None  # arguments may not pickle
+        if record.exc_info:
+            state["exc_text"] = logging.Formatter().formatException(record.exc_info)
+        state["exc_info"] = None
+        state["processName"] = f"reward worker {os.getpid()}"
+        self.records.append(state)
+
+
+def replay(records: list[dict[str, Any]]) -> None:
+    """Hand a child's log records to the parent's loggers, as if they were logged here."""
+    for state in records:
+        record = logging.makeLogRecord(state)
+        logger = logging.getLogger(record.name)
+        if logger.isEnabledFor(record.levelno):
+            logger.handle(record)
+
+
+def _serve(conn: Connection, payload: bytes, log_level: int) -> None:
     """The child: unpickle the reward, say ready, then answer ``(completions, columns)`` until EOF."""
     with contextlib.suppress(OSError):
         os.setsid()  # its own process group: a kill takes the reward's children with it
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the trainer, which stops us
+    collect = _Collect()
+    root = logging.getLogger()
+    root.handlers[:] = [collect]
+    root.setLevel(log_level)
     from grpo_rewards.contract import score_batch
 
     try:
@@ -78,13 +110,14 @@ def _serve(conn: Connection, payload: bytes) -> None:
             completions, columns = conn.recv()
         except (EOFError, OSError):
             return
+        collect.records = []
         outcome = score_batch(fn, completions, columns)
         report = getattr(fn, "metrics", None)
         metrics: dict[str, Any] = {}
         if callable(report):
             with contextlib.suppress(Exception):
                 metrics = {k: v for k, v in dict(report()).items() if isinstance(v, (int, float, str, bool))}
-        conn.send(("ok", (outcome, metrics)))
+        conn.send(("ok", (outcome, metrics, collect.records)))
 
 
 class RewardWorker:
@@ -129,13 +162,17 @@ class RewardWorker:
                 raise WorkerFailed("crash", f"its inputs could not be sent to the worker process: {exc}") from exc
             if status != "ok":
                 raise WorkerFailed("crash", str(value))
-            return value
+            outcome, metrics, records = value
+            replay(records)
+            return outcome, metrics
 
     def _start(self) -> None:
         self._kill()
         ctx = multiprocessing.get_context("spawn")
         parent, child = ctx.Pipe()
-        process = ctx.Process(target=_serve, args=(child, self.payload), name=f"reward-{self.name}", daemon=False)
+        level = logging.getLogger().getEffectiveLevel()
+        process = ctx.Process(target=_serve, args=(child, self.payload, level), name=f"reward-{self.name}",
+                              daemon=False)
         process.start()
         child.close()
         self._process, self._conn, self._pid = process, parent, os.getpid()

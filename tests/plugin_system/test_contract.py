@@ -57,6 +57,11 @@ def pid_reward(completions, **kw):
     return [float(os.getpid())] * len(completions)
 
 
+def logs_a_warning(completions, **kw):
+    logging.getLogger("acme.rewards").warning("row %d has no reference", 3)
+    return [0.5] * len(completions)
+
+
 class Counter:
     """A stateful reward: its count must survive between calls, as it would in-process."""
 
@@ -182,6 +187,16 @@ def test_a_stateful_reward_keeps_its_state_and_reports_its_metrics():
     safe = SafeReward(Counter(), "counter")
     assert safe(["a"]) == [1.0] and safe(["a"]) == [2.0]
     assert safe.metrics() == {"calls": 2}
+    safe.close()
+
+
+def test_what_a_reward_logs_in_its_worker_reaches_the_parents_loggers(caplog):
+    safe = SafeReward(logs_a_warning, "chatty")
+    with caplog.at_level(logging.WARNING):
+        assert safe(["a"]) == [0.5]
+    assert safe.isolation == "process"
+    (record,) = [r for r in caplog.records if r.name == "acme.rewards"]
+    assert record.getMessage() == "row 3 has no reference" and record.process != os.getpid()
     safe.close()
 
 
