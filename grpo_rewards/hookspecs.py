@@ -18,6 +18,12 @@ one name is an error naming both.
 
 Lifecycle hooks (``grpo_on_*``) are called by trainers at fixed points of a run;
 every implementation is called and return values are ignored.
+
+Every hook is called through :attr:`grpo_rewards.plugins.Registry.hook`, one
+implementation at a time: one that raises is logged once with its file:line and
+skipped, and the others still run (``--strict-plugins`` makes it fatal). A registration
+hook that raises, or registers something malformed, makes its plugin fail as a whole
+(none of its registrations are kept). Hook wrappers are not supported.
 """
 
 from __future__ import annotations
@@ -42,7 +48,11 @@ def grpo_register_rewards(register: Callable[..., None]) -> None:
 
     Call ``register(RewardSpec(...))`` once per reward. A reward spec names a
     factory: ``factory(**params)`` returns a batch callable with TRL's reward
-    signature ``fn(completions, **columns) -> list[float | None]``.
+    signature ``fn(completions, **columns) -> list[float | None]`` (``None``: the
+    reward does not apply to that row). Return a module-level class instance or
+    function, not a closure, so the reward pickles and runs in a killable worker.
+    The factory's parameters may not be named like the config's own keys (``use``,
+    ``weight``, ``on_error``, ``timeout``, ``max_consecutive_failures``).
 
     Example::
 
