@@ -1,0 +1,269 @@
+"""Ours against ``trl.GRPOTrainer`` on SmolLM2-135M-Instruct, generation on for both, each in its own process.
+
+    .venv/bin/python benchmarks/vs_trl_real.py [--steps 4 --generations 4 --length 64 --lora-rank 16]
+
+Same model (``grpo_core.smollm2``: the PyPI GGUF converted once), same rows (two-number additions asked
+in words, answer checked on the last number of the reply: SmolLM2-135M gets some right, so groups have
+reward variance), same reward function, LoRA rank, group size, completion length, temperature, learning
+rate and number of steps. Each side samples with Hugging Face generation (ours: the transformers backend,
+each prompt prefilled once for its group; TRL: ``model.generate``). Per step it prints the wall time split
+into generation / scoring / training, the resident high-water mark (``VmHWM``, reset after loading) and
+the mean reward, then one line::
+
+    summary model=smollm2-135m step_time_ratio=.. generation_ratio=.. peak_ratio=.. final_reward_ours=.. final_reward_trl=..
+
+(ratios are ours / TRL; ``final_reward_*`` is the mean reward of the last half of the steps). On a CPU
+shared with other work the numbers are indicative only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+SYSTEM = "Add the two numbers. Reply with one short sentence ending in: The answer is N."
+
+
+def make_rows(n: int, seed: int) -> list[dict[str, Any]]:
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(n):
+        a, b = rng.randint(10, 99), rng.randint(10, 99)
+        rows.append({"question": f"What is {a} + {b}?", "answer": str(a + b)})
+    return rows
+
+
+def _text(completion: Any) -> str:
+    if isinstance(completion, list):  # TRL's conversational form: [{"role": "assistant", "content": ...}]
+        return " ".join(str(m.get("content", "")) for m in completion)
+    return str(completion)
+
+
+def addition_reward(completions: list[Any], answer: list[str], **_: Any) -> list[float]:
+    """1 when the reply's last number is the sum, else 0.5 / (1 + |error|) (partial credit for near misses)."""
+    out = []
+    for completion, ref in zip(completions, answer):
+        numbers = re.findall(r"-?\d+", _text(completion).replace(",", ""))
+        if not numbers:
+            out.append(0.0)
+            continue
+        error = abs(int(numbers[-1]) - int(ref))
+        out.append(1.0 if error == 0 else 0.5 / (1.0 + error))
+    return out
+
+
+def vmhwm() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def reset_peak() -> None:
+    with contextlib.suppress(OSError):
+        Path("/proc/self/clear_refs").write_text("5")
+
+
+class Split:
+    """Seconds spent in generation / scoring / training per step."""
+
+    def __init__(self) -> None:
+        self.steps: list[dict[str, float]] = []
+        self.current: dict[str, float] = {}
+
+    def add(self, key: str, seconds: float) -> None:
+        self.current[key] = self.current.get(key, 0.0) + seconds
+
+    def timed(self, key: str, fn: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.add(key, time.perf_counter() - start)
+        return wrapper
+
+    def end(self, **extra: float) -> None:
+        self.steps.append({**self.current, **extra, "peak": vmhwm()})
+        self.current = {}
+
+
+# ------------------------------------------------------------------------------------------ sides ---
+
+
+def run_ours(a: argparse.Namespace, rows: list[dict[str, Any]], split: Split) -> None:
+    from grpo_core.config import config_from_dict
+    from grpo_core.trainer import Trainer
+    from grpo_rewards import compose
+
+    data = Path(a.work) / "rows.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cfg = config_from_dict({
+        "model": {"name_or_path": a.model_dir, "dtype": "float32", "gradient_checkpointing": True},
+        "data": {"source": str(data), "prompt_field": "question", "system_prompt": SYSTEM, "shuffle": False,
+                 "max_prompt_length": 128},
+        "generation": {"num_generations": a.generations, "max_completion_length": a.length, "temperature": 1.0},
+        "grpo": {"learning_rate": a.lr, "prompts_per_step": a.prompts, "max_steps": a.steps, "loss_type": "dapo",
+                 "beta": 0.0, "lr_scheduler": "constant", "seed": a.seed},
+        "lora": {"enabled": True, "r": a.lora_rank, "alpha": a.lora_rank, "target_modules": "all-linear"},
+        "logging": {"output_dir": str(Path(a.work) / "ours"), "plot": False, "progress": False,
+                    "sample_every": 10**6},
+        "rewards": compose({"addition": addition_reward}),
+    })
+    trainer = Trainer(cfg)
+    trainer.backend.generate = split.timed("generation", trainer.backend.generate)
+    trainer._score = split.timed("scoring", trainer._score)
+    trainer._update = split.timed("training", trainer._update)
+    original_log = trainer._metrics
+
+    def metrics(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        out = original_log(*args, **kwargs)
+        split.end(step_time=out["step_time"], reward=out["reward/mean"])
+        return out
+
+    trainer._metrics = metrics
+    reset_peak()
+    trainer.train()
+
+
+def run_trl(a: argparse.Namespace, rows: list[dict[str, Any]], split: Split) -> None:
+    import torch
+    from datasets import Dataset
+    from peft import LoraConfig
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    class Steps(TrainerCallback):
+        def on_step_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            self.start = time.perf_counter()
+
+        def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kw: Any) -> None:
+            if logs and "reward" in logs:
+                split.current["reward"] = float(logs["reward"])
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            self.step_time = time.perf_counter() - self.start
+            split.current["step_time"] = self.step_time
+
+    tok = AutoTokenizer.from_pretrained(a.model_dir)
+    model = AutoModelForCausalLM.from_pretrained(a.model_dir, dtype=torch.float32)
+    dataset = Dataset.from_list([{"prompt": [{"role": "system", "content": SYSTEM},
+                                             {"role": "user", "content": r["question"]}], "answer": r["answer"]}
+                                 for r in rows])
+    config = GRPOConfig(
+        output_dir=str(Path(a.work) / "trl"), per_device_train_batch_size=a.prompts * a.generations,
+        num_generations=a.generations, max_completion_length=a.length, gradient_checkpointing=True,
+        learning_rate=a.lr, beta=0.0, num_iterations=1, loss_type="dapo", lr_scheduler_type="constant",
+        max_steps=a.steps, logging_steps=1, report_to="none", save_strategy="no", use_cpu=True, bf16=False,
+        fp16=False, seed=a.seed, temperature=1.0, top_p=1.0, top_k=0, dataloader_num_workers=0,
+        shuffle_dataset=False, disable_tqdm=True,
+    )
+    trainer = GRPOTrainer(
+        model=model, reward_funcs=addition_reward, args=config, train_dataset=dataset, processing_class=tok,
+        peft_config=LoraConfig(r=a.lora_rank, lora_alpha=a.lora_rank, target_modules="all-linear",
+                               task_type="CAUSAL_LM"),
+        callbacks=[Steps()],
+    )
+    trainer._generate_single_turn = split.timed("generation", trainer._generate_single_turn)
+    trainer._calculate_rewards = split.timed("scoring", trainer._calculate_rewards)
+    original_log = trainer.log
+
+    def log(logs: dict[str, float], *args: Any, **kwargs: Any) -> None:
+        original_log(logs, *args, **kwargs)
+        if "reward" in logs:
+            seconds = split.current.get("step_time")
+            step_time = seconds if seconds is not None else 0.0
+            split.current["reward"] = float(logs["reward"])
+            split.end(step_time=step_time)
+
+    trainer.log = log
+    reset_peak()
+    trainer.train()
+
+
+def side_main(a: argparse.Namespace) -> int:
+    rows = make_rows(a.prompts * a.steps, a.seed)
+    split = Split()
+    (run_ours if a.side == "ours" else run_trl)(a, rows, split)
+    for s in split.steps:
+        if "training" not in s:  # TRL: training is the step minus generation and scoring
+            s["training"] = max(0.0, s.get("step_time", 0.0) - s.get("generation", 0.0) - s.get("scoring", 0.0))
+        if not s.get("step_time"):
+            s["step_time"] = s.get("generation", 0.0) + s.get("scoring", 0.0) + s["training"]
+    print("RESULT " + json.dumps({"side": a.side, "steps": split.steps}), flush=True)
+    return 0
+
+
+# ------------------------------------------------------------------------------------------- main ---
+
+
+def run_side(side: str, a: argparse.Namespace, work: str) -> dict[str, Any]:
+    cmd = [sys.executable, __file__, "--side", side, "--model-dir", a.model_dir, "--work", work,
+           *[f"--{k.replace('_', '-')}={getattr(a, k)}" for k in
+             ("steps", "prompts", "generations", "length", "lora_rank", "lr", "seed")]]
+    done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
+    result = next((json.loads(line[7:]) for line in done.stdout.splitlines() if line.startswith("RESULT ")), None)
+    if result is None:
+        raise SystemExit(f"{side} failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
+    return result
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else float("nan")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--side", choices=["ours", "trl"], help=argparse.SUPPRESS)
+    p.add_argument("--work", help=argparse.SUPPRESS)
+    p.add_argument("--model-dir", default="")
+    p.add_argument("--steps", type=int, default=4)
+    p.add_argument("--prompts", type=int, default=1)
+    p.add_argument("--generations", type=int, default=4)
+    p.add_argument("--length", type=int, default=64)
+    p.add_argument("--lora-rank", type=int, default=16)
+    p.add_argument("--lr", type=float, default=1e-4)
+    p.add_argument("--seed", type=int, default=0)
+    a = p.parse_args()
+    if a.side:
+        return side_main(a)
+    if not a.model_dir:
+        from grpo_core.smollm2 import fetch_smollm2
+
+        a.model_dir = str(fetch_smollm2())
+    with tempfile.TemporaryDirectory(prefix="vs_trl_real-") as work:
+        results = {side: run_side(side, a, work) for side in ("ours", "trl")}
+    print(f"SmolLM2-135M-Instruct, LoRA r={a.lora_rank}, {a.prompts} prompt(s) x {a.generations} completions x "
+          f"{a.length} tokens, {a.steps} steps, fp32, CPU threads={os.cpu_count()}")
+    print(f"{'side':<5} {'step':>4} {'total s':>8} {'gen s':>7} {'score s':>8} {'train s':>8} {'peak GiB':>9} "
+          f"{'reward':>7}")
+    for side, res in results.items():
+        for i, s in enumerate(res["steps"], 1):
+            print(f"{side:<5} {i:>4} {s['step_time']:8.2f} {s.get('generation', 0):7.2f} {s.get('scoring', 0):8.3f} "
+                  f"{s['training']:8.2f} {s['peak'] / 2**30:9.3f} {s.get('reward', float('nan')):7.3f}")
+    ours, trl = results["ours"]["steps"], results["trl"]["steps"]
+
+    def ratio(key: str) -> float:
+        return _mean([s[key] for s in ours]) / max(_mean([s[key] for s in trl]), 1e-9)
+
+    half = max(1, a.steps // 2)
+    peak = max(s["peak"] for s in ours) / max(max(s["peak"] for s in trl), 1)
+    print(f"summary model=smollm2-135m step_time_ratio={ratio('step_time'):.3f} "
+          f"generation_ratio={ratio('generation'):.3f} peak_ratio={peak:.3f} "
+          f"final_reward_ours={_mean([s.get('reward', float('nan')) for s in ours[-half:]]):.3f} "
+          f"final_reward_trl={_mean([s.get('reward', float('nan')) for s in trl[-half:]]):.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
