@@ -47,7 +47,6 @@ import logging
 import math
 import numbers
 import os
-import pickle
 import threading
 import time
 import traceback
@@ -362,12 +361,10 @@ class SafeReward:
     def _invoke(self, completions: list[Any], columns: dict[str, Any]) -> BatchOutcome:
         if self._worker is not None:
             try:
-                pickle.dumps(columns)  # a column that cannot be sent (TRL's trainer_state is fine)
-            except Exception:  # noqa: BLE001 - this call runs in a thread instead
-                return self._in_thread(completions, columns)
-            try:
                 outcome, self._metrics = self._worker.call(completions, columns, self.timeout)
             except WorkerFailed as failed:
+                if failed.kind == "unsendable":  # this call only
+                    return self._in_thread(completions, columns)
                 if failed.kind != "load":
                     return BatchOutcome(None, failed.kind, failed.message)
                 log.warning("%s %s; it runs in a thread from now on (a timeout cannot stop it there)",

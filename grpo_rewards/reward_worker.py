@@ -39,8 +39,9 @@ DEFAULT_START_TIMEOUT = 120.0
 
 
 class WorkerFailed(Exception):
-    """The child did not answer: ``kind`` is ``timeout``, ``crash``, or ``load`` (the reward could not be
-    unpickled in the child, e.g. its module cannot be imported there)."""
+    """The child did not answer: ``kind`` is ``timeout``, ``crash``, ``load`` (the reward could not be
+    unpickled in the child, e.g. its module cannot be imported there) or ``unsendable`` (a column does
+    not pickle; nothing was sent)."""
 
     def __init__(self, kind: str, message: str):
         super().__init__(message)
@@ -79,6 +80,35 @@ class _Collect(logging.Handler):
         self.records.append(state)
 
 
+class _Recorder:
+    """Stands in the child for a callable keyword argument (TRL's ``log_metric``, ``log_extra``): the calls
+    are recorded and made in the parent after the batch, with the same arguments."""
+
+    def __init__(self, name: str, calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]]):
+        self.name, self.calls = name, calls
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        self.calls.append((self.name, args, kwargs))
+
+
+def _picklable(calls: list[Any]) -> list[Any]:
+    out = []
+    for call in calls:
+        try:
+            pickle.dumps(call)
+        except Exception:  # noqa: BLE001 - a call whose arguments cannot travel is dropped
+            continue
+        out.append(call)
+    return out
+
+
+def split_callbacks(columns: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(data, callbacks)``: callable keyword arguments (bound methods of a trainer, which must not be
+    pickled with it) are replaced by recorders in the child and called here afterwards."""
+    callbacks = {k: v for k, v in columns.items() if callable(v) and not isinstance(v, type)}
+    return {k: v for k, v in columns.items() if k not in callbacks}, callbacks
+
+
 def replay(records: list[dict[str, Any]]) -> None:
     """Hand a child's log records to the parent's loggers, as if they were logged here."""
     for state in records:
@@ -107,17 +137,19 @@ def _serve(conn: Connection, payload: bytes, log_level: int) -> None:
     conn.send(("ready", None))
     while True:
         try:
-            completions, columns = conn.recv()
+            completions, columns, callbacks = pickle.loads(conn.recv_bytes())
         except (EOFError, OSError):
             return
         collect.records = []
+        calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+        columns.update({name: _Recorder(name, calls) for name in callbacks})
         outcome = score_batch(fn, completions, columns)
         report = getattr(fn, "metrics", None)
         metrics: dict[str, Any] = {}
         if callable(report):
             with contextlib.suppress(Exception):
                 metrics = {k: v for k, v in dict(report()).items() if isinstance(v, (int, float, str, bool))}
-        conn.send(("ok", (outcome, metrics, collect.records)))
+        conn.send(("ok", (outcome, metrics, collect.records, _picklable(calls))))
 
 
 class RewardWorker:
@@ -144,13 +176,20 @@ class RewardWorker:
         return self._process is not None and self._pid == os.getpid() and self._process.is_alive()
 
     def call(self, completions: list[Any], columns: dict[str, Any], timeout: float) -> tuple[Any, dict[str, Any]]:
-        """``score_batch(reward, completions, columns)`` in the child, and the reward's ``metrics()``."""
+        """``score_batch(reward, completions, columns)`` in the child, and the reward's ``metrics()``.
+
+        A column that cannot be pickled raises ``WorkerFailed("unsendable")`` before anything is sent."""
+        data, callbacks = split_callbacks(columns)
+        try:
+            message = pickle.dumps((completions, data, sorted(callbacks)), protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:  # noqa: BLE001 - e.g. a column holding an open file or a lock
+            raise WorkerFailed("unsendable", f"its inputs cannot be sent to a worker process: {exc}") from exc
         with self._lock:
             if not self.alive:
                 self._start()
             assert self._conn is not None
             try:
-                self._conn.send((completions, columns))
+                self._conn.send_bytes(message)
                 if not self._conn.poll(timeout):
                     self._kill()
                     raise WorkerFailed("timeout", f"took longer than {timeout:g}s (its worker process was killed)")
@@ -158,13 +197,16 @@ class RewardWorker:
             except (EOFError, OSError, BrokenPipeError) as exc:
                 code = self._kill()
                 raise WorkerFailed("crash", f"its worker process died (exit code {code})") from exc
-            except pickle.PicklingError as exc:
-                raise WorkerFailed("crash", f"its inputs could not be sent to the worker process: {exc}") from exc
             if status != "ok":
                 raise WorkerFailed("crash", str(value))
-            outcome, metrics, records = value
-            replay(records)
-            return outcome, metrics
+            outcome, metrics, records, calls = value
+        replay(records)
+        for name, args, kwargs in calls:
+            try:
+                callbacks[name](*args, **kwargs)
+            except Exception as exc:  # noqa: BLE001 - the reward's logging call, not its score
+                logging.getLogger("grpo.rewards").debug("reward %r: %s(...) raised %s", self.name, name, exc)
+        return outcome, metrics
 
     def _start(self) -> None:
         self._kill()

@@ -62,6 +62,23 @@ def logs_a_warning(completions, **kw):
     return [0.5] * len(completions)
 
 
+def logs_a_metric(completions, log_metric=None, **kw):
+    log_metric("reward/seen", float(len(completions)))
+    return [1.0] * len(completions)
+
+
+class Trainer:
+    """Stands for TRL's GRPOTrainer: its bound methods reach rewards as keyword arguments, and it does not
+    pickle (a model, locks)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.metrics = []
+
+    def log_metric(self, name, value):
+        self.metrics.append((name, value))
+
+
 class Counter:
     """A stateful reward: its count must survive between calls, as it would in-process."""
 
@@ -197,6 +214,22 @@ def test_what_a_reward_logs_in_its_worker_reaches_the_parents_loggers(caplog):
     assert safe.isolation == "process"
     (record,) = [r for r in caplog.records if r.name == "acme.rewards"]
     assert record.getMessage() == "row 3 has no reference" and record.process != os.getpid()
+    safe.close()
+
+
+def test_trl_callbacks_are_called_in_the_parent_and_the_trainer_is_never_pickled():
+    trainer = Trainer()
+    safe = SafeReward(logs_a_metric, "metric")
+    assert safe(["a", "b"], log_metric=trainer.log_metric, trainer_state={"global_step": 3}) == [1.0, 1.0]
+    assert safe.isolation == "process" and trainer.metrics == [("reward/seen", 2.0)]
+    safe.close()
+
+
+def test_a_column_that_does_not_pickle_runs_that_call_in_a_thread():
+    safe = SafeReward(pid_reward, "pid")
+    assert safe(["a"], lock=threading.Lock()) == [float(os.getpid())]  # in this process
+    (pid,) = safe(["a"])
+    assert pid != os.getpid()  # the next call is back in the worker
     safe.close()
 
 
