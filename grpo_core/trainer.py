@@ -248,14 +248,19 @@ class Trainer:
     def _score(self, rows: list[dict[str, Any]], batch: Generation, k: int | None = None
                ) -> tuple[torch.Tensor, dict[str, list]]:
         """Total reward per completion (NaN where every reward is None) and each reward's column; ``k``
-        completions per row (default: ``num_generations``)."""
+        completions per row (default: ``num_generations``). When the rows' prompts are chat messages the
+        rewards get each completion as ``[{"role": "assistant", "content": text}]`` and the prompts as
+        messages, as ``trl.GRPOTrainer`` passes them (trl 1.16.0, ``grpo_trainer.py`` ``_generate``)."""
         k = k or self.cfg.generation.num_generations
         prompt_field = self.cfg.data.prompt_field
         columns = {key: [r[key] for r in rows for _ in range(k)] for key in rows[0] if key != prompt_field}
         columns["prompts"] = [r[prompt_field] for r in rows for _ in range(k)]
         columns["completion_ids"] = [ids[m.bool()].tolist() for ids, m in zip(batch.completion_ids,
                                                                               batch.completion_mask, strict=True)]
-        scores = self.cfg.rewards.score(batch.completions_text, **columns)
+        completions: list[Any] = batch.completions_text
+        if isinstance(rows[0][prompt_field], list):  # conversational rows: chat messages, as TRL passes them
+            completions = [[{"role": "assistant", "content": text}] for text in completions]
+        scores = self.cfg.rewards.score(completions, **columns)
         total = torch.tensor([math.nan if t is None else t for t in scores.total], dtype=torch.float32)
         return total, scores.columns
 

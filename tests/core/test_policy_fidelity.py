@@ -276,3 +276,31 @@ def test_sampled_log_probs_are_the_trainers(tiny_model_dir, tmp_path, use_core_r
         ours, _ = completion_logprobs(model, ids, attn, batch.completion_ids.size(1), temperature=0.7)
     mask = batch.completion_mask.bool()
     assert (ours - batch.sampling_logps)[mask].abs().max() < 1e-4
+
+
+def test_conversational_rows_give_rewards_chat_messages_as_trl_does(tiny_model_dir, tmp_path):
+    """Prompts given as chat messages: each reward receives ``[{"role": "assistant", "content": text}]`` per
+    completion and the prompt messages (trl 1.16.0 grpo_trainer.py: ``completions = [[{"role": "assistant",
+    "content": content}] for content in contents]`` when ``is_conversational``); plain prompts get text."""
+    from grpo_core.trainer import Trainer
+    from grpo_rewards import compose
+
+    seen: list[tuple[list, list]] = []
+
+    def spy(completions, prompts, **_):
+        seen.append((completions, prompts))
+        return [0.0] * len(completions)
+
+    data = tmp_path / "chat.jsonl"
+    messages = [{"role": "user", "content": "What is 12 plus 7?"}]
+    data.write_text(json.dumps({"prompt": messages, "answer": "19"}) + "\n" + json.dumps(
+        {"prompt": [{"role": "user", "content": "Name a number."}], "answer": "1"}) + "\n")
+    cfg = _cfg(tiny_model_dir, tmp_path)
+    cfg["data"]["source"] = str(data)
+    cfg["rewards"] = compose({"spy": spy})
+    trainer = Trainer(cfg)
+    batch = trainer.backend.generate(trainer.prompts[:1], 4)
+    trainer._score(trainer.rows[:1], batch)
+    completions, prompts = seen[-1]
+    assert completions == [[{"role": "assistant", "content": t}] for t in batch.completions_text]
+    assert prompts == [messages] * 4
