@@ -1,7 +1,9 @@
 """One reward in its own killable process: a call that runs past its deadline is stopped, not abandoned.
 
-:class:`RewardWorker` pickles a reward once, starts a child process (``spawn``) that
-unpickles it and then serves calls over a pipe, one batch at a time. The reward object
+:class:`RewardWorker` pickles a reward once, starts a child process (a fresh
+interpreter: the parent's ``__main__`` is never re-run in it, so a training script needs
+no ``if __name__ == "__main__"`` guard) that unpickles it and then serves calls over a
+pipe, one batch at a time. The reward object
 lives in the child for the whole run, so its caches, connections and counters persist
 between calls exactly as they would in-process (its ``metrics()``, when it has one, is
 sent back after every call, and so are the records it logged, which the parent's loggers
@@ -26,10 +28,11 @@ from __future__ import annotations
 import atexit
 import contextlib
 import logging
-import multiprocessing
 import os
 import pickle
 import signal
+import subprocess
+import sys
 import threading
 import weakref
 from multiprocessing.connection import Connection
@@ -118,10 +121,26 @@ def replay(records: list[dict[str, Any]]) -> None:
             logger.handle(record)
 
 
-def _serve(conn: Connection, payload: bytes, log_level: int) -> None:
+class _Pipes:
+    """One pipe each way over inherited file descriptors (``multiprocessing.connection`` framing)."""
+
+    def __init__(self, send_fd: int, recv_fd: int):
+        self.out = Connection(send_fd, readable=False)
+        self.inp = Connection(recv_fd, writable=False)
+
+    def close(self) -> None:
+        self.out.close()
+        self.inp.close()
+
+
+def _main() -> None:
+    """Entry point of the child process: ``python -c ... <recv fd> <send fd> <log level>``."""
+    recv_fd, send_fd, level = (int(a) for a in sys.argv[1:4])
+    _serve(_Pipes(send_fd, recv_fd), level)
+
+
+def _serve(conn: _Pipes, log_level: int) -> None:
     """The child: unpickle the reward, say ready, then answer ``(completions, columns)`` until EOF."""
-    with contextlib.suppress(OSError):
-        os.setsid()  # its own process group: a kill takes the reward's children with it
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the trainer, which stops us
     collect = _Collect()
     root = logging.getLogger()
@@ -130,14 +149,14 @@ def _serve(conn: Connection, payload: bytes, log_level: int) -> None:
     from grpo_rewards.contract import score_batch
 
     try:
-        fn = pickle.loads(payload)
+        fn = pickle.loads(conn.inp.recv_bytes())
     except BaseException as exc:  # noqa: BLE001 - reported to the parent
-        conn.send(("error", f"could not be loaded in a worker process: {type(exc).__name__}: {exc}"))
+        conn.out.send(("error", f"could not be loaded in a worker process: {type(exc).__name__}: {exc}"))
         return
-    conn.send(("ready", None))
+    conn.out.send(("ready", None))
     while True:
         try:
-            completions, columns, callbacks = pickle.loads(conn.recv_bytes())
+            completions, columns, callbacks = pickle.loads(conn.inp.recv_bytes())
         except (EOFError, OSError):
             return
         collect.records = []
@@ -149,7 +168,7 @@ def _serve(conn: Connection, payload: bytes, log_level: int) -> None:
         if callable(report):
             with contextlib.suppress(Exception):
                 metrics = {k: v for k, v in dict(report()).items() if isinstance(v, (int, float, str, bool))}
-        conn.send(("ok", (outcome, metrics, collect.records, _picklable(calls))))
+        conn.out.send(("ok", (outcome, metrics, collect.records, _picklable(calls))))
 
 
 class RewardWorker:
@@ -173,7 +192,7 @@ class RewardWorker:
 
     @property
     def alive(self) -> bool:
-        return self._process is not None and self._pid == os.getpid() and self._process.is_alive()
+        return self._process is not None and self._pid == os.getpid() and self._process.poll() is None
 
     def call(self, completions: list[Any], columns: dict[str, Any], timeout: float) -> tuple[Any, dict[str, Any]]:
         """``score_batch(reward, completions, columns)`` in the child, and the reward's ``metrics()``.
@@ -189,11 +208,11 @@ class RewardWorker:
                 self._start()
             assert self._conn is not None
             try:
-                self._conn.send_bytes(message)
-                if not self._conn.poll(timeout):
+                self._conn.out.send_bytes(message)
+                if not self._conn.inp.poll(timeout):
                     self._kill()
                     raise WorkerFailed("timeout", f"took longer than {timeout:g}s (its worker process was killed)")
-                status, value = self._conn.recv()
+                status, value = self._conn.inp.recv()
             except (EOFError, OSError, BrokenPipeError) as exc:
                 code = self._kill()
                 raise WorkerFailed("crash", f"its worker process died (exit code {code})") from exc
@@ -209,20 +228,33 @@ class RewardWorker:
         return outcome, metrics
 
     def _start(self) -> None:
+        """A fresh interpreter (never a re-run of the parent's ``__main__``, as ``multiprocessing``'s spawn
+        would do), in its own session so that a kill reaches the reward's own children too."""
         self._kill()
-        ctx = multiprocessing.get_context("spawn")
-        parent, child = ctx.Pipe()
+        from_parent, to_child = os.pipe()
+        from_child, to_parent = os.pipe()
+        path = [p or os.getcwd() for p in sys.path]
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(path))
         level = logging.getLogger().getEffectiveLevel()
-        process = ctx.Process(target=_serve, args=(child, self.payload, level), name=f"reward-{self.name}",
-                              daemon=False)
-        process.start()
-        child.close()
-        self._process, self._conn, self._pid = process, parent, os.getpid()
+        command = [sys.executable, "-c", "from grpo_rewards.reward_worker import _main; _main()",
+                   str(from_parent), str(to_parent), str(level)]
         try:
-            if not parent.poll(self.start_timeout):
+            process = subprocess.Popen(command, pass_fds=(from_parent, to_parent), env=env, stdin=subprocess.DEVNULL,
+                                       start_new_session=True)
+        except BaseException:
+            for fd in (to_child, from_child):
+                os.close(fd)
+            raise
+        finally:
+            os.close(from_parent)
+            os.close(to_parent)
+        self._process, self._conn, self._pid = process, _Pipes(to_child, from_child), os.getpid()
+        try:
+            self._conn.out.send_bytes(self.payload)
+            if not self._conn.inp.poll(self.start_timeout):
                 self._kill()
                 raise WorkerFailed("timeout", f"its worker process did not start within {self.start_timeout:g}s")
-            status, message = parent.recv()
+            status, message = self._conn.inp.recv()
         except (EOFError, OSError) as exc:
             code = self._kill()
             raise WorkerFailed("crash", f"its worker process died while starting (exit code {code})") from exc
@@ -238,13 +270,14 @@ class RewardWorker:
             conn.close()
         if process is None or self._pid != os.getpid():
             return None
-        if process.is_alive():
+        if process.poll() is None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(process.pid, signal.SIGKILL)
             with contextlib.suppress(ProcessLookupError):
                 process.kill()
-        process.join(5)
-        return process.exitcode
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(5)
+        return process.returncode
 
     def close(self) -> None:
         """Stop the child (a later call starts a new one)."""
@@ -257,8 +290,7 @@ _live: weakref.WeakSet[RewardWorker] = weakref.WeakSet()
 
 @atexit.register
 def shutdown() -> None:
-    """Stop every worker this process started (registered after multiprocessing's own exit hook, so it runs
-    first: a stuck child would otherwise make the interpreter wait for it)."""
+    """Stop every worker this process started (a stuck one would otherwise outlive it)."""
     for worker in list(_live):
         with contextlib.suppress(Exception):
             worker._kill()

@@ -195,9 +195,24 @@ def test_a_python_hang_is_killed_too_and_does_not_keep_burning():
     start = time.perf_counter()
     assert safe(["hang", "ok"]) == [None, None]
     assert time.perf_counter() - start < 5
-    assert not first.is_alive()  # killed, not abandoned
+    assert first.poll() is not None  # killed, not abandoned
     assert safe(["ok"]) == [1.0]
     safe.close()
+
+
+def test_a_script_without_a_main_guard_is_not_rerun_by_the_worker(tmp_path):
+    import subprocess
+    import sys
+
+    script = tmp_path / "train.py"  # top-level code, no `if __name__ == "__main__":`, as users write
+    script.write_text("from grpo_rewards import SafeReward, reward\n"
+                      "print('MAIN RAN', flush=True)\n"
+                      "safe = SafeReward(reward('xml_count'), 'x')\n"
+                      "text = ['<answer>\\n4\\n</answer>\\n']\n"
+                      "print(safe.isolation, safe(text) == reward('xml_count')(text), flush=True)\n")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("MAIN RAN") == 1 and "process True" in out.stdout
 
 
 def test_a_stateful_reward_keeps_its_state_and_reports_its_metrics():
