@@ -329,15 +329,19 @@ class LocalSandbox:
         binary, compiled = self._compiled(program.code, language)
         if binary is None:
             return compiled
-        io_fds = _program_fds(Program("", program.stdin))
+        try:
+            io_fds = _program_fds(Program("", program.stdin))
+        except BaseException:
+            os.close(binary)
+            raise
         os.close(io_fds[0])
-        fds = [os.dup(binary), *io_fds[1:]]
+        fds = [binary, *io_fds[1:]]
         result = self._run_fds(fds, {"op": "run", "mode": "exec", "limits": limits.as_dict()}, limits)
         result.extra.update(compile_wall=compiled.wall, compile_cpu=compiled.cpu)
         return result
 
     def _compiled(self, code: str, language: str) -> tuple[int | None, RunResult]:
-        """``(sealed binary memfd, compile result)``, or ``(None, why)``: a compile error, limit or timeout
+        """``(a new fd of the sealed binary memfd, compile result)``, or ``(None, why)``: a compile error, limit or timeout
         is the program's (``compile_error``); a missing compiler is the machine's (``sandbox_error``)."""
         compiler = self.compilers.get(language)
         if compiler is None:
@@ -352,13 +356,16 @@ class LocalSandbox:
         with entry.lock:  # the first run of a source compiles it; the others wait and share the binary
             if entry.result is None:
                 entry.fd, entry.result = self._compile(code, language, compiler)
+            result = entry.result
+            if result.status == SANDBOX_ERROR:  # the machine's failure: try again next time, never cache it
+                entry.result = None
+            binary = os.dup(entry.fd) if entry.fd is not None else None  # ours, even if the entry is evicted
         with self._compile_lock:
             while len(self._binaries) > COMPILE_CACHE:
                 _, old = self._binaries.popitem(last=False)
-                old.close()
-        if entry.fd is None:
-            return None, entry.result
-        return entry.fd, entry.result
+                with old.lock:
+                    old.close()
+        return binary, result
 
     def _compile(self, code: str, language: str, compiler: str) -> tuple[int | None, RunResult]:
         _, flags, source_name = COMPILERS[language]

@@ -167,6 +167,8 @@ C_HOSTILE = {
     TRY("list_proc", opendir("/proc") ? 1L : -1L);
     TRY("symlink_escape", (symlink("/etc/hostname", "link"), open("link", O_RDONLY)));
     TRY("climb_out", opendir("..") ? 1L : -1L);
+    TRY("write_own_binary", write(5, "x", 1));  /* the sealed memfd it was run from: shared with later tests */
+    TRY("grow_own_binary", ftruncate(5, 1 << 20));
     int sh = open("/bin/sh", O_RDONLY);
     char *argv[] = {"sh", "-c", "echo pwned > TMP_MARKER", 0};
     TRY("execveat_sh", syscall(SYS_execveat, sh, "", argv, 0, AT_EMPTY_PATH) == 0 ? 1 : -1);

@@ -107,7 +107,10 @@ def enter(req: dict[str, Any], ctx: Any, fds: list[int], ready_w: int, scratch: 
             ctx.seccomp[mode].install()
         source = _read_code() if mode != "exec" else ""
         os.write(READY_FD, b"R")
-        os.close(READY_FD)
+        if mode == "exec":  # kept open until the exec closes it: a failed exec is reported there ("X")
+            fcntl.fcntl(READY_FD, fcntl.F_SETFD, fcntl.FD_CLOEXEC)
+        else:
+            os.close(READY_FD)
     except BaseException as exc:
         try:
             os.write(READY_FD, b"E" + f"{type(exc).__name__}: {exc}".encode()[:400])
@@ -121,12 +124,13 @@ def enter(req: dict[str, Any], ctx: Any, fds: list[int], ready_w: int, scratch: 
 
 
 def _exec_binary(scratch: str) -> None:
-    """Become the compiled program (its memfd, ``execveat(fd, "", AT_EMPTY_PATH)``); 127 if exec fails."""
+    """Become the compiled program (its memfd, ``execveat(fd, "", AT_EMPTY_PATH)``); if that fails, say so
+    on the ready pipe (a sandbox error: no program ran) and exit 127."""
     try:
         os.execve(CODE_FD, ["solution"], {**CHILD_ENV, "HOME": scratch, "TMPDIR": scratch})
-    except BaseException as exc:
+    except BaseException as exc:  # not the program's doing (a kernel refusing to exec memfds, say)
         with contextlib.suppress(BaseException):
-            os.write(2, f"cannot execute the compiled program: {exc}\n".encode())
+            os.write(READY_FD, b"X" + f"cannot execute the compiled binary: {exc}".encode()[:400])
     _exit(127)
 
 

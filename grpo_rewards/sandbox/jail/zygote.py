@@ -315,7 +315,9 @@ class Zygote:
             "exit_code": os.waitstatus_to_exitcode(wstatus) if os.WIFEXITED(wstatus) else None,
             "signal": os.WTERMSIG(wstatus) if os.WIFSIGNALED(wstatus) else None,
         }
-        if not ready.startswith(b"R"):
+        if ready.startswith(b"RX"):  # the binary could not be executed: no program ran
+            reply.update(status="sandbox_error", error=ready[2:].decode(errors="replace"))
+        elif not ready.startswith(b"R"):
             why = ready[1:].decode(errors="replace") if ready.startswith(b"E") else "child died before it was ready"
             if timed_out:
                 why = "child not ready before the deadline"
