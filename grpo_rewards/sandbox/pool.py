@@ -7,7 +7,10 @@ At start-up it probes the kernel, starts the zygotes (empty environment, ``pytho
 -I``), checks the layers each one really got, logs them in its first line and
 refuses untrusted code below the ``default`` profile unless ``allow_unsafe=True``.
 A program's code, stdin, stdout and stderr are memfds made here and passed to the
-zygote, which hands them to its child unread; the output is read back here.
+zygote, which hands them to its child unread; the output is read back here. C and C++
+sources are compiled in the jail first (once per source) and their binary, a sealed
+memfd, is executed under the same layers. A zygote that dies or hangs during a run
+makes that run the program's failure; only a slot that cannot start is a sandbox error.
 """
 
 from __future__ import annotations

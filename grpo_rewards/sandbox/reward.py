@@ -3,8 +3,11 @@
 ``code_execution`` scores passed/total, ``code_execution_binary`` 1 only when every
 test passes. A whole generation batch goes to the backend at once (parallel across
 the pool). A completion without a code block scores 0 (with a reason in
-``last_details``); a row whose run hit a sandbox error scores ``None`` (it does not
-count), and the sandbox-error rate is in :meth:`CodeExecutionReward.metrics`.
+``last_details``). Whatever the program can cause (a crash, a limit, a compile error, a
+malformed report, a sandbox process it killed) is its failure and scores as one; only
+an infrastructure failure (a sandbox error, a backend that cannot run) scores ``None``,
+counted in :meth:`CodeExecutionReward.metrics`. Weak asserts, which a program can
+forge, are not run unless ``weak_tests = "include"``.
 """
 
 from __future__ import annotations
