@@ -92,7 +92,9 @@ def peak_memory_since_reset_gb(device: Any) -> float:
 def fit_prompts(prompts: list[str], rows: list[dict[str, Any]], tokenizer: Any, limit: int | None, policy: str,
                 add_special_tokens: bool, where: str) -> tuple[list[str], list[dict[str, Any]]]:
     """Prompts (and their rows) over ``limit`` tokens: dropped with a warning, refused (``ValueError``) or
-    kept for left truncation (with a warning), as ``policy`` says."""
+    kept for left truncation (with a warning), as ``policy`` says (a refusal is a ``DataError``, a ValueError)."""
+    from grpo_core.data import DataError  # a ValueError: bad input, one line and exit 2 from the command line
+
     if not limit or not prompts:
         return prompts, rows
     lengths = [len(ids) for ids in tokenizer(prompts, add_special_tokens=add_special_tokens)["input_ids"]]
@@ -102,12 +104,12 @@ def fit_prompts(prompts: list[str], rows: list[dict[str, Any]], tokenizer: Any, 
     what = (f"data.max_prompt_length: {len(over)} of {len(prompts)} {where} prompts are longer than {limit} tokens "
             f"(longest {max(lengths)}; first: row {over[0]})")
     if policy == "error":
-        raise ValueError(f"{what}; raise max_prompt_length, or set data.overlong_prompts = \"drop\" or \"truncate\"")
+        raise DataError(f"{what}; raise max_prompt_length, or set data.overlong_prompts = \"drop\" or \"truncate\"")
     if policy == "truncate":
         warnings.warn(f"{what}; their beginnings (the system turn first) are cut off", stacklevel=2)
         return prompts, rows
     if len(over) == len(prompts):
-        raise ValueError(f"{what}: none would be left to train on")
+        raise DataError(f"{what}: none would be left to train on")
     warnings.warn(f"{what}; dropped", stacklevel=2)
     dropped = set(over)
     keep = [i for i in range(len(prompts)) if i not in dropped]
