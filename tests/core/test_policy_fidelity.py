@@ -5,6 +5,7 @@ logged dapo loss, per-step peak memory, fp16 loss scaling and what a saved model
 from __future__ import annotations
 
 import json
+import math
 import warnings
 from pathlib import Path
 
@@ -207,6 +208,10 @@ def test_fp16_training_scales_the_loss(tiny_model_dir, tmp_path, use_core_regist
 
     fp16 = Trainer(_cfg(tiny_model_dir, tmp_path, model={"dtype": "float16"}, lora={"enabled": True, "r": 4}))
     assert fp16.scaler.is_enabled()
+    before = [p.detach().clone() for p in fp16.params]
+    summary = fp16.train()  # one scaled step: finite, and the adapters moved
+    assert summary["step"] == 1 and math.isfinite(summary["grad_norm"])
+    assert any(not torch.equal(a, p) for a, p in zip(before, fp16.params, strict=True))
     fp32 = Trainer(_cfg(tiny_model_dir, tmp_path, lora={"enabled": True, "r": 4}))
     assert not fp32.scaler.is_enabled()
 
