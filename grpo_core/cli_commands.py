@@ -254,13 +254,18 @@ def cmd_train(args: argparse.Namespace) -> int:
         trainer = backend(cfg, resume=args.resume)
     except (OSError, ImportError) as exc:
         return _error(_first_line(exc))
-    except ValueError as exc:  # peft: LoRA target modules the loaded model does not have
-        if "target modules" not in str(exc).lower() and "target_modules" not in str(exc):
-            raise
+    except ValueError as exc:  # a rule that needs the loaded model, naming its config key
+        from grpo_core.config import SECTIONS
         from grpo_rewards.errors import ConfigError
 
-        raise ConfigError(f"{cfg.lora.target_modules!r} matches no module of {cfg.model.name_or_path}: "
-                          f"{_first_line(exc)}", file=cfg.path, key="lora.target_modules") from None
+        text = _first_line(exc)
+        if "target modules" in text.lower() or "target_modules" in text:  # peft: no module of that name
+            raise ConfigError(f"{cfg.lora.target_modules!r} matches no module of {cfg.model.name_or_path}: {text}",
+                              file=cfg.path, key="lora.target_modules") from None
+        key, sep, why = text.partition(": ")
+        if sep and key.partition(".")[0] in SECTIONS and "." in key and " " not in key:
+            raise ConfigError(why, file=cfg.path, key=key) from None  # "model.dtype: ..." from the loader
+        raise
     try:
         result = trainer.train()
     except CheckpointError as exc:
