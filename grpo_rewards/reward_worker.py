@@ -241,10 +241,10 @@ class RewardWorker:
         try:
             process = subprocess.Popen(command, pass_fds=(from_parent, to_parent), env=env, stdin=subprocess.DEVNULL,
                                        start_new_session=True)
-        except BaseException:
+        except (OSError, ValueError) as exc:  # no interpreter to start (an embedded Python): run in a thread
             for fd in (to_child, from_child):
                 os.close(fd)
-            raise
+            raise WorkerFailed("load", f"could not start a worker process: {exc}") from exc
         finally:
             os.close(from_parent)
             os.close(to_parent)

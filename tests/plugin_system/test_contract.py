@@ -339,3 +339,11 @@ def test_safe_reward_pickles_and_gives_the_same_scores():
     assert copy(["ab", "bad"]) == safe(["ab", "bad"]) == [2.0, 0.0]
     copy.close()
     safe.close()
+
+
+def test_no_interpreter_to_start_means_a_thread_not_a_crash(monkeypatch):
+    import sys
+
+    monkeypatch.setattr(sys, "executable", "/nonexistent/python")
+    safe = SafeReward(pid_reward, "pid")
+    assert safe(["a"]) == [float(os.getpid())] and safe.isolation == "thread"
