@@ -204,18 +204,22 @@ def uses_fp16(model: Any) -> bool:
 
 
 def disable_dropout(model: Any) -> int:
-    """Dropout probability 0 in every ``torch.nn.Dropout`` of the base model (not LoRA's); returns how many."""
+    """Dropout probability 0 in every ``torch.nn.Dropout`` and attention module of the base model (not
+    LoRA's), the config left as it is (a saved model keeps its own); returns how many were changed."""
     import torch
 
     count = 0
     for name, module in model.named_modules():
-        if isinstance(module, torch.nn.Dropout) and "lora_dropout" not in name and module.p:
+        if "lora_dropout" in name:
+            continue
+        if isinstance(module, torch.nn.Dropout) and module.p:
             module.p = 0.0
             count += 1
-    config = getattr(model, "config", None)
-    for key in ("attention_dropout", "attn_pdrop", "dropout", "hidden_dropout", "resid_pdrop", "embd_pdrop"):
-        if isinstance(getattr(config, key, None), float) and getattr(config, key):
-            setattr(config, key, 0.0)  # attention kernels read the probability from the config
+        # attention modules keep the probability they hand to the attention kernel as a float
+        value = getattr(module, "attention_dropout", None)
+        if isinstance(value, float) and value:
+            module.attention_dropout = 0.0
+            count += 1
     return count
 
 

@@ -49,6 +49,30 @@ def gpt2_dir(tmp_path_factory):
     return out
 
 
+def test_attention_dropout_of_a_llama_is_off_too(tmp_path, use_core_registry):
+    """Llama-style attention passes ``self.attention_dropout`` (a float read from the config at build time)
+    to the kernel: it is zeroed on the module, the config keeps its value."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from grpo_core.config import config_from_dict
+    from grpo_core.logprobs import completion_logprobs
+    from grpo_core.models import load_model_and_tokenizer
+
+    tok = build_tokenizer()
+    torch.manual_seed(0)
+    LlamaForCausalLM(LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                 num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                                 attention_dropout=0.5, attn_implementation="eager")).save_pretrained(tmp_path / "m")
+    tok.save_pretrained(tmp_path / "m")
+    model, _ = load_model_and_tokenizer(config_from_dict(_cfg(tmp_path / "m", tmp_path)))
+    assert model.config.attention_dropout == 0.5
+    ids = torch.randint(3, 200, (2, 16))
+    with torch.no_grad():
+        a, _ = completion_logprobs(model, ids, torch.ones_like(ids), 8)
+        b, _ = completion_logprobs(model, ids, torch.ones_like(ids), 8)
+    assert torch.equal(a, b)
+
+
 def test_left_padding_does_not_move_positions(gpt2_dir):
     """A row's log-probs are the same alone and left-padded in a batch (GPT-2's positions are absolute)."""
     from transformers import AutoModelForCausalLM
@@ -74,7 +98,7 @@ def test_dropout_is_off_in_the_loaded_policy(gpt2_dir, tmp_path, use_core_regist
     from grpo_core.models import load_model_and_tokenizer
 
     model, _ = load_model_and_tokenizer(config_from_dict(_cfg(gpt2_dir, tmp_path)))
-    assert model.training
+    assert model.training and model.config.attn_pdrop == 0.1  # the config (what a save writes) is untouched
     ids = torch.randint(3, 200, (2, 16))
     with torch.no_grad():
         a, _ = completion_logprobs(model, ids, torch.ones_like(ids), 8)
