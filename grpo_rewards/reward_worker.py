@@ -39,6 +39,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 DEFAULT_START_TIMEOUT = 120.0
+_ORIGINAL_PATH = "GRPO_REWARD_WORKER_PYTHONPATH"
 
 
 class WorkerFailed(Exception):
@@ -136,6 +137,11 @@ class _Pipes:
 def _main() -> None:
     """Entry point of the child process: ``python -c ... <recv fd> <send fd> <log level>``."""
     recv_fd, send_fd, level = (int(a) for a in sys.argv[1:4])
+    original = os.environ.pop(_ORIGINAL_PATH, "")  # the reward's own subprocesses see the parent's environment
+    if original:
+        os.environ["PYTHONPATH"] = original
+    else:
+        os.environ.pop("PYTHONPATH", None)
     _serve(_Pipes(send_fd, recv_fd), level)
 
 
@@ -233,8 +239,8 @@ class RewardWorker:
         self._kill()
         from_parent, to_child = os.pipe()
         from_child, to_parent = os.pipe()
-        path = [p or os.getcwd() for p in sys.path]
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(path))
+        path = [p or os.getcwd() for p in sys.path]  # the child finds what the parent finds
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(path), **{_ORIGINAL_PATH: os.environ.get("PYTHONPATH", "")})
         level = logging.getLogger().getEffectiveLevel()
         command = [sys.executable, "-c", "from grpo_rewards.reward_worker import _main; _main()",
                    str(from_parent), str(to_parent), str(level)]

@@ -53,6 +53,10 @@ def always_raises(completions, **kw):
     raise RuntimeError("broken for good")
 
 
+def env_reward(completions, **kw):
+    return [float("PYTHONPATH" in os.environ)] * len(completions)
+
+
 def pid_reward(completions, **kw):
     return [float(os.getpid())] * len(completions)
 
@@ -347,3 +351,10 @@ def test_no_interpreter_to_start_means_a_thread_not_a_crash(monkeypatch):
     monkeypatch.setattr(sys, "executable", "/nonexistent/python")
     safe = SafeReward(pid_reward, "pid")
     assert safe(["a"]) == [float(os.getpid())] and safe.isolation == "thread"
+
+
+def test_the_worker_sees_the_parents_environment(monkeypatch):
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    safe = SafeReward(env_reward, "env")
+    assert safe(["a"]) == [0.0] and safe.isolation == "process"  # the bootstrap path is not left behind
+    safe.close()
