@@ -304,7 +304,7 @@ class SafeReward:
         self.stats.failure_kinds[kind] = self.stats.failure_kinds.get(kind, 0) + 1
         if self.on_error == "raise":
             raise RewardError(text + (f" (at {where})" if where else ""))
-        key = (kind, where or message)
+        key = (kind, where)  # once per kind of failure (and per raising line), whatever the rows and values
         if key in self._logged:
             log.debug("%s; scored %s", text, self._fill)
             return

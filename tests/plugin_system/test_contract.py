@@ -358,3 +358,12 @@ def test_the_worker_sees_the_parents_environment(monkeypatch):
     safe = SafeReward(env_reward, "env")
     assert safe(["a"]) == [0.0] and safe.isolation == "process"  # the bootstrap path is not left behind
     safe.close()
+
+
+def test_bad_values_are_logged_once_even_when_the_rows_differ(caplog):
+    values = iter([[1.0, float("nan")], [float("inf"), 2.0], ["x", 3.0]])
+    safe = SafeReward(lambda cs, **kw: next(values), "flaky_values", max_consecutive_failures=0)
+    with caplog.at_level(logging.WARNING, logger="grpo.rewards"):
+        assert [safe(["a", "b"]) for _ in range(3)] == [[1.0, None], [None, 2.0], [None, 3.0]]
+    assert sum(r.levelno == logging.WARNING for r in caplog.records) == 1
+    assert safe.stats.failures == 3 and safe.stats.failure_kinds == {"value": 3}
