@@ -256,7 +256,10 @@ def cmd_train(args: argparse.Namespace) -> int:
         return _error(_first_line(exc))
     except ValueError as exc:  # a rule that needs the loaded model, naming its config key
         from grpo_core.config import SECTIONS
-        from grpo_rewards.errors import ConfigError
+        from grpo_rewards.errors import ConfigError, UserError
+
+        if isinstance(exc, UserError):  # a DataError: already one line per problem
+            raise
 
         text = _first_line(exc)
         if "target modules" in text.lower() or "target_modules" in text:  # peft: no module of that name
