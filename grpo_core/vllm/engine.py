@@ -47,7 +47,10 @@ def _prepare_environment() -> None:
 
 
 def _dtype_name(model: Any) -> str:
-    return str(next(model.parameters()).dtype).removeprefix("torch.")
+    """The dtype the policy's forwards run in (its autocast dtype, else its weights')."""
+    from grpo_core.models import compute_dtype
+
+    return str(compute_dtype(model) or next(model.parameters()).dtype).removeprefix("torch.")
 
 
 def cpu_kv_cache_bytes(model: Any, sequences: int, max_len: int | None) -> int:
@@ -61,6 +64,15 @@ def cpu_kv_cache_bytes(model: Any, sequences: int, max_len: int | None) -> int:
     length = max_len or getattr(c, "max_position_embeddings", 4096)
     size = next(model.parameters()).element_size()
     return max(64 << 20, 2 * sequences * length * 2 * layers * kv_heads * head_dim * size)
+
+
+def _refresh_tied_head(model: Any) -> None:
+    """A head tied to the embeddings receives no weights of its own in a reload, but vLLM's CPU build keeps
+    a repacked copy of it for the logits: build that again from the (shared, reloaded) weight."""
+    head = getattr(model, "lm_head", None)
+    method = getattr(head, "quant_method", None)
+    if method is not None and getattr(getattr(model, "config", None), "tie_word_embeddings", False):
+        method.process_weights_after_loading(head)
 
 
 class ColocatedEngine:
@@ -100,6 +112,8 @@ class ColocatedEngine:
         if batch:  # vLLM's in-place reload: its fused and repacked layers are rebuilt from these
             self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": batch,
                                                               "is_checkpoint_format": True})
+            if any(name.endswith("embed_tokens.weight") for name, _ in batch):
+                self.llm.apply_model(_refresh_tied_head)
             self.llm.reset_prefix_cache()
         return len(batch)
 

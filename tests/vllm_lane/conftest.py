@@ -42,7 +42,7 @@ def build_model(out: Path, *, seed: int = 0, tie: bool = False) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_model(tmp_path_factory.mktemp("tiny_vllm"))
+    return build_model(tmp_path_factory.mktemp("tiny_vllm"), tie=True)  # tied head and embeddings, as SmolLM2
 
 
 def run_config(model_dir: Path, tmp_path: Path, **sections: Any) -> Any:
