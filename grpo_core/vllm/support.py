@@ -35,8 +35,9 @@ def vllm_problems(sections: dict[str, Any]) -> list[tuple[tuple[str, ...], str]]
     if g.vllm_server_url:
         url = urlparse(g.vllm_server_url)
         if url.scheme not in ("http", "https") or not url.hostname:
-            out.append((("generation", "vllm_server_url"),
-                        f"expected http://host:port, got {g.vllm_server_url!r}"))
-        if g.vllm_sleep_level:
-            out.append((("generation", "vllm_sleep_level"), "applies to a colocated engine, not to a server"))
+            out.append((("generation", "vllm_server_url"), f"expected http://host:port, got {g.vllm_server_url!r}"))
+        elif sections["trainer"].backend == "grpo_core":
+            out.append((("generation", "vllm_server_url"), "the grpo_core trainer has no server mode yet (the trl "
+                                                           "trainer backend has): leave it empty for the colocated "
+                                                           "engine"))
     return out

@@ -102,3 +102,12 @@ def test_truncate_needs_a_bound(core_registry: Any) -> None:
     cfg = config_from_dict({**base, "generation": {"importance_sampling": "sequence_mask",
                                                    "importance_sampling_max": None}}, registry=core_registry)
     assert cfg.generation.importance_sampling_max is None  # masking without a cap is allowed (as in TRL)
+
+
+def test_server_mode_is_refused_by_the_grpo_core_trainer(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(support, "vllm_available", lambda: True)
+    code, err, path = validate(tmp_path, capsys, 'backend = "vllm"\nvllm_server_url = "http://127.0.0.1:8000"')
+    assert code == 2
+    assert err == [f"{path}:9: generation.vllm_server_url: the grpo_core trainer has no server mode yet (the trl "
+                   "trainer backend has): leave it empty for the colocated engine"]
