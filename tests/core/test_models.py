@@ -124,8 +124,12 @@ def test_qlora_nf4_on_cpu_quantizes_and_trains(tiny_model_dir: Path, core_regist
 
 
 def test_a_model_that_cannot_load_is_one_line_naming_the_key(tmp_path: Path, core_registry: Any) -> None:
+    from transformers import LlamaConfig
+
     (tmp_path / "empty").mkdir()
-    cfg = run_config(tmp_path / "empty", core_registry)
+    LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4).save_pretrained(
+        tmp_path / "empty")  # a config, but no weights and no tokenizer
+    cfg = run_config(tmp_path / "empty", core_registry, generation={"max_completion_length": 16})
     with pytest.raises(OSError) as info:
         load_model_and_tokenizer(cfg)
     assert str(info.value).startswith(f"model.name_or_path: cannot load '{tmp_path / 'empty'}': ")
@@ -150,7 +154,8 @@ def test_other_architectures_load_train_and_save(arch: str, tmp_path: Path, core
     model.save_pretrained(tmp_path / "base")
     tok.save_pretrained(tmp_path / "base")
     cfg = run_config(tmp_path / "base", core_registry, lora={"enabled": True, "r": 2},
-                     model={"gradient_checkpointing": True})
+                     model={"gradient_checkpointing": True}, data={"max_prompt_length": 64},
+                     generation={"max_completion_length": 16})
     policy, tok = load_model_and_tokenizer(cfg)
     batch = _batch(tok)
     policy(**batch, labels=batch["input_ids"]).loss.backward()
