@@ -46,7 +46,6 @@ class Generation:
     completion_mask: torch.Tensor
     completions_text: list[str]
     truncated: torch.Tensor
-    sampling_logps: torch.Tensor | None = None
     sampling_logps: torch.Tensor | None = None  # [N, K] the sampler's log-prob of each token, if it gives them
 
     @property
