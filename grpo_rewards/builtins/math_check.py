@@ -3,36 +3,65 @@
 Runs inside the worker processes of :mod:`grpo_rewards.builtins.timeout_pool`
 (the parent process never imports sympy for this). math-verify's own signal
 timeouts are disabled (``parsing_timeout=None``, ``timeout_seconds=None``): the
-pool enforces the time limit.
+pool enforces the time limit. Workers are warmed up when they start
+(:func:`init_worker` loads math-verify and its LaTeX parser), so that cost never
+counts against an item's time limit.
 
-Text with no math delimiters (``$``, ``\\(``, ``\\[``, ``\\begin{``) that looks
-like LaTeX (it holds a ``\\``, ``^``, ``_`` or ``{``) is parsed wrapped in
-``$...$`` first, so that a bare gold such as ``\\sqrt{2}``, ``2^{1/2}`` or
-``x^2+1`` parses as LaTeX. Otherwise, or when that finds nothing, the text is
-parsed as it is (math-verify finds ``$...$``, ``\\boxed{}`` and plain numbers or
-expressions such as ``1,234``, ``3/4``). A lone amount of money (``$12``,
-``-$1,234.50``, ``\\$5``) is read as its number. Prose ("garbage words") is never
-wrapped, so it does not parse into a product of symbols. A gold with ``####`` (GSM8K) is compared on the
-text after its last ``####``.
+How text is read:
+
+* Text with no math delimiters (``$``, ``\\(``, ``\\[``, ``\\begin{``) that is a
+  formula (it holds a letter or a ``\\``, ``^``, ``_``, ``{``, and is not prose) is
+  parsed as LaTeX, wrapped in ``$...$``, and only that way: ``x + 1`` is the
+  polynomial x + 1, never the number 1 found by reading it as plain text; ``2x+3``,
+  ``3x`` and a gold ``1+x`` likewise. Unit words math-verify knows (``5 cm``) are
+  dropped by its LaTeX normalisation.
+* Prose (a word of three or more letters that is not a function name such as
+  ``sin`` or ``log``, or two words in a row) is never wrapped: it would parse as a
+  product of letters. It is read as it is, and math-verify finds the math inside
+  (``the value is 2^{10} = 1024`` gives 1024).
+* Anything else (numbers ``1,234``, ``3/4``, ``12:00``) is read as it is.
+* A lone amount of money (``$12``, ``-$1,234.50``, ``\\$5``) is read as its number.
+* A gold with ``####`` (GSM8K) is compared on the text after its last ``####``.
+
+math-verify's string fallback is kept: the text math-verify extracted is kept
+beside its sympy value, and two identical texts are equal (``$12:00$``, whose value
+is sympy's ``zoo``, equals itself and not ``$13:00$``). A reference that gives no
+sympy value at all (``{``) is unparseable, not a text to match. Integers of any length parse (the workers lift Python's 4,300-digit limit).
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import sys
 from typing import Any
 
+from grpo_rewards.numbers import numbers_equal, parse_literal
+
 _DELIMITED = re.compile(r"\$|\\\(|\\\[|\\begin\{")
-_LATEX_HINT = re.compile(r"[\\^_{]")
-_INTEGER = re.compile(r"[-+]?(?:[0-9]{1,3}(?:,[0-9]{3}){1,99}|[0-9]{1,300})")
+_FORMULA_HINT = re.compile(r"[\\^_{A-Za-z]")
+_TEXT_ARGS = re.compile(r"\\(?:text|mathrm|textbf|mathbf|operatorname|mbox)\s*\{[^{}]*\}")
+_COMMANDS = re.compile(r"\\[A-Za-z]+")
+_WORD = re.compile(r"[A-Za-z]{3,}")
+_TWO_WORDS = re.compile(r"\b[A-Za-z]{2,}\s+[A-Za-z]{2,}\b")
+FUNCTIONS = frozenset((
+    "sin", "cos", "tan", "cot", "sec", "csc", "sinh", "cosh", "tanh", "arcsin", "arccos", "arctan",
+    "log", "exp", "sqrt", "max", "min", "gcd", "lcm", "det", "mod", "deg",
+))
 _CURRENCY = re.compile(r"\s*([-+−]?)\s*\\?\$\s*(\d[\d,]*(?:\.\d+)?)\s*")  # -$1,234.50 or \$5: a lone $ is money
+_VARIABLE_IS = re.compile(r"^\s*\$?\s*[A-Za-z]\s*=\s*")  # "x = 5": the value 5
 REPR_CHARS = 120
+WARM_UP = ("$x^2+\\frac{1}{2}$", "$\\frac{1}{2}+x^2$")
 
 
 def init_worker() -> None:
-    """Import math-verify once per worker and silence its 'timeout is disabled' warning."""
+    """Load math-verify and its LaTeX parser once per worker; silence its 'timeout is disabled' warning."""
     logging.getLogger("math_verify").setLevel(logging.ERROR)
-    import math_verify  # noqa: F401
+    if hasattr(sys, "set_int_max_str_digits"):
+        sys.set_int_max_str_digits(0)  # a worker process only: integers of any length parse
+    from math_verify import parse, verify
+
+    verify(*(parse(text, parsing_timeout=None) for text in WARM_UP), timeout_seconds=None)
 
 
 def _money_free(text: str) -> str:
@@ -40,36 +69,62 @@ def _money_free(text: str) -> str:
     return money.group(1).replace("−", "-") + money.group(2) if money else text
 
 
-def integer_check(gold: str, answer: str) -> tuple[str, str, str, str] | None:
-    """The verdict of :func:`check` when both sides are plain integers (``72``, ``-1,234``, ``$5``), else None.
+def is_prose(text: str) -> bool:
+    """Whether ``text`` holds words (not LaTeX commands, ``\\text{}`` arguments or function names)."""
+    bare = _COMMANDS.sub(" ", _TEXT_ARGS.sub(" ", text))
+    if _TWO_WORDS.search(bare):
+        return True
+    return any(word.group().lower() not in FUNCTIONS for word in _WORD.finditer(bare))
 
-    Exact integer comparison: what math-verify concludes for such pairs, without
-    sympy, so the caller can decide these in its own process (most GSM8K rows).
+
+def is_formula(text: str) -> bool:
+    """Text to parse as LaTeX (see module docs): no math delimiters, some letter or LaTeX sign, not prose."""
+    return not _DELIMITED.search(text) and bool(_FORMULA_HINT.search(text)) and not is_prose(text)
+
+
+def literal_answer(text: str):
+    """The number literal ``text`` is (``x = 5`` is 5), by the number grammar; ``None`` if it is none."""
+    number = parse_literal(text)
+    if number is None:
+        stripped = _VARIABLE_IS.sub("", text, count=1)
+        if stripped != text:
+            number = parse_literal(stripped.rstrip("$ "))
+    return number
+
+
+def literal_check(gold: str, answer: str, require_literal: bool) -> tuple[str, str, str, str] | None:
+    """The verdict when the gold is a number literal and the answer is one too (or must be), else None.
+
+    Decided by the number grammar (:mod:`grpo_rewards.numbers`, with its percent rule)
+    in the calling process. With ``require_literal``, an answer that is not a number
+    literal (``17*23+5``, ``2^{10}``, ``x + 1``) is wrong against a numeric gold.
     """
-    g = _INTEGER.fullmatch(_money_free(gold_text(gold)))
-    a = _INTEGER.fullmatch(_money_free(answer.strip()))
-    if g is None or a is None:
+    ref = parse_literal(gold_text(gold))
+    if ref is None:
         return None
-    gi, ai = int(g.group(0).replace(",", "")), int(a.group(0).replace(",", ""))
-    return ("ok" if gi == ai else "wrong"), str(gi), str(ai), "equivalent" if gi == ai else "not equivalent"
+    got = literal_answer(answer)
+    if got is None:
+        if require_literal:
+            return "wrong", _short(gold_text(gold)), _short(answer), "the answer is not a number literal"
+        return None
+    same = numbers_equal(got, ref)
+    return ("ok" if same else "wrong"), _short(gold_text(gold)), _short(answer), (
+        "equal numbers" if same else "different numbers")
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= REPR_CHARS else text[: REPR_CHARS - 1] + "…"
 
 
 def _parse(text: str) -> list[Any]:
     from math_verify import parse
     from sympy import Basic, MatrixBase
 
-    def sympy_only(found: list[Any]) -> list[Any]:
-        return [x for x in found if isinstance(x, (Basic, MatrixBase))]
-
-    text = _money_free(text)
-    attempts = [text]
-    if not _DELIMITED.search(text) and _LATEX_HINT.search(text):
-        attempts.insert(0, f"${text}$")  # bare LaTeX: "2^{1/2}" read as plain text would give 2
-    for attempt in attempts:
-        found = sympy_only(parse(attempt, fallback_mode="no_fallback", parsing_timeout=None))
-        if found:
-            return found
-    return []
+    text = _money_free(text.strip())
+    if is_formula(text):
+        text = f"${text}$"  # bare LaTeX or algebra: "x + 1" read as plain text would give 1
+    found = parse(text, parsing_timeout=None)
+    return [x for x in found if isinstance(x, (Basic, MatrixBase, str))]
 
 
 def gold_text(gold: str) -> str:
@@ -79,23 +134,42 @@ def gold_text(gold: str) -> str:
 
 def _show(parsed: list[Any]) -> str:
     text = str(parsed[0]) if parsed else ""
-    return text if len(text) <= REPR_CHARS else text[: REPR_CHARS - 1] + "…"
+    return _short(text)
 
 
-def check(gold: str, answer: str) -> tuple[str, str, str, str]:
+def check_gold(gold: str) -> bool:
+    """Whether ``gold`` parses and verifies equal to itself: a reference the reward can score against."""
+    from math_verify import verify
+
+    parsed = _parse(gold_text(gold))
+    return any(not isinstance(x, str) for x in parsed) and bool(verify(parsed, parsed, timeout_seconds=None))
+
+
+def check(gold: str, answer: str, require_literal: bool = False) -> tuple[str, str, str, str]:
     """``(status, parsed_gold, parsed_answer, reason)`` with status ``ok``, ``wrong`` or ``undecided``.
 
     An unparseable gold is ``undecided`` (the row must not count), never ``ok``;
-    an unparseable answer is ``wrong``.
+    an unparseable answer is ``wrong``. With ``require_literal`` and a gold that is a
+    number literal, the text math-verify extracted from the answer must be a number
+    literal too, compared by the number grammar.
     """
     from math_verify import verify
 
     gold_parsed = _parse(gold_text(gold))
-    if not gold_parsed:
+    if not any(not isinstance(x, str) for x in gold_parsed):  # a text alone is not a parsed reference
         return "undecided", "", "", f"could not parse the reference {gold[:80]!r}"
     answer_parsed = _parse(answer)
     if not answer_parsed:
         return "wrong", _show(gold_parsed), "", f"could not parse the answer {answer[:80]!r}"
+    ref = parse_literal(gold_text(gold))
+    if ref is not None and (require_literal or any(isinstance(x, str) and literal_answer(x) for x in answer_parsed)):
+        texts = [x for x in answer_parsed if isinstance(x, str)]
+        got = literal_answer(texts[0]) if texts else None
+        if got is None:
+            return "wrong", _show(gold_parsed), _show(answer_parsed), "the answer is not a number literal"
+        same = numbers_equal(got, ref)
+        return ("ok" if same else "wrong"), _show(gold_parsed), _show(answer_parsed), (
+            "equal numbers" if same else "different numbers")
     if verify(gold_parsed, answer_parsed, timeout_seconds=None):
         return "ok", _show(gold_parsed), _show(answer_parsed), "equivalent"
     return "wrong", _show(gold_parsed), _show(answer_parsed), "not equivalent"

@@ -3,25 +3,44 @@
 The answer is extracted from each completion (``extract``/``pattern``, see
 :mod:`grpo_rewards.extraction`; ``extract = "none"`` hands the whole completion to
 math-verify, which looks for ``\\boxed{}``, LaTeX and numbers itself), then
-compared with the row's reference by math-verify and sympy (see
-:mod:`grpo_rewards.builtins.math_check` for parsing, bare-LaTeX wrapping and
-GSM8K ``####`` golds). Comparisons run in a process pool with a hard time limit
-per item (:mod:`grpo_rewards.builtins.timeout_pool`), so they work from any thread
-and a pathological expression cannot hang training.
+compared with the row's reference.
 
-Scores: ``value`` when equivalent; ``wrong_value`` when not, or when the
-completion has no answer or its answer does not parse; ``None`` (the row does not
-count) when the reference does not parse (whatever the completion), the
-comparison timed out or failed, or the row's reference or completion is not text.
-Identical ``(reference, answer)`` pairs in a batch are verified once, and pairs
-where both sides are plain integers (most GSM8K rows) are compared exactly in
-the calling process, without a round trip to the pool.
+* A reference that is a number literal (:mod:`grpo_rewards.numbers`: ``72``,
+  ``1,234``, ``0.5``, ``\\frac{3}{4}``, ``50%``) is compared by the number grammar,
+  in the calling process, with an answer that is a number literal too (``x = 5``
+  counts as 5). ``require_literal`` (on by default) makes any other answer wrong:
+  ``17*23+5`` or ``2^{10}`` is not the answer 396 or 1024, the policy must do the
+  arithmetic. With ``require_literal = false`` such answers go to math-verify.
+  Percentages follow the grammar's one rule: ``50%`` equals ``50`` and ``0.5``.
+* Any other reference goes to math-verify and sympy (see
+  :mod:`grpo_rewards.builtins.math_check` for how bare LaTeX, plain-text algebra
+  and prose are read) in a process pool with a hard time limit per item
+  (:mod:`grpo_rewards.builtins.timeout_pool`), so it works from any thread and a
+  pathological expression cannot hang training.
+
+Scores: ``value`` when equivalent; ``wrong_value`` when not, when the completion
+has no answer, when its answer does not parse, and when the policy made its
+answer unscorable: longer than :data:`MAX_ANSWER_CHARS` (or twice the reference),
+nested deeper than :data:`MAX_NESTING`, a tower of powers or a huge power or
+factorial the reference does not have, or a comparison that timed out or failed
+against a reference that verifies against itself in time. An unscorable answer
+never scores better than a wrong one. ``None`` (the row does not count) only when
+the reference is missing, not text, or does not parse (whatever the completion).
+A batch has a time budget (``batch_timeout_seconds``): answers still unverified
+when it runs out score ``wrong_value``. Identical ``(reference, answer)`` pairs in
+a batch are verified once.
+
+Compared with TRL's and open-r1's ``accuracy_reward`` (math-verify on the whole
+completion, ``None`` for an unparseable gold): the answer is extracted first, a
+timeout is wrong rather than ``None``, and numeric references are compared as
+number literals (deliberate differences, listed case by case in ``tests/conformance``).
 """
 
 from __future__ import annotations
 
 import logging
 import re
+from collections import OrderedDict
 from typing import Any
 
 from grpo_rewards.builtins import math_check
@@ -32,45 +51,118 @@ from grpo_rewards.specs import RewardSpec, VerifierSpec
 from grpo_rewards.verdict import Status, Verdict
 
 NO_EXTRACTION = "none"
+MAX_ANSWER_CHARS = 1000  # or twice the reference's length, when that is more
+MAX_NESTING = 24  # braces, brackets and parentheses
+GOLD_CACHE = 4096  # references remembered as scorable (or not) after a timeout made us ask
 log = logging.getLogger("grpo.rewards.math")
 
+_NESTED_POWER = re.compile(r"\^\s*\{[^{}]*\^|\^\s*[\w.]+\s*\^|\^\s*\{[^{}]*\{[^{}]*\^")
+_HUGE_POWER = re.compile(r"\^\s*\{?\s*\d{5,}|\d{4,}\s*!|\\(?:tbinom|dbinom|binom)\s*\{\s*\d{5,}")
+_BRACKETS = re.compile(r"[{}()\[\]]")
+_gold_scorable: OrderedDict[str, bool] = OrderedDict()
 
-def _check_options(timeout_seconds: float, workers: int, start_method: str) -> None:
+
+def _check_options(timeout_seconds: float, workers: int, start_method: str, batch_timeout_seconds: float) -> None:
     if isinstance(timeout_seconds, bool) or not timeout_seconds > 0:
         raise ValueError(f"timeout_seconds must be a positive number, got {timeout_seconds!r}")
+    if isinstance(batch_timeout_seconds, bool) or not batch_timeout_seconds > 0:
+        raise ValueError(f"batch_timeout_seconds must be a positive number, got {batch_timeout_seconds!r}")
     if workers < 0:
         raise ValueError(f"workers must be 0 (one per CPU, at most 8) or more, got {workers!r}")
     if start_method not in START_METHODS:
         raise ValueError(f"start_method must be one of {', '.join(START_METHODS)}, got {start_method!r}")
 
 
+def _nesting(text: str) -> int:
+    depth = deepest = 0
+    for bracket in _BRACKETS.finditer(text):
+        depth += 1 if bracket.group() in "{([" else -1
+        deepest = max(deepest, depth)
+    return deepest
+
+
+def unscorable(gold: str, answer: str) -> str | None:
+    """Why ``answer`` is refused before any parsing (too long, too deep, an explosive power), else None."""
+    if len(answer) > max(MAX_ANSWER_CHARS, 2 * len(gold)):
+        return f"the answer is longer than {max(MAX_ANSWER_CHARS, 2 * len(gold))} characters"
+    if ("{" in answer or "(" in answer or "[" in answer) and _nesting(answer) > max(MAX_NESTING, _nesting(gold)):
+        return f"the answer is nested deeper than {MAX_NESTING} levels"
+    if "^" in answer and _NESTED_POWER.search(answer) and not _NESTED_POWER.search(gold):
+        return "the answer has a tower of powers"
+    if _HUGE_POWER.search(answer) and not _HUGE_POWER.search(gold):
+        return "the answer has a huge power or factorial"
+    return None
+
+
+def _remember(gold: str, scorable: bool) -> None:
+    _gold_scorable[gold] = scorable
+    _gold_scorable.move_to_end(gold)
+    while len(_gold_scorable) > GOLD_CACHE:
+        _gold_scorable.popitem(last=False)
+
+
 def verify_pairs(
-    pairs: list[tuple[str, str]], *, timeout_seconds: float = 5.0, workers: int = 0, start_method: str = "spawn"
+    pairs: list[tuple[str, str]],
+    *,
+    timeout_seconds: float = 5.0,
+    workers: int = 0,
+    start_method: str = "spawn",
+    require_literal: bool = False,
+    batch_timeout_seconds: float | None = None,
+    whole_text: bool = False,
 ) -> list[Verdict]:
     """One :class:`Verdict` per ``(reference, answer)`` pair; duplicates are verified once.
 
-    Pairs of plain integers are compared here (:func:`math_check.integer_check`);
-    the rest go to math-verify in the worker pool.
+    Numeric references are decided here by the number grammar
+    (:func:`math_check.literal_check`); the rest go to math-verify in the worker
+    pool. An answer that could not be scored (refused, timed out, failed) is
+    wrong when its reference verifies against itself, else undecided. ``whole_text``:
+    the answers are whole completions (math-verify finds the answer in them, and
+    ``require_literal`` applies to what it found).
     """
     verdicts: dict[tuple[str, str], Verdict] = {}
     hard: list[tuple[str, str]] = []
     for pair in dict.fromkeys(pairs):
-        quick = math_check.integer_check(*pair)
-        if quick is None:
-            hard.append(pair)
-        else:
+        quick = math_check.literal_check(*pair, require_literal and not whole_text)
+        if quick is not None:
             verdicts[pair] = _verdict(Outcome("ok", quick))
+            continue
+        refused = unscorable(*pair)
+        if refused:
+            verdicts[pair] = Verdict.wrong({"reference": "", "answer": ""}, refused)
+            continue
+        hard.append(pair)
     outcomes = run_items(
-        math_check.check, hard, timeout=timeout_seconds, workers=workers,
-        start_method=start_method, initializer=math_check.init_worker,
+        math_check.check, [(g, a, require_literal) for g, a in hard], timeout=timeout_seconds, workers=workers,
+        start_method=start_method, initializer=math_check.init_worker, budget=batch_timeout_seconds,
     )
-    verdicts.update(zip(hard, map(_verdict, outcomes), strict=True))
+    failed = [(pair, outcome) for pair, outcome in zip(hard, outcomes, strict=True) if not outcome.ok]
+    if failed:
+        _learn_golds({gold for (gold, _), _ in failed}, timeout_seconds, workers, start_method)
+    for pair, outcome in zip(hard, outcomes, strict=True):
+        if outcome.ok:
+            verdicts[pair] = _verdict(outcome)
+        elif _gold_scorable.get(pair[0], False):
+            verdicts[pair] = Verdict.wrong({"reference": "", "answer": ""},
+                                           f"the answer could not be scored: math-verify {outcome.status}: {outcome.reason}")
+        else:
+            verdicts[pair] = Verdict.undecided(f"math-verify {outcome.status}: {outcome.reason}")
     return [verdicts[p] for p in pairs]
 
 
+def _learn_golds(golds: set[str], timeout_seconds: float, workers: int, start_method: str) -> None:
+    """Ask the pool whether each reference verifies against itself (once per reference; remembered)."""
+    unknown = sorted(g for g in golds if g not in _gold_scorable)
+    if not unknown:
+        return
+    outcomes = run_items(math_check.check_gold, [(g,) for g in unknown], timeout=timeout_seconds, workers=workers,
+                         start_method=start_method, initializer=math_check.init_worker,
+                         budget=timeout_seconds + 2.0)
+    for gold, outcome in zip(unknown, outcomes, strict=True):
+        _remember(gold, bool(outcome.ok and outcome.value))
+
+
 def _verdict(outcome: Outcome) -> Verdict:
-    if not outcome.ok:
-        return Verdict.undecided(f"math-verify {outcome.status}: {outcome.reason}")
     status, gold, answer, reason = outcome.value
     parsed = {"reference": gold, "answer": answer}
     if status == "ok":
@@ -80,45 +172,44 @@ def _verdict(outcome: Outcome) -> Verdict:
     return Verdict.undecided(reason, parsed)
 
 
-def math_equivalence(
-    value: float = 1.0,
-    wrong_value: float = 0.0,
-    extract: str = "auto",
-    pattern: str | None = None,
-    reference_column: str = "answer",
-    timeout_seconds: float = 5.0,
-    workers: int = 0,
-    start_method: str = "spawn",
-) -> Any:
-    """Score ``value`` when the extracted answer is mathematically equal to the reference (math-verify).
+class MathEquivalence:
+    """The ``math_equivalence`` reward (module docs); a module-level class so that it pickles."""
 
-    ``wrong_value`` for a wrong, missing or unparseable answer; ``None`` when the
-    reference does not parse or verification took longer than ``timeout_seconds``
-    (hard limit per item, enforced in ``workers`` child processes, 0 = one per CPU
-    up to 8, started with ``start_method``). ``extract`` is an extraction method of
-    :func:`grpo_rewards.extract_answer` or ``"none"`` (math-verify reads the whole
-    completion); ``pattern`` is the regex for ``extract = "regex"``.
-    """
-    _check_options(timeout_seconds, workers, start_method)
-    if extract not in (*METHODS, NO_EXTRACTION):
-        raise ValueError(f"unknown extraction method {extract!r}; choose one of {', '.join((*METHODS, NO_EXTRACTION))}")
-    if extract == "regex" and not pattern:
-        raise ValueError("extract = 'regex' needs a 'pattern'")
-    if pattern is not None:
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise ValueError(f"pattern {pattern!r} is not a valid regular expression: {exc}") from None
+    __name__ = "math_equivalence"
 
-    def answer_of(text: str) -> str | None:
-        return text if extract == NO_EXTRACTION else extract_answer(text, extract, pattern=pattern)
+    def __init__(self, value: float = 1.0, wrong_value: float = 0.0, extract: str = "auto",
+                 pattern: str | None = None, reference_column: str = "answer", timeout_seconds: float = 5.0,
+                 workers: int = 0, start_method: str = "spawn", require_literal: bool = True,
+                 batch_timeout_seconds: float = 120.0) -> None:
+        _check_options(timeout_seconds, workers, start_method, batch_timeout_seconds)
+        if extract not in (*METHODS, NO_EXTRACTION):
+            raise ValueError(
+                f"unknown extraction method {extract!r}; choose one of {', '.join((*METHODS, NO_EXTRACTION))}")
+        if extract == "regex" and not pattern:
+            raise ValueError("extract = 'regex' needs a 'pattern'")
+        if pattern is not None:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"pattern {pattern!r} is not a valid regular expression: {exc}") from None
+        self.value, self.wrong_value = value, wrong_value
+        self.extract, self.pattern, self.reference_column = extract, pattern, reference_column
+        self.timeout_seconds, self.workers, self.start_method = timeout_seconds, workers, start_method
+        self.require_literal, self.batch_timeout_seconds = require_literal, batch_timeout_seconds
 
-    def reward(completions: list[Any], **columns: Any) -> list[float | None]:
-        refs = columns.get(reference_column)
+    def __repr__(self) -> str:
+        return f"MathEquivalence(extract={self.extract!r}, require_literal={self.require_literal})"
+
+    def _answer_of(self, text: str) -> str | None:
+        return text if self.extract == NO_EXTRACTION else extract_answer(text, self.extract, pattern=self.pattern)
+
+    def __call__(self, completions: list[Any], **columns: Any) -> list[float | None]:
+        refs = columns.get(self.reference_column)
         if refs is None:
-            raise KeyError(f"column {reference_column!r} is missing (math_equivalence compares with it)")
+            raise KeyError(f"column {self.reference_column!r} is missing (math_equivalence compares with it)")
         if len(refs) != len(completions):
-            raise ValueError(f"{len(completions)} completions but {len(refs)} values in column {reference_column!r}")
+            raise ValueError(
+                f"{len(completions)} completions but {len(refs)} values in column {self.reference_column!r}")
         out: list[float | None] = [None] * len(completions)
         todo: list[int] = []
         pairs: list[tuple[str, str]] = []
@@ -130,33 +221,73 @@ def math_equivalence(
             except TypeError:
                 continue
             todo.append(i)  # a missing answer still goes: an unparseable reference must score None, not wrong
-            pairs.append((str(ref), answer_of(text) or ""))
-        verdicts = verify_pairs(pairs, timeout_seconds=timeout_seconds, workers=workers, start_method=start_method)
+            pairs.append((str(ref), self._answer_of(text) or ""))
+        verdicts = verify_pairs(pairs, timeout_seconds=self.timeout_seconds, workers=self.workers,
+                                start_method=self.start_method, require_literal=self.require_literal,
+                                batch_timeout_seconds=self.batch_timeout_seconds,
+                                whole_text=self.extract == NO_EXTRACTION)
         for i, verdict in zip(todo, verdicts, strict=True):
-            out[i] = value if verdict.ok else (wrong_value if verdict.status is Status.WRONG else None)
-        failed = [v.reason for v in verdicts if v.reason.startswith("math-verify ")]
-        if failed:
-            log.warning("math_equivalence: %d of %d rows scored None (%s)", len(failed), len(out), failed[0])
+            out[i] = self.value if verdict.ok else (self.wrong_value if verdict.status is Status.WRONG else None)
+        unscored = [v.reason for v in verdicts if "could not be scored" in v.reason or v.reason.startswith("math-verify")]
+        if unscored:
+            log.warning("math_equivalence: %d of %d rows could not be verified (%s)", len(unscored), len(out),
+                        unscored[0])
         return out
 
-    reward.__name__ = "math_equivalence"
-    return reward
+
+def math_equivalence(
+    value: float = 1.0,
+    wrong_value: float = 0.0,
+    extract: str = "auto",
+    pattern: str | None = None,
+    reference_column: str = "answer",
+    timeout_seconds: float = 5.0,
+    workers: int = 0,
+    start_method: str = "spawn",
+    require_literal: bool = True,
+    batch_timeout_seconds: float = 120.0,
+) -> MathEquivalence:
+    """Score ``value`` when the extracted answer is mathematically equal to the reference (math-verify).
+
+    ``wrong_value`` for a wrong, missing, unparseable or unscorable answer (one that
+    timed out: ``timeout_seconds`` is a hard limit per item, enforced in ``workers``
+    child processes, 0 = one per CPU up to 8, started with ``start_method``;
+    ``batch_timeout_seconds`` bounds a whole batch); ``None`` when the reference is
+    missing or does not parse. ``require_literal``: against a reference that is a
+    plain number, only a number literal counts (``17*23+5`` is not 396). ``extract``
+    is an extraction method of :func:`grpo_rewards.extract_answer` or ``"none"``
+    (math-verify reads the whole completion); ``pattern`` is the regex for
+    ``extract = "regex"``.
+    """
+    return MathEquivalence(value, wrong_value, extract, pattern, reference_column, timeout_seconds, workers,
+                           start_method, require_literal, batch_timeout_seconds)
 
 
-def math_verifier(timeout_seconds: float = 5.0, workers: int = 0, start_method: str = "spawn") -> Any:
+class MathVerifier:
+    """The ``math`` verifier (see :func:`math_verifier`); a module-level class so that it pickles."""
+
+    __name__ = "math"
+
+    def __init__(self, timeout_seconds: float = 5.0, workers: int = 0, start_method: str = "spawn",
+                 require_literal: bool = True) -> None:
+        _check_options(timeout_seconds, workers, start_method, timeout_seconds)
+        self.timeout_seconds, self.workers, self.start_method = timeout_seconds, workers, start_method
+        self.require_literal = require_literal
+
+    def __call__(self, answer: str, reference: str) -> Verdict:
+        return verify_pairs([(str(reference), str(answer))], timeout_seconds=self.timeout_seconds,
+                            workers=self.workers, start_method=self.start_method,
+                            require_literal=self.require_literal)[0]
+
+
+def math_verifier(timeout_seconds: float = 5.0, workers: int = 0, start_method: str = "spawn",
+                  require_literal: bool = True) -> MathVerifier:
     """math-verify equivalence of an answer and a reference, with a hard time limit (see ``math_equivalence``).
 
     The verdict's ``parsed`` holds what each side parsed to; an unparseable
-    reference or a timeout is ``undecided``.
+    reference is ``undecided``; an answer that timed out is ``wrong``.
     """
-    _check_options(timeout_seconds, workers, start_method)
-
-    def verify(answer: str, reference: str) -> Verdict:
-        return verify_pairs([(str(reference), str(answer))], timeout_seconds=timeout_seconds,
-                            workers=workers, start_method=start_method)[0]
-
-    verify.__name__ = "math"
-    return verify
+    return MathVerifier(timeout_seconds, workers, start_method, require_literal)
 
 
 REWARD_SPECS = [
@@ -168,7 +299,8 @@ REWARD_SPECS = [
 use = "math_equivalence"
 value = 1.0             # score when the answer equals the reference
 extract = "auto"        # <answer>, ####, \\boxed{}, Answer:, last number; "none" = let math-verify look
-timeout_seconds = 5.0   # hard limit per completion; a timeout scores None
+require_literal = true  # a numeric reference needs a number answer: "17*23+5" is not 396
+timeout_seconds = 5.0   # hard limit per completion; an answer that times out scores wrong_value
 ''',
     ),
 ]

@@ -17,6 +17,10 @@ and each item gets ``timeout`` seconds, enforced three ways:
    item per task with pebble's own per-task timeout, which kills and replaces the
    worker; an item that times out there is reported as timed out.
 
+A call may also have a ``budget``: wall-clock seconds for the whole call. Items
+still unfinished when it runs out are cancelled (their workers killed) and
+reported as timed out, so a batch full of slow items costs at most the budget.
+
 The pool is started lazily on first use, reused by every later call with the same
 ``(workers, start_method)``, rebuilt after a ``fork`` of the parent, and shut down
 at exit (:func:`shutdown`). Workers start with ``spawn`` by default: forking a
@@ -33,6 +37,7 @@ import multiprocessing
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
@@ -173,17 +178,23 @@ def run_items(
     workers: int = 0,
     start_method: str = "spawn",
     initializer: Callable[[], None] | None = None,
+    budget: float | None = None,
 ) -> list[Outcome]:
     """``fn(*item)`` for every item in child processes, each within ``timeout`` seconds (see module docs).
 
     ``fn`` and ``initializer`` must be importable top-level functions (they are
     pickled by name). Returns one :class:`Outcome` per item, in order; never raises
-    for a failing, hanging or crashing item. Safe to call from any thread.
+    for a failing, hanging or crashing item. Safe to call from any thread. With a
+    ``budget``, the call returns within about that many seconds: unfinished items
+    are timed out.
     """
     if not items:
         return []
     if not (timeout > 0 and math.isfinite(timeout)):
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    if budget is not None and not budget > 0:
+        raise ValueError(f"budget must be a positive number of seconds, got {budget!r}")
+    deadline = None if budget is None else time.monotonic() + budget
     if start_method not in START_METHODS:
         raise ValueError(f"start_method must be one of {', '.join(START_METHODS)}, got {start_method!r}")
     workers = workers or default_workers()
@@ -197,7 +208,13 @@ def run_items(
     retry: list[int] = []
     for idx, future in zip(chunks, futures, strict=True):
         try:
-            results[idx.start : idx.stop] = future.result()
+            results[idx.start : idx.stop] = future.result(timeout=_left(deadline))
+        except FutureTimeout:
+            if deadline is not None and time.monotonic() >= deadline:
+                future.cancel()  # over the call's budget: the chunk's items are timed out, not retried
+                results[idx.start : idx.stop] = [_over_budget(budget)] * len(idx)
+            else:
+                retry.extend(idx)
         except Exception:  # noqa: BLE001 - timed out, killed by SIGPROF, or unpicklable: rerun item by item
             retry.extend(idx)
     if retry:
@@ -207,7 +224,7 @@ def run_items(
                 pool.schedule(_run_chunk, (fn, [items[i]], timeout), timeout=timeout + CHUNK_GRACE_S) for i in retry
             ]
             for i, future in zip(retry, singles, strict=True):
-                results[i] = _single_result(future, timeout)
+                results[i] = _single_result(future, timeout, deadline, budget)
         except (RuntimeError, BrokenProcessPool) as exc:
             raise RuntimeError(
                 f"the worker processes ({start_method!r} start method) keep failing: {exc}. With 'spawn' or "
@@ -217,12 +234,23 @@ def run_items(
     return [r if r is not None else Outcome("error", reason="no result") for r in results]
 
 
-def _single_result(future: Any, timeout: float) -> Outcome:
+def _left(deadline: float | None) -> float | None:
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+
+def _over_budget(budget: float | None) -> Outcome:
+    return Outcome("timeout", reason=f"the call's time budget of {budget:g}s ran out")
+
+
+def _single_result(future: Any, timeout: float, deadline: float | None = None, budget: float | None = None) -> Outcome:
     from pebble import ProcessExpired
 
     try:
-        return future.result()[0]
+        return future.result(timeout=_left(deadline))[0]
     except FutureTimeout:
+        if deadline is not None and time.monotonic() >= deadline and not future.done():
+            future.cancel()
+            return _over_budget(budget)
         return Outcome("timeout", reason=f"timed out after {timeout:g}s (worker killed)")
     except ProcessExpired as exc:
         if exc.exitcode == -signal.SIGPROF:
