@@ -33,3 +33,13 @@ def test_a_strict_single_tag_reward_is_not(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr(grpo_rewards, "reward", lambda name, **p: _single_tag_exact)
     assert hacking.check("anything") == {}
     assert hacking.main(["anything"]) == 0
+
+
+def test_the_cli_command_exits_by_the_verdict() -> None:
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-m", "grpo_rewards", "rewards", "check", "xml_count"],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "no trick beats" in run.stdout
