@@ -73,7 +73,7 @@ def _last(pattern: re.Pattern[str], text: str) -> re.Match[str] | None:
 
 def strip_reasoning(text: str) -> str:
     """``text`` without its ``<think>...</think>`` reasoning (see the module docs)."""
-    if "think>" not in text and "THINK>" not in text.upper():
+    if "hink>" not in text and _THINK.search(text) is None:  # fast path: no reasoning block
         return text
     out: list[str] = []
     depth_open = False
