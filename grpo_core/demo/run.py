@@ -6,8 +6,14 @@
              examples of the answer format until it gets a quarter of the warm-up problems right
              (see :class:`DemoSettings`), save to ``[model] name_or_path``
 3. GRPO      ``Trainer(config).train()`` with the quickstart config (composed built-in rewards)
-4. measure   held-out exact-match accuracy (greedy) before and after GRPO, printed as percentages;
-             the curves PNG and ``demo_result.json`` are written to the run folder
+4. measure   held-out exact-match accuracy (greedy, on the ``test`` split) before and after GRPO,
+             printed as percentages; the curves PNG and ``demo_result.json`` are written to the run
+             folder. The run's own evaluation during training uses ``[data] eval_split``
+             (``validation`` in the quickstart): settings are tuned there, never on ``test``.
+5. control   (``control=True``, the default) the warm checkpoint trained on, supervised, on worked
+             solutions of the warm-up problems for as long as GRPO ran, then measured on the same
+             held-out problems: what the same time buys with full demonstrations, beside what GRPO
+             reached from a reward on the final answer alone
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ def run_demo(
     threads: int | None = 1,
     settings: DemoSettings | None = None,
     overwrite: bool = False,
+    control: bool = True,
 ) -> dict[str, Any]:
     import torch
 
@@ -100,7 +107,7 @@ def run_demo(
     n_params = sum(p.numel() for p in model.parameters())
     _say(f"demo: tiny Llama with {n_params:,} parameters, vocabulary {len(tokenizer)} (built in {base_dir})")
     prompts = [format_prompt(r, cfg.data, tokenizer) for r in warm_rows]
-    completions = [completion(r) for r in warm_rows]
+    completions_sft = [completion(r) for r in warm_rows]
     probe = warm_rows[: settings.warmup_probe_size]
     probe_backend = TransformersBackend(cfg, model, tokenizer)
     generator = torch.Generator().manual_seed(settings.seed)
@@ -108,7 +115,7 @@ def run_demo(
     steps, probe_acc, warm_seconds, sft = 0, 0.0, 0.0, {"sft_loss": float("nan")}
     while steps < settings.warmup_max_steps and probe_acc < settings.warmup_target:
         chunk = min(settings.warmup_check_every, settings.warmup_max_steps - steps)
-        sft = warm_up(model, tokenizer, prompts, completions, steps=chunk, batch_size=settings.warmup_batch_size,
+        sft = warm_up(model, tokenizer, prompts, completions_sft, steps=chunk, batch_size=settings.warmup_batch_size,
                       learning_rate=settings.warmup_learning_rate, schedule="constant", generator=generator,
                       optimizer=optimizer)
         steps, warm_seconds = steps + chunk, warm_seconds + sft["sft_seconds"]
@@ -120,7 +127,7 @@ def run_demo(
 
     # 3. GRPO, measured before and after on held-out problems
     trainer = Trainer(cfg)
-    eval_rows = trainer.eval_rows or load_rows(cfg.data, split="test")
+    eval_rows = load_rows(cfg.data, split="test")[: cfg.data.eval_size or None]
     eval_prompts = [format_prompt(r, cfg.data, trainer.tokenizer) for r in eval_rows]
     answers = [str(r["answer"]) for r in eval_rows]
     before, _ = exact_match_accuracy(trainer.backend, eval_prompts, answers)
@@ -129,18 +136,55 @@ def run_demo(
     summary = trainer.train()
     grpo_seconds = time.perf_counter() - grpo_start
     after, completions = exact_match_accuracy(trainer.backend, eval_prompts, answers)
+    _say(f"demo: held-out exact match: {100 * before:.1f}% after warm-up -> {100 * after:.1f}% after "
+         f"{summary['step']} GRPO steps ({100 * (after - before):+.1f} points, {grpo_seconds:.0f}s)")
+    del trainer
+    supervised = (_supervised_control(cfg, settings, warm_dir, prompts, completions_sft, eval_prompts, answers,
+                                      seconds=grpo_seconds) if control and not summary["interrupted"] else None)
 
     result = {
         "accuracy_before": before, "accuracy_after": after, "gain_points": 100 * (after - before),
         "eval_size": len(eval_rows), "grpo_steps": summary["step"], "grpo_seconds": grpo_seconds,
         "warmup_steps": steps, "warmup_seconds": warm_seconds, "total_seconds": time.perf_counter() - start,
         "plot": summary.get("plot"), "run_dir": summary["run_dir"], "interrupted": summary["interrupted"],
+        "control": supervised,
         "examples": [{"prompt": p, "completion": c, "answer": a}
                      for p, c, a in list(zip(eval_prompts, completions, answers, strict=True))[:5]],
     }
     Path(summary["run_dir"]).mkdir(parents=True, exist_ok=True)
-    (Path(summary["run_dir"]) / "demo_result.json").write_text(json.dumps(result, indent=2) + "\n")
-    _say(f"demo: held-out exact match: {100 * before:.1f}% after warm-up -> {100 * after:.1f}% after "
-         f"{summary['step']} GRPO steps ({result['gain_points']:+.1f} points)")
-    _say(f"demo: GRPO {grpo_seconds:.0f}s, total {result['total_seconds']:.0f}s; curves: {result['plot']}")
+    from grpo_rewards.files import atomic_write
+
+    with atomic_write(Path(summary["run_dir"]) / "demo_result.json") as fh:
+        fh.write(json.dumps(result, indent=2) + "\n")
+    if supervised:
+        _say(f"demo: control, the warm checkpoint trained on worked solutions for the same {supervised['seconds']:.0f}s "
+             f"({supervised['steps']} supervised steps): {100 * supervised['accuracy']:.1f}% held-out (GRPO saw only "
+             "rewards on its own samples; the control was shown the worked solutions)")
+    _say(f"demo: total {result['total_seconds']:.0f}s; curves: {result['plot']}")
     return result
+
+
+def _supervised_control(cfg: Any, settings: DemoSettings, warm_dir: Path, prompts: list[str],
+                        completions: list[str], eval_prompts: list[str], answers: list[str], *,
+                        seconds: float) -> dict[str, Any]:
+    """The warm checkpoint trained on worked solutions (the warm-up, continued) for ``seconds`` of training,
+    then held-out exact match: what the time GRPO took buys with full supervision."""
+    import torch
+
+    from grpo_core.demo.evaluate import exact_match_accuracy
+    from grpo_core.demo.warmup import warm_up
+    from grpo_core.generation import TransformersBackend
+    from grpo_core.models import load_model_and_tokenizer
+
+    torch.manual_seed(settings.seed)
+    model, tokenizer = load_model_and_tokenizer(cfg)  # [model] name_or_path is the warm checkpoint
+    generator = torch.Generator().manual_seed(settings.seed + 1)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=settings.warmup_learning_rate, weight_decay=0.0)
+    steps, spent = 0, 0.0
+    while spent < seconds and steps < 100 * settings.warmup_max_steps:
+        sft = warm_up(model, tokenizer, prompts, completions, steps=10, batch_size=settings.warmup_batch_size,
+                      learning_rate=settings.warmup_learning_rate, schedule="constant", generator=generator,
+                      optimizer=optimizer)
+        steps, spent = steps + 10, spent + sft["sft_seconds"]
+    accuracy, _ = exact_match_accuracy(TransformersBackend(cfg, model, tokenizer), eval_prompts, answers)
+    return {"accuracy": accuracy, "steps": steps, "seconds": spent, "checkpoint": str(warm_dir)}

@@ -31,3 +31,18 @@ def test_short_demo_learns(tmp_path):
     assert result["warmup_steps"] == 30 and result["eval_size"] == 50
     saved = json.loads((tmp_path / "grpo" / "demo_result.json").read_text())
     assert saved["grpo_steps"] == 40 and 0.0 <= saved["accuracy_after"] <= 1.0
+    # the supervised control trained as long as GRPO did, from the same warm checkpoint
+    control = saved["control"]
+    assert control["steps"] >= 10 and control["seconds"] >= 0.9 * saved["grpo_seconds"]
+    assert 0.0 <= control["accuracy"] <= 1.0
+
+
+def test_demo_measures_on_test_and_its_run_evaluates_on_validation():
+    from grpo_core.config import load_config
+    from grpo_core.demo.run import QUICKSTART
+    from grpo_core.demo.task import make_split
+
+    cfg = load_config(str(QUICKSTART))
+    assert cfg.data.eval_split == "validation"  # what the run watches (and settings are tuned on)
+    held_out = {r["prompt"] for r in make_split("test")}
+    assert not held_out & {r["prompt"] for r in make_split("validation")}
