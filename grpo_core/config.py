@@ -1,7 +1,7 @@
 """The run config: one TOML file (``grpo train run.toml``) or one dict (the Python API) -> :class:`RunConfig`.
 
-Sections: ``[model] [data] [generation] [grpo] [lora] [quantization] [logging] [checkpoint] [trainer]``
-and the reward side's ``[rewards.*]`` tables (validated by ``grpo_rewards.rewards_from_doc`` so
+Sections: ``[model] [data] [generation] [grpo] [lora] [quantization] [logging] [checkpoint] [trainer]
+[distributed]`` and the reward side's ``[rewards.*]`` tables (validated by ``grpo_rewards.rewards_from_doc`` so
 trainer and reward problems are reported together). Every problem is collected before one
 :class:`grpo_rewards.ConfigError` is raised, each as ``file:line: section.key: what is wrong``,
 with a did-you-mean for unknown sections and keys. ``--set section.key=value`` overrides are
@@ -44,6 +44,9 @@ IMPORTANCE_SAMPLING = ("none", "token_truncate", "token_mask", "sequence_truncat
 LR_SCHEDULERS = ("linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup",
                  "inverse_sqrt", "cosine_with_min_lr", "warmup_stable_decay")
 OVERLONG_PROMPTS = ("drop", "error", "truncate")
+DISTRIBUTED_ENGINES = ("ddp", "fsdp2", "deepspeed")
+SUPPORTED_ENGINES = ("ddp",)
+DISTRIBUTED_BACKENDS = ("auto", "gloo", "nccl")
 LOCAL_DATA_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
 SOURCE_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9_\-]+):(?!//)")  # 2+ characters: "C:\\data" is a path
 
@@ -172,6 +175,15 @@ class TrainerConfig:
     backend: str = "grpo_core"  # a name registered through grpo_register_trainer_backends ("grpo_core", "trl")
 
 
+@dataclass
+class DistributedConfig:
+    """Multi-process training (``torchrun --nproc_per_node N -m grpo_core train`` or ``grpo train --nproc N``);
+    a single process ignores it."""
+
+    engine: str = "ddp"  # ddp (DistributedDataParallel); fsdp2 and deepspeed are refused (not supported yet)
+    backend: str = "auto"  # the torch.distributed backend: auto = nccl on CUDA, gloo otherwise
+
+
 SECTIONS: dict[str, type] = {
     "model": ModelConfig,
     "data": DataConfig,
@@ -182,6 +194,7 @@ SECTIONS: dict[str, type] = {
     "logging": LoggingConfig,
     "checkpoint": CheckpointConfig,
     "trainer": TrainerConfig,
+    "distributed": DistributedConfig,
 }
 REQUIRED: dict[str, tuple[str, ...]] = {"model": ("name_or_path",), "data": ("source",)}
 
@@ -263,6 +276,7 @@ class RunConfig:
     rewards: ComposedReward
     path: str = "<dict>"
     raw: dict[str, Any] = field(default_factory=dict, repr=False)  # the merged input (file + overrides)
+    distributed: DistributedConfig = field(default_factory=DistributedConfig)
 
     @property
     def output_dir(self) -> Path:
@@ -472,7 +486,7 @@ def _check_source(doc: TomlDoc, key: tuple[str, ...], source: str, registry: Reg
 
 
 def _cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None:
-    m, d, g, o, lo, q, lg, ck, tr = (cfg[n] for n in SECTIONS)
+    m, d, g, o, lo, q, lg, ck, tr, ds = (cfg[n] for n in SECTIONS)
     _choice(doc, ("model", "dtype"), m.dtype, DTYPES)
     model_path = Path(m.name_or_path).expanduser()
     if m.name_or_path.startswith(("/", "./", "../", "~")) and not model_path.exists():
@@ -564,6 +578,11 @@ def _cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None
         doc.problem(("logging", "eval_every"), "needs held-out rows: set [data] eval_size or eval_source")
     if ck.save_merged and not lo.enabled:
         doc.problem(("checkpoint", "save_merged"), "only meaningful with [lora] enabled = true")
+    _choice(doc, ("distributed", "engine"), ds.engine, DISTRIBUTED_ENGINES)
+    if ds.engine in DISTRIBUTED_ENGINES and ds.engine not in SUPPORTED_ENGINES:
+        doc.problem(("distributed", "engine"), f"{ds.engine!r} is not supported yet; use \"ddp\" (data-parallel, "
+                                               "each process holds the whole model)")
+    _choice(doc, ("distributed", "backend"), ds.backend, DISTRIBUTED_BACKENDS)
 
 
 def config_from_doc(doc: TomlDoc, overrides: Sequence[str] = (), registry: Registry | None = None) -> RunConfig:

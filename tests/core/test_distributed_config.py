@@ -1,0 +1,63 @@
+"""The ``[distributed]`` section: defaults, the engines not supported yet refused with one line (exit 2)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from grpo_core.config import config_from_dict
+from grpo_rewards.tomlfile import ConfigError
+
+BASE = {"model": {"name_or_path": "m"}, "data": {"source": "hub/name"}, "rewards": {"len": {"use": "core_len"}}}
+
+
+def problems(info: pytest.ExceptionInfo) -> list[str]:
+    return [str(p) for p in info.value.problems]
+
+
+def test_defaults_are_ddp_and_an_automatic_backend(core_registry: Any) -> None:
+    cfg = config_from_dict(BASE, registry=core_registry)
+    assert (cfg.distributed.engine, cfg.distributed.backend) == ("ddp", "auto")
+    assert cfg.to_dict()["distributed"] == {"engine": "ddp", "backend": "auto"}
+
+
+@pytest.mark.parametrize("engine", ["fsdp2", "deepspeed"])
+def test_engines_not_supported_yet_are_refused(core_registry: Any, engine: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        config_from_dict({**BASE, "distributed": {"engine": engine}}, registry=core_registry)
+    assert problems(info) == [f"<dict>: distributed.engine: {engine!r} is not supported yet; use \"ddp\" "
+                              "(data-parallel, each process holds the whole model)"]
+
+
+def test_unknown_engine_and_backend_are_named(core_registry: Any) -> None:
+    with pytest.raises(ConfigError) as info:
+        config_from_dict({**BASE, "distributed": {"engine": "dp", "backend": "mpi"}}, registry=core_registry)
+    found = problems(info)
+    assert len(found) == 2
+    assert found[0].startswith("<dict>: distributed.engine: must be one of ddp, fsdp2, deepspeed, got 'dp'")
+    assert found[1].startswith("<dict>: distributed.backend: must be one of auto, gloo, nccl, got 'mpi'")
+
+
+def test_the_command_line_refuses_fsdp2_in_one_line(tmp_path: Path) -> None:
+    data = tmp_path / "rows.jsonl"
+    data.write_text('{"prompt": "1+1", "answer": "2"}\n')
+    run = tmp_path / "run.toml"
+    run.write_text(f"""[model]
+name_or_path = "some/model"
+[data]
+source = "{data}"
+[distributed]
+engine = "fsdp2"
+[rewards.exact]
+use = "exact_match"
+""")
+    proc = subprocess.run([sys.executable, "-m", "grpo_rewards", "config", "validate", str(run)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"{run}:6: distributed.engine: 'fsdp2' is not supported yet; use \"ddp\" (data-parallel, each process "
+        "holds the whole model)"]
