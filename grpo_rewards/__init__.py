@@ -25,10 +25,14 @@ from grpo_rewards.verdict import Status, Verdict, reward_from_verifier
 
 
 def reward(name: str, **params: Any) -> RewardFunction:
-    """Build the registered reward ``name`` (``"verify:<verifier>"`` for a verifier) with ``params``."""
-    from grpo_rewards.reward_config import build_reward_fn
+    """Build the registered reward ``name`` (``"verify:<verifier>"`` for a verifier) with ``params``.
 
-    return build_reward_fn(name, params, get_registry())
+    The parameters are checked as a config's are: an unknown one (with a did-you-mean), a value of the
+    wrong type or a missing required one raises :class:`ConfigError` listing every problem.
+    """
+    from grpo_rewards.reward_config import checked_reward
+
+    return checked_reward(name, params, get_registry())
 
 
 __all__ = [

@@ -4,28 +4,49 @@ Every command (ours included) is added through the ``grpo_register_commands`` ho
 so a plugin can add ``grpo <its-command>`` the same way. This is the one place errors are
 printed: bad input (any :class:`~grpo_rewards.errors.UserError`, a :class:`PluginError`) prints
 one ``file:line: key: what is wrong`` line per problem and exits with status 2; anything
-else is a bug, printed as one line (``--debug`` shows the traceback) with status 1.
+else is a bug, printed as one line (``--debug`` shows the traceback) with status 1. A plugin
+that fails to load is a one-line warning with its file:line; ``--debug`` prints its traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import logging
+import platform
 import sys
 import traceback
 
 from grpo_rewards.errors import UserError
-from grpo_rewards.plugins import PluginError, get_registry
+from grpo_rewards.plugins import OWN_DISTRIBUTION, PluginError, get_registry
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="grpo", description="GRPO toolkit: reward plugins and a lean trainer.")
     parser.add_argument("--strict-plugins", action="store_true", help="fail if any plugin cannot be loaded")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    parser.add_argument("--debug", action="store_true", help="show the traceback of an unexpected error")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the traceback of an unexpected error or of a plugin that failed to load")
+    parser.add_argument("--version", action="version", version=version_line())
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     get_registry().hook.grpo_register_commands(subparsers=sub)
     return parser
+
+
+def version_line() -> str:
+    """``grpo-toolkit 0.1.0 (Python 3.11.7)``: the installed distribution's version."""
+    try:
+        version = importlib.metadata.version(OWN_DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        version = "unknown (not installed)"
+    return f"{OWN_DISTRIBUTION} {version} (Python {platform.python_version()})"
+
+
+def print_plugin_tracebacks() -> None:
+    """``--debug``: the full traceback of each plugin that failed to load (its one-line reason is a warning)."""
+    for info in get_registry().plugins:
+        if info.traceback:
+            print(f"traceback of plugin {info.label}:\n{info.traceback}", file=sys.stderr, end="")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
         if "--strict-plugins" in argv:  # before the parser is built: loading the plugins builds it
             get_registry(reload=True, strict=True)
         parser = build_parser()
+        if "--debug" in argv:
+            print_plugin_tracebacks()
         args = parser.parse_args(argv)
         if not getattr(args, "func", None):
             parser.print_help()

@@ -1,4 +1,4 @@
-"""Built-in ``grpo`` commands for the reward side: ``plugins`` and ``rewards list|show|score``.
+"""Built-in ``grpo`` commands for the reward side: ``plugins`` and ``rewards list|show|check|score``.
 
 Registered through the ``grpo`` entry-point group like any plugin's commands.
 """
@@ -34,6 +34,11 @@ def grpo_register_commands(subparsers: Any) -> None:
     p.add_argument("--input", "-i", required=True, help="JSONL rows with 'completion' and dataset columns")
     p.add_argument("--output", "-o", help="JSONL output, written when complete (default: stdout); never the input")
     p.add_argument("--batch-size", type=int, default=1024)
+    p.add_argument("--explain", action="store_true",
+                   help="say why each verifier's reward scored each row (an `explain` field in the output, "
+                        "and one line per row and reward on stderr)")
+    p.add_argument("--fail-on-error", action="store_true",
+                   help="exit 1 when any reward raised on any row (the output is still written)")
     p.set_defaults(func=cmd_rewards_score)
 
 
@@ -100,6 +105,13 @@ def cmd_rewards_show(args: argparse.Namespace) -> int:
     for p in spec.params.values():
         default = "(required)" if p.default is REQUIRED else f"= {p.default!r}"
         print(f"  {p.name}: {p.annotation} {default}")
+    if args.name.startswith("verify:"):
+        from grpo_rewards.reward_config import verifier_reward_params
+
+        print("\nkeys of the reward around the verifier (use = \"verify:...\"):")
+        for p in verifier_reward_params(spec).values():
+            print(f"  {p.name}: {p.annotation} = {p.default!r}{f'  ({p.doc})' if p.doc else ''}")
+        print("  weight, on_error, timeout, max_consecutive_failures: as for any reward")
     if getattr(spec, "columns", ()):
         print(f"\ndataset columns read: {', '.join(spec.columns)}")
     if spec.example:
@@ -120,12 +132,13 @@ def cmd_rewards_score(args: argparse.Namespace) -> int:
         raise ConfigError(f"must be >= 1, got {args.batch_size}", file="--batch-size")
     composed = load_rewards(args.config)
     read_bytes(args.input, RewardInputError)  # missing, a folder, unreadable: before any output is touched
+    explain = sys.stderr if getattr(args, "explain", False) else None
     if args.output:  # written to a temporary file and renamed when complete: a failure leaves the old file
         out = check_output(args.output, [args.input, args.config], RewardInputError)
         with atomic_write(out) as fh:
-            summary = score_file(composed, args.input, fh, batch_size=args.batch_size)
+            summary = score_file(composed, args.input, fh, batch_size=args.batch_size, explain=explain)
     else:
-        summary = score_file(composed, args.input, sys.stdout, batch_size=args.batch_size)
+        summary = score_file(composed, args.input, sys.stdout, batch_size=args.batch_size, explain=explain)
     for problem in summary.skipped:
         print(f"skipped {problem}", file=sys.stderr)
     console = Console(stderr=args.output is None)
@@ -140,4 +153,10 @@ def cmd_rewards_score(args: argparse.Namespace) -> int:
     d = describe(summary.values["total"])
     table.add_row("total", "", "", f"{d['mean']:.4f}", f"{d['std']:.4f}", f"{d['none_share']:.1%}", "", "")
     console.print(table)
+    failed = [e for e in composed.entries if e.fn.stats.failed_rows]
+    if getattr(args, "fail_on_error", False) and failed:
+        for e in failed:
+            print(f"error: reward {e.alias!r} ({e.use}) failed on {e.fn.stats.failed_rows} row(s) "
+                  f"(last: {e.fn.stats.last_failure})", file=sys.stderr)
+        return 1
     return 0

@@ -88,6 +88,7 @@ class PluginInfo:
     hooks: list[str] = field(default_factory=list)
     registers: dict[str, list[str]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    traceback: str | None = None  # of a failure to load (``grpo --debug`` prints it)
 
     @property
     def label(self) -> str:
@@ -242,17 +243,21 @@ def load_registry(
     strict: bool | None = None,
     entry_points: bool = True,
     extra_plugins: Iterable[tuple[str, object]] = (),
+    only: Iterable[str] | None = None,
 ) -> Registry:
     """Load the plugins (see module docs) and collect what they register.
 
     ``extra_plugins`` are ``(name, module_or_object)`` pairs registered as if found
     through an entry point (tests and notebooks use it); ``GRPO_LOAD_PLUGINS`` and
-    ``GRPO_DISABLE_PLUGINS`` do not apply to them.
+    ``GRPO_DISABLE_PLUGINS`` do not apply to them. ``only`` (distribution or entry-point
+    names) loads those plugins and nothing else, not even the built-ins, whatever the
+    environment says: a registry holding only the plugin under test.
     """
     if strict is None:
         strict = os.environ.get("GRPO_STRICT_PLUGINS", "") not in ("", "0", "false")
     pm = new_manager()
     registry = Registry(manager=pm, strict=strict)
+    exactly = None if only is None else {normalize_name(n) for n in only}
     only, disabled = _names_from_env(LOAD_ENV), _names_from_env(DISABLE_ENV) or set()
 
     def fail(info: PluginInfo, message: str) -> None:
@@ -277,12 +282,17 @@ def load_registry(
             info = PluginInfo(ep.name, dist, version, ep.value)
             names = {normalize_name(ep.name), normalize_name(dist)}
             seen_names |= names
-            if names & disabled or (only is not None and not info.builtin and not names & only):
+            if exactly is not None:
+                left_out = not names & exactly
+            else:
+                left_out = bool(names & disabled) or (only is not None and not info.builtin and not names & only)
+            if left_out:
                 registry.skipped.append(info.label)
                 continue
             candidates.append((info, ep.load))
-        for name in sorted((only or set()) - seen_names):
-            problem = f"{LOAD_ENV} names {name!r}, which is not an installed plugin or distribution"
+        for name in sorted(((only if exactly is None else exactly) or set()) - seen_names):
+            source = LOAD_ENV if exactly is None else "only="
+            problem = f"{source} names {name!r}, which is not an installed plugin or distribution"
             registry.problems.append(problem)
             log.warning(problem)
     candidates.sort(key=lambda c: not c[0].builtin)  # stable: the built-ins first, then by entry-point name
@@ -301,6 +311,7 @@ def load_registry(
             plugin = load()
             pm.register(plugin, name=info.name)
         except Exception as exc:  # import errors, bad hookimpl signatures
+            info.traceback = "".join(traceback.format_exception(exc))
             fail(info, f"{type(exc).__name__}: {exc}{_where(exc)}")
             continue
         try:
@@ -308,6 +319,8 @@ def load_registry(
             staged = _stage_registrations(pm, info)
         except (pluggy.PluginValidationError, _Refused) as exc:
             pm.unregister(name=info.name)
+            if exc.__cause__ is not None:  # a registration hook raised
+                info.traceback = "".join(traceback.format_exception(exc.__cause__))
             fail(info, str(exc))
             continue
         infos[info.name] = info
@@ -328,9 +341,22 @@ class _Refused(Exception):
     """A plugin's hooks or registrations are malformed; it is not loaded."""
 
 
+_IMPORT_MACHINERY = (os.path.dirname(importlib.__file__), __file__)
+
+
 def _where(exc: BaseException) -> str:
-    frames = traceback.extract_tb(exc.__traceback__)
-    return f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+    """`` (at file:line)`` of the plugin's code that failed, the import machinery left out: a syntax error's
+    own line, else the deepest frame, with the plugin's first frame too when the failure is deeper (in
+    a library the plugin imports)."""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return f" (at {exc.filename}:{exc.lineno})"
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if not f.filename.startswith(("<frozen ", "<string>")) and not f.filename.startswith(_IMPORT_MACHINERY)]
+    if not frames:
+        return ""
+    first, last = frames[0], frames[-1]
+    via = f", from {first.filename}:{first.lineno}" if first.filename != last.filename else ""
+    return f" (at {last.filename}:{last.lineno}{via})"
 
 
 def _check_plugin(pm: pluggy.PluginManager, info: PluginInfo, plugin: object, warn: Callable[[PluginInfo, str], None]
@@ -348,6 +374,10 @@ def _check_plugin(pm: pluggy.PluginManager, info: PluginInfo, plugin: object, wa
         fn = getattr(plugin, attr, None)
         if callable(fn) and pm.parse_hookimpl_opts(plugin, attr) is None:
             warn(info, f"{attr} is not marked @hookimpl, so it is never called (add `@grpo_rewards.hookimpl`)")
+    for attr in sorted(a for a in dir(plugin) if a.startswith("grpo_") and a not in HOOK_NAMES):
+        hint = did_you_mean(attr, HOOK_NAMES)
+        if hint and callable(getattr(plugin, attr, None)) and pm.parse_hookimpl_opts(plugin, attr) is None:
+            warn(info, f"{attr} is not a hook, so it is never called{hint} (and mark it `@grpo_rewards.hookimpl`)")
 
 
 def _impls_of(pm: pluggy.PluginManager, plugin_name: str) -> list[Any]:
@@ -392,6 +422,10 @@ def _checked(kind: str, hook: str, item: Any, factory: Any, info: PluginInfo) ->
         raise TypeError(f"{hook}: register() needs a non-empty name without ':', got {name!r}")
     if not callable(target):
         raise TypeError(f"{hook}: {name!r} has a factory that is not callable ({type(target).__name__})")
+    own = getattr(item, "extract", None) if kind == "verifiers" else None
+    if own is not None and not callable(own):
+        raise TypeError(f"{hook}: {name!r} has an extract that is not callable ({type(own).__name__}); "
+                        "give a function extract(text) -> str | None")
     if expected is not None:
         try:
             params = params_of(target)

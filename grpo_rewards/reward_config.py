@@ -24,9 +24,18 @@ from typing import Any
 
 from grpo_rewards.compose import RESERVED_ALIASES, ComposedReward, RewardEntry, check_weight
 from grpo_rewards.contract import DEFAULT_MAX_CONSECUTIVE_FAILURES, ON_ERROR, SafeReward
+from grpo_rewards.errors import ConfigError, Problem
+from grpo_rewards.extraction import METHODS
 from grpo_rewards.local_rewards import local_spec, looks_local
 from grpo_rewards.plugins import PluginError, Registry, get_registry
-from grpo_rewards.specs import RESERVED_PARAMS, VERIFIER_REWARD_KEYS, Param, RewardSpec, params_of
+from grpo_rewards.specs import (
+    RESERVED_PARAMS,
+    VERIFIER_REWARD_KEYS,
+    Param,
+    RewardSpec,
+    VerifierSpec,
+    params_of,
+)
 from grpo_rewards.suggest import did_you_mean
 from grpo_rewards.tomlfile import TomlDoc, load_toml
 from grpo_rewards.verdict import reward_from_verifier
@@ -34,6 +43,7 @@ from grpo_rewards.verdict import reward_from_verifier
 ENTRY_KEYS = RESERVED_PARAMS
 DEFAULT_KEYS = ("on_error", "timeout", "max_consecutive_failures")
 VERIFIER_PREFIX = "verify:"
+OWN_EXTRACTION = "verifier"  # extract = "verifier": the verifier's own extraction (VerifierSpec.extract)
 
 
 def _not_finite(value: Any) -> bool:
@@ -83,15 +93,61 @@ def build_reward_fn(use: str, params: dict[str, Any], registry: Registry, base_d
         spec = registry.verifier(use[len(VERIFIER_PREFIX):])
         reward_params = {k: params[k] for k in VERIFIER_REWARD_KEYS if k in params}
         verifier_params = {k: v for k, v in params.items() if k not in VERIFIER_REWARD_KEYS}
+        extract = reward_params.get("extract", OWN_EXTRACTION if spec.extract else "auto")
+        if extract == OWN_EXTRACTION:
+            if spec.extract is None:
+                raise ValueError(f"extract = {OWN_EXTRACTION!r}: verifier {spec.name!r} brings no extraction of its "
+                                 f"own; pick a method ({', '.join(METHODS)})")
+            reward_params["extract"] = spec.extract
         return reward_from_verifier(spec.factory(**verifier_params), name=spec.name, **reward_params)
     return reward_spec(use, registry, base_dir).build(**params)
+
+
+def verifier_reward_params(spec: VerifierSpec) -> dict[str, Param]:
+    """The keys a ``verify:<name>`` table passes to the reward around the verifier (``value``, ``extract``...)."""
+    params = {k: v for k, v in params_of(reward_from_verifier).items() if k in VERIFIER_REWARD_KEYS}
+    own = OWN_EXTRACTION if spec.extract else "auto"
+    params["extract"] = Param("extract", own, "str", f"an extraction method, or {OWN_EXTRACTION!r} for the "
+                                                    "verifier's own")
+    return params
 
 
 def _known_params(use: str, registry: Registry, base_dir: str = ".") -> dict[str, Param]:
     if use.startswith(VERIFIER_PREFIX):
         spec = registry.verifier(use[len(VERIFIER_PREFIX):])
-        return {**spec.params, **{k: v for k, v in params_of(reward_from_verifier).items() if k in VERIFIER_REWARD_KEYS}}
+        return {**spec.params, **verifier_reward_params(spec)}
     return reward_spec(use, registry, base_dir).params
+
+
+def param_problems(use: str, params: dict[str, Any], known: dict[str, Param]) -> list[tuple[str, str]]:
+    """``(parameter, what is wrong)`` for each unknown, mistyped or missing parameter of ``use``
+    (``""`` as the parameter when the problem is the table's, a missing required one)."""
+    found: list[tuple[str, str]] = []
+    for name, value in params.items():
+        if name not in known:
+            found.append((name, f"unknown parameter of {use!r}{did_you_mean(name, [*known, *ENTRY_KEYS])}"))
+        elif (why := _type_error(known[name], value)) is not None:
+            found.append((name, why))
+    found += [("", f"missing required parameter {name!r} of {use!r}")
+              for name, param in known.items() if param.required and name not in params]
+    return found
+
+
+def checked_reward(use: str, params: dict[str, Any], registry: Registry | None = None) -> Any:
+    """Python's ``reward(use, **params)``: the parameters checked as a config's are (unknown keys with a
+    did-you-mean, types, required ones), then the reward built; a :class:`ConfigError` lists every problem."""
+    registry = registry or get_registry()
+    where = f"reward({use!r})"
+    known = _known_params(use, registry)
+    problems = []
+    for name, why in param_problems(use, params, known):
+        if name in ENTRY_KEYS:
+            why = (f"{name!r} is a key of a [rewards.<alias>] table, not a parameter of {use!r} (in Python, "
+                   "compose() takes weights, on_error and timeout)")
+        problems.append(Problem(where, None, name, why))
+    if problems:
+        raise ConfigError(problems)
+    return build_reward_fn(use, params, registry)
 
 
 def rewards_from_doc(doc: TomlDoc, registry: Registry | None = None, *, section: str = "rewards") -> ComposedReward | None:
@@ -159,19 +215,10 @@ def rewards_from_doc(doc: TomlDoc, registry: Registry | None = None, *, section:
             doc.problem(key + ("max_consecutive_failures",),
                         f"must be a whole number >= 0 (0: never stop), got {failures!r}")
         params = {k: v for k, v in entry.items() if k not in ENTRY_KEYS}
-        ok = True
-        for name, value in params.items():
-            if name not in known:
-                doc.problem(key + (name,), f"unknown parameter of {use!r}{did_you_mean(name, [*known, *ENTRY_KEYS])}")
-                ok = False
-            elif (why := _type_error(known[name], value)) is not None:
-                doc.problem(key + (name,), why)
-                ok = False
-        for name, param in known.items():
-            if param.required and name not in params:
-                doc.problem(key, f"missing required parameter {name!r} of {use!r}")
-                ok = False
-        if not ok or len(doc.problems) > before:
+        found = param_problems(use, params, known)
+        for name, why in found:
+            doc.problem(key + ((name,) if name else ()), why)
+        if found or len(doc.problems) > before:
             before = len(doc.problems)
             continue
         try:

@@ -103,11 +103,19 @@ class RewardSpec(_FactorySpec):
 
 @dataclass(frozen=True)
 class VerifierSpec(_FactorySpec):
-    """A named verifier: ``factory(**params)`` returns ``verify(answer, reference) -> Verdict``."""
+    """A named verifier: ``factory(**params)`` returns ``verify(answer, reference) -> Verdict``.
+
+    ``extract``, when given, is the verifier's own way to find the answer in a completion:
+    ``extract(text) -> str | None``, handed the completion text without its reasoning. A
+    ``use = "verify:<name>"`` reward then uses it by default (``extract = "verifier"``); a
+    config can still pick a shared method (``extract = "answer_tag"``...). Make it a
+    module-level function, so the reward pickles.
+    """
 
     name: str
     factory: Callable[..., Callable[[str, str], Any]]
     description: str = ""
     example: str = ""
     plugin: str = field(default="", compare=False)
+    extract: Callable[[str], str | None] | None = None
 

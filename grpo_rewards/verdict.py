@@ -2,7 +2,14 @@
 
 A verifier decides correctness: ``verify(answer, reference) -> Verdict``. It
 answers ok, wrong, or undecided (it could not parse one side), with what it
-parsed and why, so a user can see *why* a completion scored as it did.
+parsed and why, so a user can see *why* a completion scored as it did
+(:meth:`VerifierReward.explain`, ``grpo rewards score --explain``).
+
+The answer handed to the verifier is found by one of the shared extraction methods
+(:mod:`grpo_rewards.extraction`) or by the verifier's own extraction: a function
+``extract(text) -> str | None`` given as ``VerifierSpec(extract=...)`` (used when a config
+says ``extract = "verifier"``, the default for such a verifier) or passed here directly.
+It receives the completion text with the reasoning (``<think>...</think>``) already removed.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from grpo_rewards.completions import completion_text
-from grpo_rewards.extraction import extract_answer
+from grpo_rewards.extraction import check_extraction, extract_answer, strip_reasoning
 
 
 class Status(str, enum.Enum):
@@ -47,6 +54,7 @@ class Verdict:
 
 
 Verifier = Callable[[str, str], Verdict]
+Extractor = Callable[[str], "str | None"]
 
 
 def reward_from_verifier(
@@ -54,15 +62,16 @@ def reward_from_verifier(
     *,
     value: float = 1.0,
     wrong_value: float = 0.0,
-    extract: str = "auto",
+    extract: str | Extractor = "auto",
     pattern: str | None = None,
     reference_column: str = "answer",
     name: str | None = None,
 ) -> VerifierReward:
     """Build a batch reward from a verifier.
 
-    The answer is extracted from each completion with ``extract`` (see
-    :func:`grpo_rewards.extraction.extract_answer`); ``ok`` scores ``value``,
+    The answer is extracted from each completion with ``extract``: a method name of
+    :func:`grpo_rewards.extraction.extract_answer`, or the verifier's own function
+    ``extract(text) -> str | None`` (given the text without its reasoning); ``ok`` scores ``value``,
     ``wrong`` (and a completion with no answer) scores ``wrong_value``, and
     ``undecided`` scores ``None``: the row does not count. A completion with no
     answer against a reference the verifier cannot check either (``verify(ref, ref)``
@@ -70,6 +79,10 @@ def reward_from_verifier(
     reference (``None``, NaN or blank) scores ``None``: the reward does not apply to it.
     """
 
+    if isinstance(extract, str):
+        check_extraction(extract, pattern)
+    elif not callable(extract):
+        raise ValueError(f"extract must be a method name or a function, got {type(extract).__name__}")
     return VerifierReward(verify, value=value, wrong_value=wrong_value, extract=extract, pattern=pattern,
                           reference_column=reference_column,
                           name=name or getattr(verify, "__name__", "verifier"))
@@ -84,34 +97,67 @@ class VerifierReward:
     """The batch reward :func:`reward_from_verifier` returns (a module-level class: it pickles when
     ``verify`` does)."""
 
-    def __init__(self, verify: Verifier, *, value: float, wrong_value: float, extract: str, pattern: str | None,
-                 reference_column: str, name: str):
+    def __init__(self, verify: Verifier, *, value: float, wrong_value: float, extract: str | Extractor,
+                 pattern: str | None, reference_column: str, name: str):
         self.verify, self.value, self.wrong_value = verify, value, wrong_value
         self.extract, self.pattern, self.reference_column = extract, pattern, reference_column
         self.__name__ = name
 
     def __repr__(self) -> str:
-        return f"VerifierReward({self.__name__!r}, extract={self.extract!r})"
+        extract = self.extract if isinstance(self.extract, str) else getattr(self.extract, "__name__", "own")
+        return f"VerifierReward({self.__name__!r}, extract={extract!r})"
+
+    def answer(self, completion: Any) -> str | None:
+        """The answer this reward hands the verifier for ``completion`` (``None``: it has none)."""
+        text = completion_text(completion)
+        if isinstance(self.extract, str):
+            return extract_answer(text, self.extract, pattern=self.pattern)
+        found = self.extract(strip_reasoning(text))
+        return (found.strip() or None) if isinstance(found, str) else None
 
     def __call__(self, completions: list[Any], **columns: Any) -> list[float | None]:
+        return [score for score, _ in self._judge(completions, columns)]
+
+    def explain(self, completions: list[Any], **columns: Any) -> list[dict[str, Any] | None]:
+        """Why each row scored as it did: ``{"status", "answer", "parsed", "reason"}`` (``None``: no reference).
+
+        ``status`` is the verdict's (``ok``, ``wrong``, ``undecided``), or ``no answer`` when nothing was
+        extracted; ``answer`` is the extracted text, ``parsed`` what the verifier read it as.
+        """
+        return [why for _, why in self._judge(completions, columns)]
+
+    def _judge(self, completions: list[Any], columns: dict[str, Any]) -> list[tuple[float | None, dict[str, Any] | None]]:
         refs = columns.get(self.reference_column)
         if refs is None:
             raise KeyError(f"column {self.reference_column!r} is missing (the verifier needs references)")
-        out: list[float | None] = []
+        out: list[tuple[float | None, dict[str, Any] | None]] = []
         for completion, ref in zip(completions, refs, strict=True):
             if _missing(ref):  # no reference: the row does not count (str(None) would be a reference "None")
-                out.append(None)
+                out.append((None, None))
                 continue
-            answer = extract_answer(completion_text(completion), self.extract, pattern=self.pattern)
+            answer = self.answer(completion)
             if answer is None:
                 checkable = self.verify(str(ref), str(ref)).status is not Status.UNDECIDED
-                out.append(self.wrong_value if checkable else None)
+                reason = "no answer found" + ("" if checkable else "; the reference cannot be checked either")
+                out.append((self.wrong_value if checkable else None,
+                            {"status": "no answer", "answer": None, "parsed": None, "reason": reason}))
                 continue
             verdict = self.verify(answer, str(ref))
+            why = {"status": verdict.status.value, "answer": answer, "parsed": _plain(verdict.parsed),
+                   "reason": verdict.reason}
             if verdict.status is Status.OK:
-                out.append(self.value)
+                out.append((self.value, why))
             elif verdict.status is Status.WRONG:
-                out.append(self.wrong_value)
+                out.append((self.wrong_value, why))
             else:
-                out.append(None)
+                out.append((None, why))
         return out
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as JSON can hold it (numbers, text, ``None``; anything else as its ``str``)."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    return str(value)
