@@ -31,9 +31,19 @@ when it runs out score ``wrong_value``. Identical ``(reference, answer)`` pairs 
 a batch are verified once.
 
 Compared with TRL's and open-r1's ``accuracy_reward`` (math-verify on the whole
-completion, ``None`` for an unparseable gold): the answer is extracted first, a
-timeout is wrong rather than ``None``, and numeric references are compared as
-number literals (deliberate differences, listed case by case in ``tests/conformance``).
+completion, ``None`` for an unparseable gold) and with Math-Verify's own tests, these
+differences are deliberate (listed case by case in ``tests/conformance``, counted in
+``docs/conformance.md``):
+
+* the answer is extracted first; a timeout is wrong rather than ``None``;
+* numeric references are compared as number literals, compared exactly, as fractions:
+  ``0.0833333333333333`` is not ``1/12`` (math-verify rounds to 6 digits);
+* math-verify runs with math-verify's default options (LaTeX and plain-expression
+  extraction, ``float_rounding`` 6, ``strict``, no set/relation comparison); none of
+  them is a parameter here;
+* a reasoning block is not required: a completion with no ``</think>`` is scored on
+  its answer (TRL's ``reasoning_accuracy_reward`` scores it 0); requiring the layout
+  is the job of the format rewards.
 """
 
 from __future__ import annotations

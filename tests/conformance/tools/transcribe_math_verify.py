@@ -1,0 +1,179 @@
+"""Transcribe Math-Verify's own tests into ``cases/math_verify.json``.
+
+Reads the test files of a Math-Verify checkout at a commit (``git show``), takes every
+``@pytest.mark.parametrize`` table whose test compares a gold and a prediction
+(``compare_strings`` or ``verify(parse(gold), parse(pred))``) and writes one case per
+row: the gold (our ``answer`` column), the prediction (the completion, read whole:
+``math_equivalence`` with ``extract = "none"``), the expected verdict (1.0 / 0.0),
+the options the peer test passed (``peer_options``) and the test it came from. Every
+other test function of those files is listed under ``not_covered`` with the reason
+(the tool fails on a test function it does not know, so a new upstream test is seen).
+
+Our verdicts that differ from the peer's are annotated here (:data:`ANNOTATIONS`):
+a deliberate difference (:data:`DELIBERATE`, each stated in our documentation) or a
+known bug (strict xfail).
+
+Usage: python tests/conformance/tools/transcribe_math_verify.py GIT_DIR COMMIT > tests/conformance/cases/math_verify.json
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import subprocess
+import sys
+
+REPO = "https://github.com/huggingface/Math-Verify"
+FILES = ("tests/test_all.py", "tests/test_boxed.py", "tests/test_numina_cases.py", "tests/test_open_thoughts.py",
+         "tests/test_strict.py", "tests/test_yujianll.py", "tests/test_string_extraction.py",
+         "tests/test_configs.py", "tests/test_timeout.py", "tests/test_raise_on_error.py")
+DEFAULTS = {"match_types": ["latex", "expr"], "precision": 6, "strict": True, "allow_set_relation_comp": False}
+REWARD, CONFIG = "math_equivalence", {"extract": "none", "workers": 2}
+ME = "grpo_rewards/builtins/math_equivalence.py"
+
+DELIBERATE = {
+    "require_literal": {
+        "reward": REWARD, "documented_in": ME, "phrase": "``require_literal`` (on by default) makes any other answer wrong",
+        "reason": "against a reference that is a plain number only a number literal counts (require_literal, on by "
+                  "default): an expression such as (9+1), \\sqrt{17}, x \\approx 11 or an equation is not the answer",
+    },
+    "exact_numbers": {
+        "reward": REWARD, "documented_in": ME, "phrase": "compared exactly, as fractions",
+        "reason": "numbers are compared exactly, as fractions: 0.0833333333333333 is not 1/12 (math-verify rounds "
+                  "to 6 digits)",
+    },
+    "peer_options": {
+        "reward": REWARD, "documented_in": ME, "phrase": "math-verify's default options",
+        "reason": "math_equivalence calls math-verify with its default options (LaTeX and plain-expression "
+                  "extraction, float_rounding 6, strict, no set/relation comparison); the peer test passes others",
+    },
+    "text_reference": {
+        "reward": REWARD, "documented_in": "grpo_rewards/builtins/math_check.py",
+        "phrase": "A reference that gives no sympy value at all",
+        "reason": "a reference math-verify reads only as text (no sympy value) cannot be scored: None, never a "
+                  "string match",
+    },
+}
+LENGTH_CAP = ("math_equivalence with extract = 'none' applies the answer length cap (1000 characters or twice "
+              "the reference, math_equivalence.unscorable) to the whole completion, so a long completion scores "
+              "wrong whatever its answer")
+ANNOTATIONS: dict[str, dict[str, object]] = {
+    "test_all.py::test_number_extraction[17]": {
+        "xfail": "the number grammar (grpo_rewards/numbers.py) reads 0,111 as 111, a thousands group after a "
+                 "leading 0; it is no number literal (math-verify reads 0.111)"},
+    "test_all.py::test_latex_notation[4]": {"deliberate": "require_literal", "ours": 0.0},
+    "test_all.py::test_latex_notation[5]": {"deliberate": "peer_options", "ours": 1.0},
+    "test_all.py::test_latex_notation[6]": {"deliberate": "peer_options", "ours": 1.0},
+    "test_all.py::test_latex_notation[9]": {"deliberate": "require_literal", "ours": 0.0},
+    "test_all.py::test_latex_notation[17]": {"deliberate": "require_literal", "ours": 0.0},
+    "test_all.py::test_relations_math[15]": {"deliberate": "require_literal", "ours": 0.0},
+    "test_all.py::test_relations_math[16]": {"deliberate": "require_literal", "ours": 0.0},
+    "test_all.py::test_complex_math_expressions[0]": {"deliberate": "exact_numbers", "ours": 0.0},
+    "test_all.py::test_complex_math_expressions[7]": {"deliberate": "peer_options", "ours": 0.0},
+    "test_all.py::test_complex_math_expressions[13]": {"deliberate": "peer_options", "ours": 0.0},
+    "test_all.py::test_set_rel_assymetry[2]": {"deliberate": "peer_options", "ours": 0.0},
+    "test_all.py::test_float_precision[0]": {"deliberate": "require_literal", "ours": 0.0},
+    "test_open_thoughts.py::test_open_thoughts[7]": {"deliberate": "text_reference", "ours": None},
+    "test_strict.py::test_strict_variable_comparison[1]": {"deliberate": "peer_options", "ours": 0.0},
+    **{case: {"xfail": LENGTH_CAP} for case in (
+        "test_all.py::test_latex_notation_math[3]", "test_all.py::test_latex_notation_math[24]",
+        "test_all.py::test_matrix_extraction[0]", "test_all.py::test_math_extraction_edge_cases[2]",
+        "test_all.py::test_math_extraction_edge_cases[5]", "test_all.py::test_math_extraction_edge_cases[6]",
+        "test_all.py::test_math_extraction_edge_cases[8]", "test_all.py::test_math_extraction_edge_cases[9]",
+        "test_all.py::test_math_extraction_edge_cases[11]", "test_all.py::test_math_extraction_edge_cases[13]",
+        "test_all.py::test_math_extraction_additional_cases[1]",
+        "test_all.py::test_math_extraction_additional_cases[2]",
+        "test_all.py::test_math_extraction_additional_cases[12]",
+        "test_all.py::test_math_extraction_additional_cases[28]", "test_open_thoughts.py::test_open_thoughts[17]")},
+}
+NOT_COVERED = {
+    "tests/test_all.py::test_precision": "math-verify's grader (sympy_expr_eq) with float_rounding 3 and 4; "
+                                         "math_equivalence has no float_rounding option",
+    "tests/test_string_extraction.py::test_string_extraction": "parse() with StringExtractionConfig (multiple-choice "
+                                                               "letters): no built-in scores letter answers",
+    "tests/test_configs.py::test_boxed_match_priority": "parse() options (boxed_match_priority, fallback_mode): "
+                                                        "math-verify internals, not a comparison",
+    "tests/test_configs.py::test_normalization_config": "parse() with a NormalizationConfig: math-verify internals",
+    "tests/test_timeout.py::test_timeout_expr": "math-verify's own signal timeout (ours is the worker pool's, "
+                                                "tests/rewards/test_timeout_pool.py)",
+    "tests/test_timeout.py::test_timeout_latex": "math-verify's own signal timeout (as above)",
+    "tests/test_timeout.py::test_timeout_verify": "math-verify's own signal timeout (as above)",
+    "tests/test_raise_on_error.py::test_verify_raise_on_error": "verify(raise_on_error=...): math-verify internals",
+}
+
+
+def _value(node: ast.expr) -> object:
+    return eval(compile(ast.Expression(node), "<case>", "eval"), {"math": math})  # f-strings use math.sqrt
+
+
+def _options(func: ast.FunctionDef) -> dict[str, object] | None:
+    """The comparison options of the test body: literal keywords, or the name of a parameter."""
+    for node in ast.walk(func):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            if node.func.id == "compare_strings":
+                opts: dict[str, object] = dict(DEFAULTS)
+                for kw in node.keywords:
+                    opts[kw.arg] = kw.value.id if isinstance(kw.value, ast.Name) else _value(kw.value)
+                return opts
+            if node.func.id == "verify" and node.args and isinstance(node.args[0], ast.Call):
+                return dict(DEFAULTS)
+    return None
+
+
+def _case(path: str, func: str, index: int, values: dict[str, object], opts: dict[str, object]) -> dict[str, object]:
+    case_id = f"{path.rsplit('/', 1)[1]}::{func}[{index}]"
+    expected = values.get("expected", values.get("result"))
+    case: dict[str, object] = {
+        "id": case_id, "test": f"{path}::{func}", "row": index, "peer": "verify(parse(gold), parse(pred))",
+        "reward": REWARD, "config": CONFIG, "completion": values["pred"], "columns": {"answer": values["gold"]},
+        "expected": float(expected), "peer_options": opts,
+    }
+    case.update(ANNOTATIONS.get(case_id, {}))
+    return case
+
+
+def cases(git_dir: str, commit: str) -> list[dict[str, object]]:
+    out: list[dict[str, object]] = []
+    for path in FILES:
+        source = subprocess.run(["git", "--git-dir", git_dir, "show", f"{commit}:{path}"], check=True,
+                                capture_output=True, text=True).stdout
+        for func in ast.parse(source).body:
+            if not isinstance(func, ast.FunctionDef) or not func.name.startswith("test"):
+                continue
+            options = _options(func)
+            table = next((d for d in func.decorator_list if isinstance(d, ast.Call)
+                          and ast.unparse(d.func).endswith("parametrize")), None)
+            if options is None or table is None:
+                if f"{path}::{func.name}" not in NOT_COVERED:
+                    raise SystemExit(f"{path}::{func.name} is neither a comparison table nor listed in NOT_COVERED")
+                continue
+            names = [n.strip() for n in _value(table.args[0]).split(",")]
+            for index, row in enumerate(table.args[1].elts):
+                values = dict(zip(names, _value(row), strict=True))
+                opts = {k: values[v] if isinstance(v, str) and v in values else v for k, v in options.items()}
+                out.append(_case(path, func.name, index, values, opts))
+    unknown = set(ANNOTATIONS) - {c["id"] for c in out}
+    if unknown:
+        raise SystemExit(f"annotations for cases that do not exist: {sorted(unknown)}")
+    return out
+
+
+def main() -> None:
+    git_dir, commit = sys.argv[1], sys.argv[2]
+    full = subprocess.run(["git", "--git-dir", git_dir, "rev-parse", commit], check=True, capture_output=True,
+                          text=True).stdout.strip()
+    doc = {
+        "suite": "Math-Verify",
+        "source": {"repo": REPO, "commit": full, "files": list(FILES),
+                   "transcribed_by": "tests/conformance/tools/transcribe_math_verify.py"},
+        "deliberate": DELIBERATE,
+        "not_covered": [{"test": test, "reason": why} for test, why in NOT_COVERED.items()],
+        "cases": cases(git_dir, full),
+    }
+    json.dump(doc, sys.stdout, indent=1, ensure_ascii=False)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()
