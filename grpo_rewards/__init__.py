@@ -24,15 +24,17 @@ from grpo_rewards.tomlfile import ConfigError
 from grpo_rewards.verdict import Status, Verdict, reward_from_verifier
 
 
-def reward(name: str, **params: Any) -> RewardFunction:
+def reward(name: str, *, registry: Registry | None = None, **params: Any) -> RewardFunction:
     """Build the registered reward ``name`` (``"verify:<verifier>"`` for a verifier) with ``params``.
 
     The parameters are checked as a config's are: an unknown one (with a did-you-mean), a value of the
-    wrong type or a missing required one raises :class:`ConfigError` listing every problem.
+    wrong type or a missing required one raises :class:`ConfigError` listing every problem. ``registry``
+    (default: the process-wide one, every installed plugin) is where ``name`` is looked up, e.g.
+    ``load_registry(only=["my-plugin"])``: tests and embedding need no monkeypatching.
     """
     from grpo_rewards.reward_config import checked_reward
 
-    return checked_reward(name, params, get_registry())
+    return checked_reward(name, params, registry or get_registry())
 
 
 __all__ = [

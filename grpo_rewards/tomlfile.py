@@ -18,7 +18,7 @@ import tomllib
 from grpo_rewards.errors import ConfigError, Problem
 from grpo_rewards.files import read_text
 
-__all__ = ["ConfigError", "Problem", "TomlDoc", "load_toml", "locate_keys", "parse_toml"]
+__all__ = ["ConfigError", "Problem", "TomlDoc", "load_toml", "locate_keys", "parse_toml", "toml_value"]
 
 _HEADER = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(?:#.*)?$")
 _KEY = re.compile(r"""^\s*((?:[A-Za-z0-9_\-]+|"[^"]*"|'[^']*')(?:\s*\.\s*(?:[A-Za-z0-9_\-]+|"[^"]*"|'[^']*'))*)\s*=""")
@@ -117,3 +117,24 @@ def load_toml(path: str | Path) -> TomlDoc:
     """Read and parse a TOML file: missing, binary, not UTF-8 or invalid -> one :class:`ConfigError` line."""
     text = read_text(path, ConfigError, bom_ok=False)
     return parse_toml(text, str(path))
+
+
+def toml_value(value: Any) -> str:
+    """``value`` (a bool, int, finite float, str, list or dict of those) as TOML text that parses back equal
+    (``key = {toml_value(v)}``); a ``ValueError`` for anything TOML cannot hold."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError(f"TOML has no finite form of {value!r}")
+        return repr(value)
+    if isinstance(value, str):
+        escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+        return '"' + "".join(c if c >= " " and c != "\x7f" else f"\\u{ord(c):04x}" for c in escaped) + '"'
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{toml_value(str(k))} = {toml_value(v)}" for k, v in value.items()) + "}"
+    raise ValueError(f"TOML cannot hold a {type(value).__name__} ({value!r})")

@@ -27,16 +27,24 @@ def _renderings(value: Fraction) -> list[str]:
     return [f for f in forms if parse_number(f) == value]
 
 
+def numbers() -> st.SearchStrategy[Fraction]:
+    """Exact numbers: integers and fractions with small denominators."""
+    return st.one_of(
+        st.integers(-10**6, 10**6).map(Fraction),
+        st.builds(Fraction, st.integers(-999, 999), st.sampled_from([2, 4, 5, 8, 10, 3, 7])),
+    )
+
+
+def renderings(value: Fraction) -> st.SearchStrategy[str]:
+    """The texts the grammar reads as ``value`` (``1,234``, ``\\boxed{1234}``, ``3/4``, ``0.75``...)."""
+    return st.sampled_from(_renderings(value))
+
+
 @st.composite
 def rendered_numbers(draw: st.DrawFn) -> tuple[Fraction, str]:
     """``(value, text)`` where the grammar reads ``text`` as ``value``."""
-    value = draw(
-        st.one_of(
-            st.integers(-10**6, 10**6).map(Fraction),
-            st.builds(Fraction, st.integers(-999, 999), st.sampled_from([2, 4, 5, 8, 10, 3, 7])),
-        )
-    )
-    return value, draw(st.sampled_from(_renderings(value)))
+    value = draw(numbers())
+    return value, draw(renderings(value))
 
 
 def words(max_size: int = 40) -> st.SearchStrategy[str]:
@@ -80,7 +88,27 @@ def completions() -> st.SearchStrategy[str]:
 
 def chat(content: st.SearchStrategy[str] | None = None) -> st.SearchStrategy[list[dict[str, str]]]:
     """A conversational completion: a list of one assistant message."""
-    return (content or completions()).map(lambda c: [{"role": "assistant", "content": c}])
+    return (completions() if content is None else content).map(lambda c: [{"role": "assistant", "content": c}])
+
+
+def junk_completions() -> st.SearchStrategy[object]:
+    """Completions a reward must score without raising: any text, adversarial shapes, and chat lists with an
+    empty, ``None`` or multimodal content, no assistant message's text, or no message at all."""
+    text = st.one_of(adversarial(), words(200))
+    return st.one_of(
+        text,
+        chat(text),
+        st.builds(list),
+        st.builds(lambda: [{"role": "assistant", "content": None}]),
+        st.builds(lambda: [{"role": "assistant"}]),
+        text.map(lambda t: [{"role": "assistant", "content": [{"type": "text", "text": t}, {"type": "image"}]}]),
+    )
+
+
+def junk_values() -> st.SearchStrategy[object]:
+    """Dataset cells a reward must tolerate: missing (``None``, NaN: a pandas gap, blank), numbers, any text."""
+    return st.one_of(st.none(), st.just(float("nan")), st.sampled_from(["", " ", "\n"]), st.integers(),
+                     st.floats(allow_nan=False), words(60), adversarial())
 
 
 @st.composite
