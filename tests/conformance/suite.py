@@ -125,3 +125,48 @@ def check(name: str, case: dict[str, Any]) -> None:
         assert not same(got, case["expected"], tolerance), f"ours now agrees with the peer: {case['id']} is not deliberate"
         return
     assert same(got, case["expected"], tolerance), f"the peer expects {case['expected']!r}, ours is {got!r}"
+
+
+def _source(data: dict[str, Any]) -> str:
+    src = data["source"]
+    files = ", ".join(f"`{f}`" for f in src["files"])
+    return f"[{src['repo'].removeprefix('https://github.com/')}]({src['repo']}) at `{src['commit']}`: {files}"
+
+
+def report() -> str:
+    """The generated part of docs/conformance.md: counts, sources, mappings and differences of every suite."""
+    lines = [GENERATED_BEGIN, "", "| suite | cases | agree | deliberate | known bug (strict xfail) | not covered |",
+             "|---|---|---|---|---|---|"]
+    for name in SUITES:
+        data, n = load(name), counts(load(name))
+        lines.append(f"| {data['suite']} | {n['cases']} | {n['agree']} | {n['deliberate']} | {n['known bug']} "
+                     f"| {n['not covered']} |")
+    for name in SUITES:
+        data = load(name)
+        lines += ["", f"### {data['suite']}", "", f"Source: {_source(data)}.", "", "Peer function → our built-in:", ""]
+        mapping = Counter((c["peer"], c["reward"], json.dumps(c.get("config", {}), sort_keys=True)) for c in data["cases"])
+        lines += [f"- `{peer}` → `{reward}` {config} ({n} cases)" for (peer, reward, config), n in mapping.items()]
+        used = Counter(c["deliberate"] for c in data["cases"] if "deliberate" in c)
+        if used:
+            lines += ["", "Deliberate differences:", ""]
+            for key, n in used.items():
+                entry = data["deliberate"][key]
+                lines.append(f"- `{key}` ({entry['reward']}, {n} cases): {entry['reason']}. "
+                             f"Stated in `{entry['documented_in']}`.")
+        bugs = Counter(c["xfail"] for c in data["cases"] if "xfail" in c)
+        if bugs:
+            lines += ["", "Known bugs (strict xfails; fixing one turns its cases into failures until the mark goes):",
+                      ""]
+            lines += [f"- {reason} ({n} cases)" for reason, n in bugs.items()]
+        uncovered = Counter(entry["reason"] for entry in data["not_covered"])
+        if uncovered:
+            lines += ["", "Not covered (peer tests not run):", ""]
+            lines += [f"- {reason} ({n} tests)" for reason, n in uncovered.items()]
+    return "\n".join([*lines, "", GENERATED_END])
+
+
+GENERATED_BEGIN = "<!-- generated from tests/conformance/cases/*.json by: python -m tests.conformance.suite -->"
+GENERATED_END = "<!-- end of the generated part -->"
+
+if __name__ == "__main__":
+    print(report())

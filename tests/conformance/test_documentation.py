@@ -45,3 +45,9 @@ def test_cases_are_well_formed(name):
         assert not ("deliberate" in case and "xfail" in case), case["id"]
     for entry in data["not_covered"]:
         assert entry["test"] and entry["reason"]
+
+
+def test_docs_page_matches_the_case_files():
+    page = (ROOT / "docs" / "conformance.md").read_text(encoding="utf-8")
+    assert suite.report() in page, (
+        "docs/conformance.md is stale: replace its generated part with `python -m tests.conformance.suite`")

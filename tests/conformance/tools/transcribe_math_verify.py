@@ -29,7 +29,9 @@ FILES = ("tests/test_all.py", "tests/test_boxed.py", "tests/test_numina_cases.py
          "tests/test_strict.py", "tests/test_yujianll.py", "tests/test_string_extraction.py",
          "tests/test_configs.py", "tests/test_timeout.py", "tests/test_raise_on_error.py")
 DEFAULTS = {"match_types": ["latex", "expr"], "precision": 6, "strict": True, "allow_set_relation_comp": False}
-REWARD, CONFIG = "math_equivalence", {"extract": "none", "workers": 2}
+# wall-clock limits loose enough for a loaded 2-core CI machine (the slowest case needs ~5 s of CPU)
+SLACK = {"timeout_seconds": 60.0, "batch_timeout_seconds": 600.0}
+REWARD, CONFIG = "math_equivalence", {"extract": "none", "workers": 2, **SLACK}
 ME = "grpo_rewards/builtins/math_equivalence.py"
 
 DELIBERATE = {
@@ -95,10 +97,9 @@ NOT_COVERED = {
     "tests/test_configs.py::test_boxed_match_priority": "parse() options (boxed_match_priority, fallback_mode): "
                                                         "math-verify internals, not a comparison",
     "tests/test_configs.py::test_normalization_config": "parse() with a NormalizationConfig: math-verify internals",
-    "tests/test_timeout.py::test_timeout_expr": "math-verify's own signal timeout (ours is the worker pool's, "
-                                                "tests/rewards/test_timeout_pool.py)",
-    "tests/test_timeout.py::test_timeout_latex": "math-verify's own signal timeout (as above)",
-    "tests/test_timeout.py::test_timeout_verify": "math-verify's own signal timeout (as above)",
+    **{f"tests/test_timeout.py::test_timeout_{part}": "math-verify's own signal timeouts (ours are the worker "
+                                                     "pool's, tests/rewards/test_timeout_pool.py)"
+       for part in ("expr", "latex", "verify")},
     "tests/test_raise_on_error.py::test_verify_raise_on_error": "verify(raise_on_error=...): math-verify internals",
 }
 

@@ -17,7 +17,7 @@ from _peer_tests import PeerTests
 
 REPO, PATH = "https://github.com/huggingface/open-r1", "tests/test_rewards.py"
 ACCURACY = {"peer": "accuracy_reward", "reward": "math_equivalence",
-            "config": {"reference_column": "solution", "workers": 2}}
+            "config": {"reference_column": "solution", "workers": 2, "timeout_seconds": 60.0}}
 FORMAT = {"peer": "format_reward", "reward": "strict_format",
           "config": {"reasoning_tag": "think", "value": 1.0, "trailing_newline": False}}
 TAGS = {"peer": "tag_count_reward", "reward": "xml_count",

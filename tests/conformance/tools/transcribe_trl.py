@@ -17,7 +17,7 @@ import sys
 from _peer_tests import PeerTests
 
 REPO, PATH = "https://github.com/huggingface/trl", "tests/test_rewards.py"
-CONFIG = {"reference_column": "solution", "workers": 2}
+CONFIG = {"reference_column": "solution", "workers": 2, "timeout_seconds": 60.0}
 PLUGIN = "no built-in: left to the grpo-rewards-reasoning plugin package"
 ME = "grpo_rewards/builtins/math_equivalence.py"
 DELIBERATE = {
