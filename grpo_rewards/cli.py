@@ -18,6 +18,7 @@ import sys
 import traceback
 
 from grpo_rewards.errors import UserError
+from grpo_rewards.extras import MissingExtra
 from grpo_rewards.plugins import OWN_DISTRIBUTION, PluginError, get_registry
 
 
@@ -70,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         for problem in exc.problems:  # ``file:line: key: what``; "error: key: what" when no file is to blame
             print(problem if problem.file else f"error: {problem}", file=sys.stderr)
         return 2
-    except PluginError as exc:
+    except (PluginError, MissingExtra) as exc:  # MissingExtra: "... pip install 'grpo-toolkit[math]'"
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -26,6 +26,7 @@ from grpo_rewards.compose import RESERVED_ALIASES, ComposedReward, RewardEntry, 
 from grpo_rewards.contract import DEFAULT_MAX_CONSECUTIVE_FAILURES, ON_ERROR, SafeReward
 from grpo_rewards.errors import ConfigError, Problem
 from grpo_rewards.extraction import METHODS
+from grpo_rewards.extras import MissingExtra
 from grpo_rewards.local_rewards import local_spec, looks_local
 from grpo_rewards.plugins import PluginError, Registry, get_registry
 from grpo_rewards.specs import (
@@ -223,6 +224,10 @@ def rewards_from_doc(doc: TomlDoc, registry: Registry | None = None, *, section:
             continue
         try:
             fn = build_reward_fn(use, params, registry, base_dir)
+        except MissingExtra as exc:  # an optional dependency not installed: the reward, not a parameter
+            doc.problem(key + ("use",), str(exc))
+            before = len(doc.problems)
+            continue
         except (ValueError, TypeError, KeyError, PluginError) as exc:
             _blame_params(doc, key, use, params, known, registry, exc, base_dir)
             before = len(doc.problems)

@@ -24,7 +24,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/python -c 'import torch; print("torch==" + torch.__version__.split("+")[0])' > "$constraints"
   plugin_args=()
   for d in plugins/*/; do [ -f "$d/pyproject.toml" ] && plugin_args+=(-e "$d"); done
-  .venv/bin/python -m pip install -q -c "$constraints" -e ".[train,dev]" "${plugin_args[@]}"
+  .venv/bin/python -m pip install -q -c "$constraints" -e ".[train,dev,math,email]" "${plugin_args[@]}"
   rm -f "$constraints"
   echo "$want" > "$stamp"
 fi

@@ -32,7 +32,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   "$py" -c 'import torch; print("torch==" + torch.__version__.split("+")[0])' > "$constraints"
   plugin_args=()
   for d in plugins/*/; do [ -f "$d/pyproject.toml" ] && plugin_args+=(-e "$d"); done
-  if ! "$py" -m pip install -q -c "$constraints" -e ".[train,dev]" "${plugin_args[@]}" "$VLLM_SPEC"; then
+  if ! "$py" -m pip install -q -c "$constraints" -e ".[train,dev,math,email]" "${plugin_args[@]}" "$VLLM_SPEC"; then
     echo "vllm lane: pip could not install $VLLM_SPEC with $(cat "$constraints") here" >&2
     exit 3
   fi

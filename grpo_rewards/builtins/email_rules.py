@@ -13,6 +13,7 @@ from typing import Any
 
 from grpo_rewards.builtins.email_signature import has_contact, split_signature
 from grpo_rewards.completions import completion_text
+from grpo_rewards.extras import import_extra
 from grpo_rewards.specs import RewardSpec
 
 TITLES = frozenset({"mr", "mrs", "ms", "miss", "dr", "prof", "sir", "madam", "mx"})
@@ -123,8 +124,7 @@ class EmailRules:
                  keywords_column: str, ideal_column: str, recipient_column: str):
         if isinstance(max_words, bool) or not isinstance(max_words, int) or max_words < 0:
             raise ValueError(f"max_words must be a whole number >= 0 (0 = no limit), got {max_words!r}")
-        import phonenumbers
-
+        phonenumbers = import_extra("email", "phonenumbers", "email_rules")
         if phone_region.upper() not in phonenumbers.SUPPORTED_REGIONS:
             raise ValueError(f"phone_region must be a two-letter region code such as 'US' or 'GB', got {phone_region!r}")
         self.keyword_reward, self.keyword_partial, self.exact_reward = keyword_reward, keyword_partial, exact_reward

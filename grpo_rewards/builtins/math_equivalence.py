@@ -57,6 +57,7 @@ from grpo_rewards.builtins import math_check
 from grpo_rewards.builtins.timeout_pool import START_METHODS, Outcome, run_items
 from grpo_rewards.completions import completion_text
 from grpo_rewards.extraction import METHODS, extract_answer
+from grpo_rewards.extras import require_extra
 from grpo_rewards.specs import RewardSpec, VerifierSpec
 from grpo_rewards.verdict import Status, Verdict
 
@@ -191,6 +192,7 @@ class MathEquivalence:
                  pattern: str | None = None, reference_column: str = "answer", timeout_seconds: float = 5.0,
                  workers: int = 0, start_method: str = "spawn", require_literal: bool = True,
                  batch_timeout_seconds: float = 120.0) -> None:
+        require_extra("math", "math_equivalence")
         _check_options(timeout_seconds, workers, start_method, batch_timeout_seconds)
         if extract not in (*METHODS, NO_EXTRACTION):
             raise ValueError(
@@ -280,6 +282,7 @@ class MathVerifier:
 
     def __init__(self, timeout_seconds: float = 5.0, workers: int = 0, start_method: str = "spawn",
                  require_literal: bool = True) -> None:
+        require_extra("math", "verify:math")
         _check_options(timeout_seconds, workers, start_method, timeout_seconds)
         self.timeout_seconds, self.workers, self.start_method = timeout_seconds, workers, start_method
         self.require_literal = require_literal
