@@ -1,5 +1,6 @@
 """``grpo train CONFIG [--set k=v]... [--resume] [--dry-run]``, ``grpo config validate CONFIG`` and
-``grpo plot RUN_DIR``; registered from :mod:`grpo_core.plugin`. Heavy imports stay inside the commands.
+``grpo plot RUN_DIR``; a plugin of its own (entry point ``builtin_trainer_cli``), adding its commands through
+the ``grpo_register_commands`` hook as any third party does. Heavy imports stay inside the commands.
 
 Bad input raises the layer's error (``ConfigError``, ``DataError``, ``RunFolderError``); the ``grpo`` shell
 prints one line per problem and exits 2. Everything a run would trip over that can be known without the
@@ -13,13 +14,16 @@ import argparse
 import sys
 from typing import Any
 
+from grpo_rewards.hookspecs import hookimpl
+
 
 def _add_overrides(p: argparse.ArgumentParser) -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="override a config value (TOML syntax, else a bare string); repeatable")
 
 
-def register(subparsers: Any) -> None:
+@hookimpl
+def grpo_register_commands(subparsers: Any) -> None:
     p = subparsers.add_parser("train", help="train with GRPO from a run config (TOML)")
     p.add_argument("config", help="run config: [model] [data] [generation] [grpo] [lora] ... [rewards.*]")
     _add_overrides(p)

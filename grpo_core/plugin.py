@@ -1,5 +1,5 @@
-"""Registers the trainer's commands (``grpo train``, ``grpo demo``, ...), trainer backends (``grpo_core``,
-``trl``), generation backends and dataset sources.
+"""Registers the trainer backends (``grpo_core``, ``trl``), generation backends and dataset sources (the
+trainer's commands are plugins of their own: :mod:`grpo_core.cli_commands`, :mod:`grpo_core.demo.command`).
 
 Imports nothing heavy: each registered factory imports its module when it is used.
 """
@@ -10,15 +10,6 @@ from collections.abc import Callable
 from typing import Any
 
 from grpo_rewards.hookspecs import hookimpl
-
-
-@hookimpl
-def grpo_register_commands(subparsers: Any) -> None:
-    from grpo_core import cli_commands
-    from grpo_core.demo import command as demo_command
-
-    cli_commands.register(subparsers)
-    demo_command.register(subparsers)
 
 
 @hookimpl

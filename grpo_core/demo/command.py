@@ -1,12 +1,16 @@
-"""``grpo demo``: the embedded demo from the command line (see :mod:`grpo_core.demo.run`)."""
+"""``grpo demo``: the embedded demo from the command line (see :mod:`grpo_core.demo.run`); a plugin of its own
+(entry point ``builtin_demo_cli``) adding the command through ``grpo_register_commands``, as any third party does."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
+from grpo_rewards.hookspecs import hookimpl
 
-def register(subparsers: Any) -> None:
+
+@hookimpl
+def grpo_register_commands(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "demo", help="train a tiny model on arithmetic with GRPO, on the CPU, nothing downloaded (~2-5 min)"
     )

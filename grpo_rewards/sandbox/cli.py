@@ -1,4 +1,7 @@
-"""``grpo sandbox probe|run|serve``: check the layers, run one program, serve the sandbox over HTTP."""
+"""``grpo sandbox probe|run|serve``: check the layers, run one program, serve the sandbox over HTTP.
+
+A plugin of its own (entry point ``builtin_sandbox_cli``) adding ``grpo sandbox`` through the
+``grpo_register_commands`` hook, as any third party does; heavy imports stay inside the commands."""
 
 from __future__ import annotations
 
@@ -10,9 +13,11 @@ from typing import Any
 from grpo_rewards.cli_args import positive
 from grpo_rewards.errors import UserError
 from grpo_rewards.files import read_text
+from grpo_rewards.hookspecs import hookimpl
 
 
-def add_commands(subparsers: Any) -> None:
+@hookimpl
+def grpo_register_commands(subparsers: Any) -> None:
     sandbox = subparsers.add_parser("sandbox", help="run programs in the local sandbox; serve it over HTTP")
     sub = sandbox.add_subparsers(dest="sandbox_command", metavar="SUBCOMMAND", required=True)
 

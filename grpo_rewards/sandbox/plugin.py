@@ -1,4 +1,5 @@
-"""Registers the sandbox backends, the code rewards and ``grpo sandbox`` (import-light: heavy work inside)."""
+"""Registers the sandbox backends and the code rewards (import-light: heavy work inside); ``grpo sandbox`` is
+a plugin of its own, :mod:`grpo_rewards.sandbox.cli`."""
 
 from __future__ import annotations
 
@@ -61,9 +62,3 @@ def grpo_register_sandbox_backends(register: Callable[..., None]) -> None:
     register("sandboxfusion", _sandboxfusion)
     register("piston", _piston)
 
-
-@hookimpl
-def grpo_register_commands(subparsers: Any) -> None:
-    from grpo_rewards.sandbox.cli import add_commands
-
-    add_commands(subparsers)

@@ -1,0 +1,61 @@
+"""One way to add `grpo` commands, ours included: a module with an `@hookimpl grpo_register_commands`, loaded
+through its own entry point of the `grpo` group, exactly as a third party's; so each can be switched off alone."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+import pytest
+import tomllib
+
+ROOT = Path(__file__).resolve().parents[2]
+ADDS_COMMANDS = re.compile(r"\bsubparsers\.add_parser\(")
+HOOK = re.compile(r"^@hookimpl\s*\ndef grpo_register_commands\(subparsers", re.MULTILINE)
+
+
+def module_name(path: Path) -> str:
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts)
+
+
+def commands() -> set[str]:
+    from grpo_rewards.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return set(sub.choices)
+
+
+@pytest.fixture
+def fresh(monkeypatch):
+    import grpo_rewards.plugins as plugins
+
+    monkeypatch.setattr(plugins, "_default", None)
+    yield plugins
+    plugins._default = None
+
+
+def test_every_module_adding_commands_is_an_entry_point_implementing_the_hook():
+    entry_points = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]["grpo"]
+    adding = {module_name(p): p.read_text() for package in ("grpo_rewards", "grpo_core")
+              for p in (ROOT / package).rglob("*.py") if ADDS_COMMANDS.search(p.read_text())}
+    assert {"grpo_rewards.cli_commands", "grpo_core.cli_commands", "grpo_rewards.sandbox.cli",
+            "grpo_core.demo.command"} <= set(adding)
+    for module, source in adding.items():
+        assert HOOK.search(source), f"{module} adds commands without its own @hookimpl grpo_register_commands"
+        assert module in entry_points.values(), f"{module} is not an entry point of the grpo group"
+    hooked = {module_name(p) for package in ("grpo_rewards", "grpo_core") for p in (ROOT / package).rglob("*.py")
+              if "def grpo_register_commands(" in p.read_text() and p.name != "hookspecs.py"}
+    assert hooked == set(adding)  # no plugin module adds another module's commands for it
+
+
+def test_each_command_module_can_be_switched_off_alone(fresh, monkeypatch):
+    everything = commands()
+    assert {"train", "config", "plot", "demo", "sandbox", "rewards", "plugins"} <= everything
+    for entry_point, gone in (("builtin_sandbox_cli", {"sandbox"}), ("builtin_trainer_cli", {"train", "config", "plot"}),
+                              ("builtin_demo_cli", {"demo"})):
+        monkeypatch.setenv("GRPO_DISABLE_PLUGINS", entry_point)
+        fresh._default = None
+        assert everything - commands() == gone
+        registry = fresh.get_registry()
+        assert "code_execution" in registry.rewards and "grpo_core" in registry.trainer_backends  # the rest stays
