@@ -29,6 +29,10 @@ Methods, tried in this order by ``auto``:
 ``regex``          the first group (or whole match) of the last match of a custom ``pattern``
                    (on the raw text: the pattern decides)
 
+``auto`` prefers a ``\\boxed{}`` to an answer announced in words, except a "Final answer"
+announced after the last box (``\\boxed{255} ... Final Answer: The final answer is $10,455$``):
+the box was an intermediate result.
+
 Every method strips the answer; an empty extraction (``<answer></answer>``) is no answer.
 When the text has an ``<answer>`` tag, ``auto`` uses the tag alone: a completion cut
 off right after ``<answer>`` has no answer, rather than the last number of its reasoning.
@@ -166,7 +170,8 @@ def _kind(match: re.Match[str]) -> int:
     return 0 if match.group("final") else 1 if match.group("answer") else 2
 
 
-def _answer_prefix(text: str) -> str | None:
+def _announced(text: str) -> tuple[int, int, str] | None:
+    """The answer announced in words as ``(kind, -position, value)``: the strongest kind, then the last."""
     best: tuple[int, int, str] | None = None  # (kind, -position, value): lowest kind, then last
     if "nswer" not in text and "NSWER" not in text and "A" not in text:
         return None
@@ -178,6 +183,11 @@ def _answer_prefix(text: str) -> str | None:
         value = _after_is(match.group("rest"))
         if value and (best is None or (_kind(match), -match.start()) <= best[:2]):
             best = (_kind(match), -match.start(), value)
+    return best
+
+
+def _answer_prefix(text: str) -> str | None:
+    best = _announced(text)
     return best[2] if best else None
 
 
@@ -269,7 +279,13 @@ def _auto(text: str) -> str | None:
     value = _gsm8k_answer(text)
     if value:
         return value
-    for extractor in (_boxed, _answer_prefix, _last_number):
+    value = _boxed(text)
+    if value:
+        announced = _announced(text)
+        if announced and announced[0] == 0 and -announced[1] > _last(_BOXED, text).start():
+            return announced[2]  # "Final answer: X" after the last box: the box was an intermediate result
+        return value
+    for extractor in (_answer_prefix, _last_number):
         value = extractor(text)
         if value:
             return value

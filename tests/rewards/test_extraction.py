@@ -211,3 +211,19 @@ def test_last_number_finds_only_literals_of_the_number_grammar():
     for piece in pieces:
         assert extract_answer(f"so it is {piece} in the end", "last_number") == piece
         assert parse_literal(piece) is not None
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        # Math-Verify's test_math_extraction_additional_cases[17]: a boxed intermediate result, then the final answer
+        ("so the interest is $\\boxed{255}$. After six months Dr. Zaius has $10,200 + $255 = $10,455. "
+         "Final Answer: The final answer is $10,455$. I hope it is correct.", "$10,455$"),
+        ("\\boxed{3}\n\n**Final Answer**\n7", "7"),
+        ("Final answer: 5. Wait, that is wrong: \\boxed{6}", "6"),  # the box comes after: it wins
+        ("The final answer is $\\boxed{7}$.", "7"),
+        ("\\boxed{7}\nAnswer: 8", "7"),  # only a *final* answer after the box beats it
+    ],
+)
+def test_auto_final_answer_after_the_last_box_wins(text, expected):
+    assert extract_answer(text) == expected
