@@ -5,7 +5,9 @@ Reads the test files of a Math-Verify checkout at a commit (``git show``), takes
 (``compare_strings`` or ``verify(parse(gold), parse(pred))``) and writes one case per
 row: the gold (our ``answer`` column), the prediction (the completion, read whole:
 ``math_equivalence`` with ``extract = "none"``), the expected verdict (1.0 / 0.0),
-the options the peer test passed (``peer_options``) and the test it came from. Every
+the options the peer test passed (``peer_options``) and the test it came from. A
+prediction with a ``\\boxed{}`` also gives a second case (id ``...@auto``) scored with
+``math_equivalence``'s default extraction, which takes the boxed answer. Every
 other test function of those files is listed under ``not_covered`` with the reason
 (the tool fails on a test function it does not know, so a new upstream test is seen).
 
@@ -32,6 +34,7 @@ DEFAULTS = {"match_types": ["latex", "expr"], "precision": 6, "strict": True, "a
 # wall-clock limits loose enough for a loaded 2-core CI machine (the slowest case needs ~5 s of CPU)
 SLACK = {"timeout_seconds": 60.0, "batch_timeout_seconds": 600.0}
 REWARD, CONFIG = "math_equivalence", {"extract": "none", "workers": 2, **SLACK}
+AUTO_CONFIG = {"workers": 2, **SLACK}  # the default extraction: the last \boxed{} of the prediction
 ME = "grpo_rewards/builtins/math_equivalence.py"
 
 DELIBERATE = {
@@ -89,6 +92,26 @@ ANNOTATIONS: dict[str, dict[str, object]] = {
         "test_all.py::test_math_extraction_additional_cases[12]",
         "test_all.py::test_math_extraction_additional_cases[28]", "test_open_thoughts.py::test_open_thoughts[17]")},
 }
+BARE_ANSWER = ("math_check reads a bare extracted answer (no $...$) that it does not take for a formula as plain "
+               "text, not LaTeX: a boxed list, tuple, interval or matrix (\\boxed{-2,1}, \\boxed{(6,31,-1)}, \\boxed{[-4, 0]}) "
+               "is lost or misread (-2,1 as -2.1); read as $...$ it agrees")
+LAST_BOX = ("extraction reads only the last \\boxed{}: an answer boxed in parts (\\boxed{(2, 2)} and \\boxed{(6, 2)}) "
+            "keeps its last part")
+ANNOTATIONS.update({
+    **{f"test_all.py::test_percent_notation[{i}]@auto": {"deliberate": "require_literal", "ours": 0.0}
+       for i in (6, 7, 8)},
+    "test_open_thoughts.py::test_open_thoughts[7]@auto": {"deliberate": "text_reference", "ours": None},
+    **{f"{case}@auto": {"xfail": BARE_ANSWER} for case in (
+        "test_all.py::test_latex_notation_math[1]", "test_all.py::test_latex_notation_math[4]",
+        "test_all.py::test_latex_notation_math[13]", "test_all.py::test_latex_notation_math[18]",
+        "test_all.py::test_math_extraction_additional_cases[18]",
+        "test_all.py::test_math_extraction_additional_cases[27]",
+        *(f"test_numina_cases.py::test_numina_cases[{i}]" for i in (0, 2, 5, 7, 13, 18, 19, 21, 23, 28)),
+        "test_open_thoughts.py::test_open_thoughts[5]", "test_open_thoughts.py::test_open_thoughts[27]")},
+    **{f"{case}@auto": {"xfail": LAST_BOX} for case in (
+        "test_all.py::test_math_extraction_additional_cases[28]", "test_numina_cases.py::test_numina_cases[12]",
+        *(f"test_open_thoughts.py::test_open_thoughts[{i}]" for i in (12, 13, 14, 16, 18, 19, 23, 24, 25, 26)))},
+})
 NOT_COVERED = {
     "tests/test_all.py::test_precision": "math-verify's grader (sympy_expr_eq) with float_rounding 3 and 4; "
                                          "math_equivalence has no float_rounding option",
@@ -122,12 +145,14 @@ def _options(func: ast.FunctionDef) -> dict[str, object] | None:
     return None
 
 
-def _case(path: str, func: str, index: int, values: dict[str, object], opts: dict[str, object]) -> dict[str, object]:
-    case_id = f"{path.rsplit('/', 1)[1]}::{func}[{index}]"
+def _case(path: str, func: str, index: int, values: dict[str, object], opts: dict[str, object],
+          auto: bool = False) -> dict[str, object]:
+    case_id = f"{path.rsplit('/', 1)[1]}::{func}[{index}]" + ("@auto" if auto else "")
     expected = values.get("expected", values.get("result"))
     case: dict[str, object] = {
         "id": case_id, "test": f"{path}::{func}", "row": index, "peer": "verify(parse(gold), parse(pred))",
-        "reward": REWARD, "config": CONFIG, "completion": values["pred"], "columns": {"answer": values["gold"]},
+        "reward": REWARD, "config": AUTO_CONFIG if auto else CONFIG, "completion": values["pred"],
+        "columns": {"answer": values["gold"]},
         "expected": float(expected), "peer_options": opts,
     }
     case.update(ANNOTATIONS.get(case_id, {}))
@@ -154,6 +179,8 @@ def cases(git_dir: str, commit: str) -> list[dict[str, object]]:
                 values = dict(zip(names, _value(row), strict=True))
                 opts = {k: values[v] if isinstance(v, str) and v in values else v for k, v in options.items()}
                 out.append(_case(path, func.name, index, values, opts))
+                if "\\boxed" in str(values["pred"]):
+                    out.append(_case(path, func.name, index, values, opts, auto=True))
     unknown = set(ANNOTATIONS) - {c["id"] for c in out}
     if unknown:
         raise SystemExit(f"annotations for cases that do not exist: {sorted(unknown)}")
