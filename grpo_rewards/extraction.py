@@ -281,9 +281,11 @@ def _auto(text: str) -> str | None:
         return value
     value = _boxed(text)
     if value:
-        announced = _announced(text)
-        if announced and announced[0] == 0 and -announced[1] > _last(_BOXED, text).start():
-            return announced[2]  # "Final answer: X" after the last box: the box was an intermediate result
+        tail = text[max(text.rfind("\\boxed"), text.rfind("\\fbox")):]
+        if "inal" in tail or "INAL" in tail:  # cheap test first: no "final" after the last box, nothing to do
+            announced = _announced(text)
+            if announced and announced[0] == 0 and -announced[1] > _last(_BOXED, text).start():
+                return announced[2]  # "Final answer: X" after the last box: the box was an intermediate result
         return value
     for extractor in (_answer_prefix, _last_number):
         value = extractor(text)
