@@ -18,6 +18,7 @@ reward), so the process pool of ``math_equivalence`` starts once per suite.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import threading
 from collections import Counter
@@ -32,6 +33,14 @@ import grpo_rewards
 CASES_DIR = Path(__file__).parent / "cases"
 SUITES = ("math_verify", "open_r1", "trl", "unsloth")
 TOLERANCE = 1e-9
+
+
+def module_at(path: str) -> Any:
+    """The Python module at ``path`` (relative to the repository root), imported by its file."""
+    spec = importlib.util.spec_from_file_location(Path(path).stem, CASES_DIR.parents[2] / path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @cache
