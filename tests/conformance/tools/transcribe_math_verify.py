@@ -96,7 +96,7 @@ BARE_ANSWER = ("math_check reads a bare extracted answer (no $...$) that it does
                "text, not LaTeX: a boxed list, tuple, interval or matrix (\\boxed{-2,1}, \\boxed{(6,31,-1)}, \\boxed{[-4, 0]}) "
                "is lost or misread (-2,1 as -2.1); read as $...$ it agrees")
 LAST_BOX = ("extraction reads only the last \\boxed{}: an answer boxed in parts (\\boxed{(2, 2)} and \\boxed{(6, 2)}) "
-            "keeps its last part")
+            "keeps its last part; with every box read (joined, as $...$) it agrees")
 ANNOTATIONS.update({
     **{f"test_all.py::test_percent_notation[{i}]@auto": {"deliberate": "require_literal", "ours": 0.0}
        for i in (6, 7, 8)},
