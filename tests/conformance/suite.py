@@ -160,17 +160,18 @@ def report() -> str:
             lines += ["", "Deliberate differences:", ""]
             for key, n in used.items():
                 entry = data["deliberate"][key]
-                lines.append(f"- `{key}` ({entry['reward']}, {n} cases): {entry['reason']}. "
+                lines.append(f"- `{key}` ({entry['reward']}, {n} case{'s' if n > 1 else ''}): {entry['reason']}. "
                              f"Stated in `{entry['documented_in']}`.")
         bugs = Counter(c["xfail"] for c in data["cases"] if "xfail" in c)
         if bugs:
             lines += ["", "Known bugs (strict xfails; fixing one turns its cases into failures until the mark goes):",
                       ""]
-            lines += [f"- {reason} ({n} cases)" for reason, n in bugs.items()]
+            lines += [f"- {reason} ({n} case{'s' if n > 1 else ''})" for reason, n in bugs.items()]
         uncovered = Counter(entry["reason"] for entry in data["not_covered"])
         if uncovered:
-            lines += ["", "Not covered (peer tests not run):", ""]
-            lines += [f"- {reason} ({n} tests)" for reason, n in uncovered.items()]
+            unit = "notebook function" if all(".ipynb::" in e["test"] for e in data["not_covered"]) else "test"
+            lines += ["", f"Not covered (peer {unit}s not run):", ""]
+            lines += [f"- {reason} ({n} {unit}{'s' if n > 1 else ''})" for reason, n in uncovered.items()]
     return "\n".join([*lines, "", GENERATED_END])
 
 
