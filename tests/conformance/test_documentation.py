@@ -38,7 +38,9 @@ def test_cases_are_well_formed(name):
     ids = [case["id"] for case in data["cases"]]
     assert len(ids) == len(set(ids)), "case ids repeat"
     for case in data["cases"]:
-        assert case["test"] and case["peer"], case["id"]
+        path = case["test"].split("::", 1)[0]
+        assert path in data["source"]["files"] and case["peer"], case["id"]
+        assert case["source"] == f"{data['source']['repo']}/blob/{data['source']['commit']}/{path}", case["id"]
         assert case["reward"] in registry.rewards, f"{case['id']}: {case['reward']!r} is no registered reward"
         if "deliberate" in case:
             assert case["deliberate"] in data["deliberate"] and "ours" in case, case["id"]

@@ -40,3 +40,11 @@ class PeerTests:
     def contents(self, test: str, name: str) -> list[str]:
         """The message contents of the chat completions ``[[{"content": ...}], ...]`` assigned to ``name``."""
         return [c["content"] if isinstance(c, dict) else c[0]["content"] for c in self.literal(test, name)]
+
+
+def with_sources(cases: list[dict[str, object]], repo: str, commit: str) -> list[dict[str, object]]:
+    """Each case with ``source``: the URL of its peer file at ``commit`` (the file is ``test`` up to ``::``)."""
+    for case in cases:
+        path = str(case["test"]).split("::", 1)[0]
+        case["source"] = f"{repo}/blob/{commit}/{path}"
+    return cases

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import sys
 
-from _peer_tests import PeerTests
+from _peer_tests import PeerTests, with_sources
 
 REPO, PATH = "https://github.com/huggingface/open-r1", "tests/test_rewards.py"
 ACCURACY = {"peer": "accuracy_reward", "reward": "math_equivalence",
@@ -87,7 +87,7 @@ def main() -> None:
         "deliberate": {},
         "not_covered": [{"test": f"{PATH}::{t}", "reason": _not_covered_reason(t)} for t in peer.tests
                         if t not in covered],
-        "cases": found,
+        "cases": with_sources(found, REPO, peer.commit),
     }
     json.dump(doc, sys.stdout, indent=1, ensure_ascii=False)
     sys.stdout.write("\n")
