@@ -9,11 +9,12 @@ came from, the built-in reward that reproduces the peer function (``reward`` and
 A case is one of:
 
 * agreeing (neither ``deliberate`` nor ``xfail``): our score equals ``expected``;
-* ``deliberate``: ours differs on purpose; our score is ``ours`` (not ``expected``);
+* ``deliberate``: ours differs on purpose (``reason``); our score is ``ours`` (not ``expected``);
 * ``xfail``: a known bug in our reward (the reason says which); run as a strict xfail.
 
 All cases of one reward configuration are scored in one batch (one call of the
 reward), so the process pool of ``math_equivalence`` starts once per suite.
+:func:`report` writes the generated part of docs/conformance.md from the files.
 """
 
 from __future__ import annotations

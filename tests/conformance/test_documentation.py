@@ -44,6 +44,7 @@ def test_cases_are_well_formed(name):
         assert case["reward"] in registry.rewards, f"{case['id']}: {case['reward']!r} is no registered reward"
         if "deliberate" in case:
             assert case["deliberate"] in data["deliberate"] and "ours" in case, case["id"]
+            assert case["reason"] == data["deliberate"][case["deliberate"]]["reason"], case["id"]
         assert not ("deliberate" in case and "xfail" in case), case["id"]
     for entry in data["not_covered"]:
         assert entry["test"] and entry["reason"]

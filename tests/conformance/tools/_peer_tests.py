@@ -48,3 +48,11 @@ def with_sources(cases: list[dict[str, object]], repo: str, commit: str) -> list
         path = str(case["test"]).split("::", 1)[0]
         case["source"] = f"{repo}/blob/{commit}/{path}"
     return cases
+
+
+def with_reasons(cases: list[dict[str, object]], deliberate: dict[str, dict[str, str]]) -> list[dict[str, object]]:
+    """Each deliberate case with its ``reason`` (the text of its entry in the suite's ``deliberate``)."""
+    for case in cases:
+        if "deliberate" in case:
+            case["reason"] = deliberate[str(case["deliberate"])]["reason"]
+    return cases

@@ -26,7 +26,7 @@ import math
 import subprocess
 import sys
 
-from _peer_tests import with_sources
+from _peer_tests import with_reasons, with_sources
 
 REPO = "https://github.com/huggingface/Math-Verify"
 FILES = ("tests/test_all.py", "tests/test_boxed.py", "tests/test_numina_cases.py", "tests/test_open_thoughts.py",
@@ -199,7 +199,7 @@ def main() -> None:
                    "transcribed_by": "tests/conformance/tools/transcribe_math_verify.py"},
         "deliberate": DELIBERATE,
         "not_covered": [{"test": test, "reason": why} for test, why in NOT_COVERED.items()],
-        "cases": with_sources(cases(git_dir, full), REPO, full),
+        "cases": with_reasons(with_sources(cases(git_dir, full), REPO, full), DELIBERATE),
     }
     json.dump(doc, sys.stdout, indent=1, ensure_ascii=False)
     sys.stdout.write("\n")

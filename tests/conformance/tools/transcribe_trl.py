@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import sys
 
-from _peer_tests import PeerTests, with_sources
+from _peer_tests import PeerTests, with_reasons, with_sources
 
 REPO, PATH = "https://github.com/huggingface/trl", "tests/test_rewards.py"
 CONFIG = {"reference_column": "solution", "workers": 2, "timeout_seconds": 60.0}
@@ -86,7 +86,7 @@ def main() -> None:
                    "transcribed_by": "tests/conformance/tools/transcribe_trl.py"},
         "deliberate": DELIBERATE,
         "not_covered": [{"test": f"{PATH}::{t}", "reason": NOT_COVERED[t.split("::")[0]]} for t in left],
-        "cases": with_sources(found, REPO, peer.commit),
+        "cases": with_reasons(with_sources(found, REPO, peer.commit), DELIBERATE),
     }
     json.dump(doc, sys.stdout, indent=1, ensure_ascii=False)
     sys.stdout.write("\n")

@@ -26,7 +26,7 @@ import re
 import sys
 from typing import Any
 
-from _peer_tests import git, with_sources
+from _peer_tests import git, with_reasons, with_sources
 
 REPO = "https://github.com/unslothai/notebooks"
 GSM8K_NB, QWEN3_NB = "nb/Llama3.1_(8B)-GRPO.ipynb", "nb/Qwen3_(4B)-GRPO.ipynb"
@@ -212,7 +212,7 @@ def main() -> None:
                    "transcribed_by": "tests/conformance/tools/transcribe_unsloth.py"},
         "deliberate": DELIBERATE,
         "not_covered": [{"test": f"{QWEN3_NB}::{name}", "reason": f"{name}: {why}"} for name, why in NOT_COVERED.items()],
-        "cases": with_sources(found, REPO, commit),
+        "cases": with_reasons(with_sources(found, REPO, commit), DELIBERATE),
     }
     json.dump(doc, sys.stdout, indent=1, ensure_ascii=False)
     sys.stdout.write("\n")
