@@ -100,7 +100,11 @@ class GenerationConfig:
     importance_sampling_min: float | None = None
     importance_sampling_max: float | None = 3.0
     # backend = "vllm" only (grpo_core.vllm)
-    vllm_server_url: str = ""  # "" -> a colocated engine in the training process
+    vllm_mode: str = "colocate"  # "colocate": an engine in the training process; "server": a `vllm serve` server
+    vllm_server_host: str = "127.0.0.1"  # vllm_mode = "server": where the server listens
+    vllm_server_port: int = 8000
+    vllm_server_url: str = ""  # TRL's vllm_server_base_url: "http://host:port", used instead of host and port
+    vllm_server_timeout: float = 240.0  # seconds to wait for the server to answer when the run starts
     vllm_gpu_memory_utilization: float = 0.3
     vllm_sleep_level: int = 0  # 0 off; 1 weights offloaded, KV cache freed while training; 2 both freed
     vllm_max_model_len: int | None = None  # None -> max_prompt_length + max_completion_length

@@ -111,7 +111,7 @@ def grpo_config_kwargs(cfg: RunConfig) -> dict[str, Any]:
     }
     if vllm:
         kwargs.update(
-            vllm_mode="server" if g.vllm_server_url else "colocate",
+            vllm_mode=g.vllm_mode,
             vllm_gpu_memory_utilization=g.vllm_gpu_memory_utilization,
             vllm_enable_sleep_mode=g.vllm_sleep_level > 0,  # TRL's engine always sleeps at level 2
             vllm_max_model_length=g.vllm_max_model_len,
@@ -120,8 +120,11 @@ def grpo_config_kwargs(cfg: RunConfig) -> dict[str, Any]:
             vllm_importance_sampling_clip_min=g.importance_sampling_min,
             vllm_importance_sampling_clip_max=g.importance_sampling_max,
         )
-        if g.vllm_server_url:
-            kwargs["vllm_server_base_url"] = g.vllm_server_url
+        if g.vllm_mode == "server":  # TRL's server is `trl vllm-serve` (weights pushed over its NCCL group)
+            kwargs.update(vllm_server_host=g.vllm_server_host, vllm_server_port=g.vllm_server_port,
+                          vllm_server_timeout=g.vllm_server_timeout)
+            if g.vllm_server_url:
+                kwargs["vllm_server_base_url"] = g.vllm_server_url
         if g.importance_sampling != "none":
             kwargs["vllm_importance_sampling_mode"] = g.importance_sampling
         if g.stop:

@@ -1,4 +1,4 @@
-"""The vLLM generation backend: a colocated ``vllm.LLM`` in the training process.
+"""The vLLM generation backend, and its colocated engine (a ``vllm.LLM`` in the training process).
 
 ``VLLMBackend(config, model, tokenizer).generate(prompts, n)`` returns the same :class:`Generation`
 as the transformers backend, plus ``sampling_logps`` (the sampler's log-prob of every sampled
@@ -17,14 +17,19 @@ disk after the engine's first load. With ``vllm_sleep_level`` 1 or 2 (CUDA only)
 sleeps between calls, releasing its KV cache (level 2 also its weights, which the next call pushes
 again) while the trainer runs.
 
-The engine runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, set here unless the caller
-set it): it shares the policy's memory and needs no ``__main__`` guard.
+The backend talks to an engine through four calls: ``load_weights`` (``(name, tensor)`` pairs),
+``generate`` (prompt token ids and one sampling dict per request, vLLM's ``SamplingParams`` names ->
+:class:`Completion` lists), ``wake`` and ``sleep``. ``vllm_mode = "colocate"``: :class:`ColocatedEngine`,
+in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, set here unless the caller set it), sharing the
+policy's memory, no ``__main__`` guard needed; ``"server"``: :class:`grpo_core.vllm.server.ServerEngine`,
+a ``vllm serve`` server over HTTP.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -36,6 +41,16 @@ if TYPE_CHECKING:
     from grpo_core.config import RunConfig
 
 _SEED_RANGE = 2**31 - 1
+
+
+@dataclass
+class Completion:
+    """One sampled completion: its token ids, the sampler's log-prob of each, and why it ended
+    (``"length"``: the token limit)."""
+
+    token_ids: list[int]
+    logprobs: list[float]
+    finish_reason: str | None
 
 
 def _prepare_environment() -> None:
@@ -66,7 +81,7 @@ def cpu_kv_cache_bytes(model: Any, sequences: int, max_len: int | None) -> int:
     return max(64 << 20, 2 * sequences * length * 2 * layers * kv_heads * head_dim * size)
 
 
-def _refresh_tied_head(model: Any) -> None:
+def refresh_tied_head(model: Any) -> None:
     """A head tied to the embeddings receives no weights of its own in a reload, but vLLM's CPU build keeps
     a repacked copy of it for the logits: build that again from the (shared, reloaded) weight."""
     head = getattr(model, "lm_head", None)
@@ -113,12 +128,18 @@ class ColocatedEngine:
             self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": batch,
                                                               "is_checkpoint_format": True})
             if any(name.endswith("embed_tokens.weight") for name, _ in batch):
-                self.llm.apply_model(_refresh_tied_head)
+                self.llm.apply_model(refresh_tied_head)
             self.llm.reset_prefix_cache()
         return len(batch)
 
-    def generate(self, requests: list[dict[str, Any]], params: list[Any]) -> list[Any]:
-        return self.llm.generate(requests, params, use_tqdm=False)
+    def generate(self, prompts: list[list[int]], params: list[dict[str, Any]]) -> list[list[Completion]]:
+        """One list of completions (in index order) per prompt, sampled with its ``SamplingParams`` fields."""
+        from vllm import SamplingParams
+
+        sampling = [SamplingParams(**p, flat_logprobs=True, detokenize=bool(p.get("stop"))) for p in params]
+        outputs = self.llm.generate([{"prompt_token_ids": ids} for ids in prompts], sampling, use_tqdm=False)
+        return [[Completion(list(c.token_ids), _sampled_logprobs(c), c.finish_reason)
+                 for c in sorted(out.outputs, key=lambda c: c.index)] for out in outputs]
 
     def wake(self) -> bool:
         """Wake a sleeping engine; True when its weights were dropped (level 2) and must be pushed again."""
@@ -147,7 +168,14 @@ class VLLMBackend:
         if tokenizer.pad_token_id is None:
             raise ValueError("the tokenizer has no pad token (models.load_model_and_tokenizer sets one)")
         self.weights = WeightSync(model)
-        self.engine = engine if engine is not None else ColocatedEngine(config, model)
+        if engine is None:
+            if self.gen.vllm_mode == "server":
+                from grpo_core.vllm.server import ServerEngine
+
+                engine = ServerEngine(config)
+            else:
+                engine = ColocatedEngine(config, model)
+        self.engine = engine
         self.pushed = 0  # tensors sent to the engine so far (a metric for tests and logs)
 
     def sync_weights(self) -> int:
@@ -164,20 +192,19 @@ class VLLMBackend:
             ids, mask = ids[:, -self.max_prompt_length:], mask[:, -self.max_prompt_length:]
         return [row[m.bool()].tolist() for row, m in zip(ids, mask, strict=True)], ids, mask
 
-    def _params(self, prompts: int, num_generations: int, greedy: bool) -> tuple[list[Any], int]:
-        """One ``SamplingParams`` per request, and how many requests each prompt becomes."""
-        from vllm import SamplingParams
-
+    def _params(self, prompts: int, num_generations: int, greedy: bool) -> tuple[list[dict[str, Any]], int]:
+        """The ``SamplingParams`` fields of each request, and how many requests each prompt becomes."""
         g = self.gen
-        common = dict(max_tokens=g.max_completion_length, stop_token_ids=self.eos_ids, stop=list(g.stop) or None,
-                      include_stop_str_in_output=True, logprobs=0, flat_logprobs=True, detokenize=bool(g.stop),
+        common = dict(max_tokens=g.max_completion_length, stop_token_ids=list(self.eos_ids),
+                      stop=list(g.stop) or None, include_stop_str_in_output=True, logprobs=0,
                       skip_special_tokens=True)
-        if greedy:  # vLLM's greedy sampling takes n = 1: one request per completion
-            one = SamplingParams(n=1, temperature=0.0, **common)
+        if greedy:  # vLLM's greedy sampling takes n = 1: one request per completion; every field set, so a
+            # server's defaults (a checkpoint's generation_config.json) decide nothing
+            one = dict(n=1, temperature=0.0, top_p=1.0, top_k=-1, min_p=0.0, repetition_penalty=1.0, **common)
             return [one] * (prompts * num_generations), num_generations
         seeds = torch.randint(0, _SEED_RANGE, (prompts,)).tolist()
-        return [SamplingParams(n=num_generations, temperature=g.temperature, top_p=g.top_p, top_k=g.top_k or -1,
-                               min_p=g.min_p, repetition_penalty=g.repetition_penalty, seed=seed, **common)
+        return [dict(n=num_generations, temperature=g.temperature, top_p=g.top_p, top_k=g.top_k or -1,
+                     min_p=g.min_p, repetition_penalty=g.repetition_penalty, seed=seed, **common)
                 for seed in seeds], 1
 
     @torch.no_grad()
@@ -187,18 +214,18 @@ class VLLMBackend:
         self.sync_weights()
         token_lists, prompt_ids, prompt_mask = self._prompt_token_lists(prompts)
         params, copies = self._params(len(prompts), num_generations, greedy)
-        requests = [{"prompt_token_ids": ids} for ids in token_lists for _ in range(copies)]
+        requests = [ids for ids in token_lists for _ in range(copies)]
         try:
             outputs = self.engine.generate(requests, params)
         finally:
             self.engine.sleep()
-        completions = [c for out in outputs for c in sorted(out.outputs, key=lambda c: c.index)]
+        completions = [c for out in outputs for c in out]
         if len(completions) != len(prompts) * num_generations:
             raise RuntimeError(f"vLLM returned {len(completions)} completions for {len(prompts)} prompts x "
                                f"{num_generations}")
         pad = self.tokenizer.pad_token_id
         ids = [torch.tensor(c.token_ids, dtype=torch.long) for c in completions]
-        logps = [_sampled_logprobs(c) for c in completions]
+        logps = [torch.tensor(c.logprobs, dtype=torch.float32) for c in completions]
         completion_ids = torch.nn.utils.rnn.pad_sequence(ids, batch_first=True, padding_value=pad)
         sampling_logps = torch.nn.utils.rnn.pad_sequence(logps, batch_first=True, padding_value=0.0)
         lengths = torch.tensor([len(c.token_ids) for c in completions])
@@ -213,14 +240,13 @@ class VLLMBackend:
                           sampling_logps=sampling_logps.to(device))
 
 
-def _sampled_logprobs(completion: Any) -> torch.Tensor:
-    """The sampled tokens' log-probs of one completion (``logprobs=0``: one entry per position)."""
+def _sampled_logprobs(completion: Any) -> list[float]:
+    """The sampled tokens' log-probs of one vLLM ``CompletionOutput`` (``logprobs=0``: one entry per position)."""
     flat = completion.logprobs
     values = getattr(flat, "logprobs", None)
     if values is not None and len(values) == len(completion.token_ids):
-        return torch.tensor(values, dtype=torch.float32)
-    return torch.tensor([pos[tok].logprob for pos, tok in zip(flat, completion.token_ids, strict=True)],
-                        dtype=torch.float32)
+        return [float(v) for v in values]
+    return [pos[tok].logprob for pos, tok in zip(flat, completion.token_ids, strict=True)]
 
 
 def make_vllm_backend(config: RunConfig, model: Any, tokenizer: Any) -> VLLMBackend:

@@ -251,16 +251,23 @@ def test_mapping_gives_trl_the_same_batch_and_step_count(core_registry: Any) -> 
     # the vLLM keys, checked without vLLM: GRPOConfig only records them
     vllm = {"backend": "vllm", "num_generations": 4, "min_p": 0.05, "stop": ["</answer>"],
             "importance_sampling": "token_truncate", "importance_sampling_max": 2.0,
-            "vllm_server_url": "http://localhost:8000", "vllm_sleep_level": 1, "vllm_max_model_len": 1024}
+            "vllm_mode": "server", "vllm_server_url": "http://localhost:8000", "vllm_server_timeout": 30.0,
+            "vllm_sleep_level": 1, "vllm_max_model_len": 1024}
     kwargs = grpo_config_kwargs(dataclasses.replace(cfg, generation=dataclasses.replace(cfg.generation, **vllm)))
     args = trl.GRPOConfig(**kwargs)
     assert args.use_vllm and args.vllm_mode == "server" and args.vllm_server_base_url == "http://localhost:8000"
+    assert args.vllm_server_timeout == 30.0 and args.vllm_server_host == "127.0.0.1" and args.vllm_server_port == 8000
     assert args.min_p == 0.05 and args.generation_kwargs == {"stop": ["</answer>"]}
     assert args.vllm_importance_sampling_correction and args.vllm_importance_sampling_mode == "token_truncate"
     assert args.vllm_importance_sampling_clip_max == 2.0 and args.vllm_importance_sampling_clip_min is None
     assert args.vllm_enable_sleep_mode and args.vllm_max_model_length == 1024
     none = dataclasses.replace(cfg.generation, backend="vllm", importance_sampling="none")
-    assert grpo_config_kwargs(dataclasses.replace(cfg, generation=none))["vllm_importance_sampling_correction"] is False
+    colocated = grpo_config_kwargs(dataclasses.replace(cfg, generation=none))
+    assert colocated["vllm_importance_sampling_correction"] is False and colocated["vllm_mode"] == "colocate"
+    assert "vllm_server_base_url" not in colocated and "vllm_server_host" not in colocated
+    hosted = dataclasses.replace(none, vllm_mode="server", vllm_server_host="10.0.0.2", vllm_server_port=8123)
+    args = trl.GRPOConfig(**grpo_config_kwargs(dataclasses.replace(cfg, generation=hosted)))
+    assert (args.vllm_server_host, args.vllm_server_port, args.vllm_server_base_url) == ("10.0.0.2", 8123, None)
 
     cfg.generation.backend = "my_backend"
     with pytest.raises(ConfigError, match="generation.backend: the trl trainer backend generates with"):

@@ -104,10 +104,47 @@ def test_truncate_needs_a_bound(core_registry: Any) -> None:
     assert cfg.generation.importance_sampling_max is None  # masking without a cap is allowed (as in TRL)
 
 
-def test_server_mode_is_refused_by_the_grpo_core_trainer(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_server_mode_needs_no_vllm_in_the_training_process(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(support, "vllm_available", lambda: False)
+    code, err, _ = validate(tmp_path, capsys, 'backend = "vllm"\nvllm_mode = "server"\nvllm_server_port = 8123\n'
+                                              'vllm_server_timeout = 30')
+    assert (code, err) == (0, [])
+
+
+def test_server_keys_are_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(support, "vllm_available", lambda: True)
+    generation = ('backend = "vllm"\nvllm_mode = "serve"\nvllm_server_host = "http://x"\nvllm_server_port = 70000\n'
+                  'vllm_server_timeout = 0')
+    code, err, path = validate(tmp_path, capsys, generation)
+    assert code == 2
+    assert err == [f"{path}:9: generation.vllm_mode: must be one of colocate, server, got 'serve'; did you mean "
+                   "'server'?",
+                   f"{path}:10: generation.vllm_server_host: expected a host name or address, got 'http://x'",
+                   f"{path}:11: generation.vllm_server_port: must be in 1..65535, got 70000",
+                   f"{path}:12: generation.vllm_server_timeout: must be > 0 (seconds), got 0.0"]
+
+
+def test_server_only_and_colocated_only_keys(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(support, "vllm_available", lambda: True)
     code, err, path = validate(tmp_path, capsys, 'backend = "vllm"\nvllm_server_url = "http://127.0.0.1:8000"')
     assert code == 2
-    assert err == [f"{path}:9: generation.vllm_server_url: the grpo_core trainer has no server mode yet (the trl "
-                   "trainer backend has): leave it empty for the colocated engine"]
+    assert err == [f'{path}:9: generation.vllm_server_url: read only with vllm_mode = "server" (the colocated engine '
+                   'has no URL): set vllm_mode = "server" or remove it']
+    code, err, path = validate(tmp_path, capsys, 'backend = "vllm"\nvllm_mode = "server"\nvllm_sleep_level = 1')
+    assert code == 2
+    assert err == [f"{path}:10: generation.vllm_sleep_level: sleep mode is the colocated engine's; with vllm_mode = "
+                   '"server" the server keeps its own memory: set it to 0']
+
+
+@pytest.mark.parametrize("fields, url", [
+    ({}, "http://127.0.0.1:8000"),
+    ({"vllm_server_host": "::1", "vllm_server_port": 9001}, "http://[::1]:9001"),
+    ({"vllm_server_host": "ignored", "vllm_server_url": "https://gpu-box:8443/"}, "https://gpu-box:8443"),
+])
+def test_server_url(fields: dict[str, Any], url: str) -> None:
+    from grpo_core.config import GenerationConfig
+
+    assert support.server_url(GenerationConfig(**fields)) == url

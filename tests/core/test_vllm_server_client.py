@@ -1,0 +1,101 @@
+"""The ``vllm_mode = "server"`` client without vLLM: what a run says when the server is missing or cannot take
+weights (one line naming the config key, after ``vllm_server_timeout``), and how pushed weights are cut
+into files. The real server is exercised in ``tests/vllm_lane/test_server.py``."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import torch
+
+from grpo_core.config import GenerationConfig
+from grpo_core.vllm.server import ServerEngine, _chunks
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def config(**fields: Any) -> Any:
+    return SimpleNamespace(generation=GenerationConfig(backend="vllm", vllm_mode="server", **fields))
+
+
+def test_no_server_is_one_line_after_the_timeout() -> None:
+    port = free_port()  # closed again: nothing listens there
+    start = time.monotonic()
+    with pytest.raises(ValueError) as info:
+        ServerEngine(config(vllm_server_port=port, vllm_server_timeout=1.5))
+    elapsed = time.monotonic() - start
+    assert 1.5 <= elapsed < 6
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith(f"generation.vllm_server_host: no vLLM server answered at http://127.0.0.1:{port} "
+                              "within 1.5 s (vllm_server_timeout; last: ")
+    assert "VLLM_SERVER_DEV_MODE=1 vllm serve MODEL" in message
+
+
+class _PlainServe(BaseHTTPRequestHandler):
+    """Answers as `vllm serve` without VLLM_SERVER_DEV_MODE: health and models, no /collective_rpc."""
+
+    def _send(self, code: int, body: Any) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:  # noqa: N802
+        if self.path == "/health":
+            self._send(200, {})
+        elif self.path == "/v1/models":
+            self._send(200, {"data": [{"id": "tiny", "object": "model"}]})
+        else:
+            self._send(404, {"detail": "Not Found"})
+
+    def do_POST(self) -> None:  # noqa: N802
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self._send(404, {"detail": "Not Found"})
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def plain_server() -> Iterator[int]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _PlainServe)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_server_without_dev_mode_is_one_line(plain_server: int) -> None:
+    url = f"http://127.0.0.1:{plain_server}"
+    with pytest.raises(ValueError) as info:
+        ServerEngine(config(vllm_server_url=url, vllm_server_timeout=5))
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith(f"generation.vllm_server_url: the server at {url} takes no weights (no /collective_rpc: "
+                              "it runs without VLLM_SERVER_DEV_MODE=1); start it with VLLM_SERVER_DEV_MODE=1 vllm "
+                              "serve tiny ")
+
+
+def test_pushes_keep_blocks_whole() -> None:
+    def t(n: int) -> torch.Tensor:
+        return torch.zeros(n)  # 4 bytes per element
+
+    blocks = [[("a.q", t(10)), ("a.k", t(10))], [("b.x", t(35))], [("c.y", t(5))], [("d.z", t(100))]]
+    chunks = [[name for name, _ in chunk] for chunk in _chunks(blocks, limit=200)]
+    assert chunks == [["a.q", "a.k"], ["b.x", "c.y"], ["d.z"]]  # 80 B; 140 + 20 B; 400 B alone
