@@ -7,6 +7,7 @@ Layout of ``RUN_DIR/checkpoints/step-00000010/``::
     optimizer.pt          optimizer.state_dict()
     scheduler.pt          scheduler.state_dict() (when there is a scheduler)
     rng.pt                python, numpy, torch CPU (and CUDA) generator states
+    rng-rank<r>.pt        several processes: rank r's generator states (rank 0's are rng.pt)
     state.pt              the trainer's own ``state`` dict (data position, ...), plus ``step``
     meta.json             step and time, for people
 
@@ -162,8 +163,10 @@ def save_checkpoint(
     scheduler: Any = None,
     state: dict[str, Any] | None = None,
     keep_last: int = 2,
+    rank_rng: list[dict[str, Any]] | None = None,
 ) -> Path:
-    """Write checkpoint ``step`` atomically and delete all but the newest ``keep_last``; returns its folder."""
+    """Write checkpoint ``step`` atomically and delete all but the newest ``keep_last``; returns its folder.
+    ``rank_rng``: every rank's :func:`rng_state` when several processes train (rank 0's goes to ``rng.pt``)."""
     import torch
     from safetensors.torch import save_file
 
@@ -180,7 +183,10 @@ def save_checkpoint(
     torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
     if scheduler is not None:
         torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
-    torch.save(rng_state(), tmp / "rng.pt")
+    torch.save(rank_rng[0] if rank_rng else rng_state(), tmp / "rng.pt")
+    for rank, rank_state in enumerate(rank_rng or []):
+        if rank:
+            torch.save(rank_state, tmp / f"rng-rank{rank}.pt")
     torch.save({**(state or {}), "step": step}, tmp / "state.pt")
     (tmp / "meta.json").write_text(json.dumps({"step": step, "time": time.time()}) + "\n")
     _fsync_tree(tmp)
@@ -204,8 +210,10 @@ def save_checkpoint(
     return final
 
 
-def restore(checkpoint: Checkpoint, model: Any, optimizer: Any = None, scheduler: Any = None) -> dict[str, Any]:
-    """Load weights, optimizer, scheduler and RNG states from ``checkpoint``; returns the saved ``state``."""
+def restore(checkpoint: Checkpoint, model: Any, optimizer: Any = None, scheduler: Any = None, *,
+            rank: int = 0) -> dict[str, Any]:
+    """Load weights, optimizer, scheduler and RNG states (``rank``'s) from ``checkpoint``; returns the saved
+    ``state``."""
     import torch
     from safetensors.torch import load_file
 
@@ -223,5 +231,9 @@ def restore(checkpoint: Checkpoint, model: Any, optimizer: Any = None, scheduler
         optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=True, map_location="cpu"))
     if scheduler is not None and (path / "scheduler.pt").exists():
         scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=True))
-    set_rng_state(torch.load(path / "rng.pt", weights_only=True))
+    rng_file = path / ("rng.pt" if rank == 0 else f"rng-rank{rank}.pt")
+    if not rng_file.exists():
+        raise CheckpointError(f"{path}: no random generator state for rank {rank}: the checkpoint was written by "
+                              "fewer processes; resume it with the same number")
+    set_rng_state(torch.load(rng_file, weights_only=True))
     return torch.load(path / "state.pt", weights_only=True)

@@ -29,7 +29,17 @@ refused, or cut from the left, as ``data.overlong_prompts`` says.
 resident set size on Linux, both reset at the start of each step).
 
 SIGINT finishes the current step, writes a checkpoint and returns (``interrupted: True``); a second
-SIGINT stops at once. ``Trainer(cfg, resume=True)`` restores weights, optimizer, scheduler, RNG and the
+SIGINT stops at once.
+
+Several processes (``torchrun --nproc_per_node N -m grpo_core train``; grpo_core.distributed): every rank
+computes the same step 1 and takes its contiguous share of the prompts (whole groups); the rewards of the
+whole step are gathered before step 4, so the advantages are those of one process; in step 5 each row's
+loss is divided by the global denominators of its micro-batch (the ``gradient_accumulation_steps`` slices
+of the step's sequences in the single-process order), so the per-rank losses add up to the single-process
+loss and DDP sums the gradients (synchronised by the last backward of each optimizer step, ``no_sync``
+before it). Metrics are reduced over the ranks; only rank 0 logs, writes samples, checkpoints (with every
+rank's RNG state) and the model, and calls the plugin hooks; a SIGINT on any rank stops all of them after
+the same step. ``Trainer(cfg, resume=True)`` restores weights, optimizer, scheduler, RNG and the
 data position from the newest checkpoint, so the run continues as if never stopped.
 """
 
@@ -48,6 +58,7 @@ import torch
 
 from grpo_core.advantages import compute_advantages
 from grpo_core.config import RunConfig
+from grpo_core.distributed import all_gather_objects, all_reduce, barrier, share
 from grpo_core.generation import Generation, build_backend
 from grpo_core.logprobs import completion_logprobs
 from grpo_core.loss import grpo_loss
@@ -124,6 +135,44 @@ def rows_per_slice(sequence_length: int, micro_batch_tokens: int) -> int:
     return max(1, micro_batch_tokens // max(1, sequence_length))
 
 
+class _NoLogger:
+    """What ranks other than 0 log with: nothing."""
+
+    def log(self, step: int, metrics: dict[str, Any]) -> None:
+        pass
+
+    def log_samples(self, step: int, rows: list[dict[str, Any]]) -> None:
+        pass
+
+    def console_print(self, *objects: Any) -> None:
+        pass
+
+    def close(self) -> None:
+        return None
+
+
+def _concat(parts: list[list[Any]]) -> list[Any]:
+    return [item for part in parts for item in part]
+
+
+def reduce_weighted(parts: list[tuple[dict[str, float], dict[str, int]]]) -> dict[str, float]:
+    """Per-rank ``(metrics, weights)`` -> one dict: ``.../min`` and ``.../max`` keys by min and max, the others
+    as means weighted by how many values each rank's number summarises (ranks with none left out; 0.0 when
+    no rank has any)."""
+    out: dict[str, float] = {}
+    for key in parts[0][0]:
+        pairs = [(m[key], w.get(key, 0)) for m, w in parts if w.get(key, 0) > 0]
+        if not pairs:
+            out[key] = 0.0
+        elif key.endswith("/min"):
+            out[key] = min(v for v, _ in pairs)
+        elif key.endswith("/max"):
+            out[key] = max(v for v, _ in pairs)
+        else:
+            out[key] = sum(v * w for v, w in pairs) / sum(w for _, w in pairs)
+    return out
+
+
 class Trainer:
     """``Trainer(config).train() -> dict`` (see the module docs); ``config`` is a RunConfig, a TOML path
     or a dict of sections (the Python API)."""
@@ -140,7 +189,11 @@ class Trainer:
         self.registry = registry or get_registry()
         self.run_dir = Path(config.logging.output_dir)
         self.resume = resume
-        torch.manual_seed(config.grpo.seed)  # LoRA init and the first sampling draws
+        self._check_world()
+        from grpo_core.distributed import init_process_group
+
+        self.world, self._owns_group = init_process_group(config.distributed.backend)
+        torch.manual_seed(config.grpo.seed)  # LoRA init and the first sampling draws (the same on every rank)
 
         self.model, self.tokenizer = load_model_and_tokenizer(config)
         if torch.cuda.is_available() and not config.quantization.load_in_4bit:
@@ -176,6 +229,19 @@ class Trainer:
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=uses_fp16(self.model))
         self.step, self.epoch, self.position = 0, 0, 0
         self._stop = threading.Event()
+        self._ddp: Any = None
+        if self.world.enabled:
+            from grpo_core.distributed import LogProbModule, wrap_ddp
+
+            self._ddp = wrap_ddp(LogProbModule(self.model, completion_logprobs), self.world)
+            if self.world.rank > 0:  # rank 0 draws as one process would; the others from their own streams
+                torch.manual_seed(g.seed + self.world.rank)
+
+    def _check_world(self) -> None:
+        """Refuse, before anything loads, what N processes cannot run (one line naming the key)."""
+        from grpo_core.distributed import check_world, world_from_env
+
+        check_world(self.cfg, world_from_env().size)
 
     # ------------------------------------------------------------------ the loop ----
 
@@ -185,10 +251,12 @@ class Trainer:
         cfg, g = self.cfg, self.cfg.grpo
         if self.resume:
             self._restore()
-        self.logger = MetricsLogger(self.run_dir, cfg.logging, total_steps=g.max_steps, start_step=self.step,
-                                    config=cfg.to_dict())
+        main, k = self.world.is_main, cfg.generation.num_generations
+        self.logger: Any = (MetricsLogger(self.run_dir, cfg.logging, total_steps=g.max_steps, start_step=self.step,
+                                          config=cfg.to_dict()) if main else _NoLogger())
         hook = self.registry.hook
-        hook.grpo_on_train_start(trainer=self)
+        if main:
+            hook.grpo_on_train_start(trainer=self)
         metrics: dict[str, Any] = {}
         previous_handler = self._install_sigint()
         try:
@@ -196,27 +264,35 @@ class Trainer:
                 reset_peak_memory(self.device)
                 start = time.perf_counter()
                 rows = self._next_rows()                                      # 1. sample prompts
-                batch = self.backend.generate(                                # 2. a group per prompt
-                    [self.prompts[i] for i in rows], cfg.generation.num_generations
-                )
+                rows = rows[share(len(rows), self.world)]                     #    (this rank's share)
+                batch = self.backend.generate([self.prompts[i] for i in rows], k)  # 2. a group per prompt
                 rows_data = [self.rows[i] for i in rows]
                 rewards, columns = self._score(rows_data, batch)              # 3. composed rewards
+                all_rewards, all_columns = self._gather_rewards(rewards, columns)
                 advantages, adv_stats = compute_advantages(                   # 4. group-relative advantages
-                    rewards, columns, cfg.rewards.weights, cfg.generation.num_generations, g.scale_rewards,
-                    g.multi_objective_aggregation,
+                    all_rewards, all_columns, cfg.rewards.weights, k, g.scale_rewards, g.multi_objective_aggregation,
                 )
+                advantages = advantages[share(len(all_rewards), self.world)]
                 samples = self._sample_rows(rows_data, batch, rewards, columns, advantages)
-                hook.grpo_on_rewards_scored(trainer=self, step=self.step + 1, rows=samples)
+                if self.world.enabled:
+                    samples = _concat(all_gather_objects(samples, self.world))
+                if main:
+                    hook.grpo_on_rewards_scored(trainer=self, step=self.step + 1, rows=samples)
                 update = self._update(batch, advantages.to(self.device))      # 5. policy update
                 self.step += 1
 
-                metrics = self._metrics(batch, rewards, columns, adv_stats, update, time.perf_counter() - start)
+                metrics = self._metrics(batch, all_rewards, all_columns, adv_stats, update,
+                                        time.perf_counter() - start)
                 every = cfg.logging.eval_every
                 if every and self.eval_rows and (self.step % every == 0 or self.step == g.max_steps):
                     metrics.update(self._evaluate())
                 self.logger.log(self.step, metrics)
                 self.logger.log_samples(self.step, samples)
-                hook.grpo_on_step_end(trainer=self, step=self.step, metrics=metrics)
+                if main:
+                    hook.grpo_on_step_end(trainer=self, step=self.step, metrics=metrics)
+                if self.world.enabled and all_reduce(torch.tensor([float(self._stop.is_set())]), self.world,
+                                                     "max").item():
+                    self._stop.set()  # a SIGINT on any rank: every rank stops after this same step
                 if cfg.checkpoint.every and self.step % cfg.checkpoint.every == 0 and self.step < g.max_steps:
                     self._checkpoint()
             self._checkpoint()
@@ -227,7 +303,12 @@ class Trainer:
         interrupted = self._stop.is_set() and self.step < g.max_steps
         summary = {**metrics, "step": self.step, "interrupted": interrupted, "run_dir": str(self.run_dir),
                    "plot": str(plot) if plot else None}
-        hook.grpo_on_train_end(trainer=self, metrics=summary)
+        if main:
+            hook.grpo_on_train_end(trainer=self, metrics=summary)
+        if self._owns_group:
+            from grpo_core.distributed import destroy_process_group
+
+            destroy_process_group()
         return summary
 
     # ------------------------------------------------------------------ the steps ----
@@ -266,12 +347,23 @@ class Trainer:
         total = torch.tensor([math.nan if t is None else t for t in scores.total], dtype=torch.float32)
         return total, scores.columns
 
+    def _gather_rewards(self, rewards: torch.Tensor, columns: dict[str, list]
+                        ) -> tuple[torch.Tensor, dict[str, list]]:
+        """The whole step's rewards and reward columns, in the single-process order (this rank's, alone)."""
+        if not self.world.enabled:
+            return rewards, columns
+        parts = all_gather_objects((rewards.tolist(), columns), self.world)
+        total = torch.tensor(_concat([r for r, _ in parts]), dtype=torch.float32)
+        return total, {alias: _concat([c[alias] for _, c in parts]) for alias in columns}
+
     def _update(self, batch: Generation, advantages: torch.Tensor) -> dict[str, float]:
         """``num_iterations`` optimizer steps on one generation batch; returns averaged loss metrics.
 
         Each of the ``gradient_accumulation_steps`` micro-batches (the loss normalisation unit, as in
         TRL) runs as row slices of at most ``micro_batch_tokens`` padded tokens, one forward/backward
-        each, with the same loss and gradients as the whole micro-batch at once (grpo_core.loss)."""
+        each, with the same loss and gradients as the whole micro-batch at once (grpo_core.loss). With several
+        processes the micro-batches are those of the whole step, each rank running the rows it holds against the
+        micro-batch's global row and token counts (the module docs)."""
         cfg, g = self.cfg, self.cfg.grpo
         input_ids = torch.cat([batch.prompt_ids, batch.completion_ids], dim=1)
         attention_mask = torch.cat([batch.prompt_mask, batch.completion_mask], dim=1)
@@ -279,9 +371,21 @@ class Trainer:
         mask = batch.completion_mask.clone()
         if g.mask_truncated_completions:
             mask = mask * (~batch.truncated).unsqueeze(1).to(mask.dtype)
-        num_items = mask.sum()
-        micro = torch.arange(input_ids.size(0)).tensor_split(g.gradient_accumulation_steps)
-        slices = [idx.split(rows_per_slice(input_ids.size(1), g.micro_batch_tokens)) for idx in micro]
+        counts = mask.sum(1)
+        if self.world.enabled:  # every row's completion tokens, the whole step's
+            counts = torch.tensor(_concat(all_gather_objects(counts.tolist(), self.world)), dtype=counts.dtype,
+                                  device=counts.device)
+        num_items = counts.sum()
+        mine = share(counts.numel(), self.world)
+        micro, group_sizes = [], []  # this rank's rows of each micro-batch; its global rows and tokens
+        for rows in torch.arange(counts.numel()).tensor_split(g.gradient_accumulation_steps):
+            first, last = max(int(rows[0]), mine.start), min(int(rows[-1]) + 1, mine.stop)
+            micro.append(torch.arange(first - mine.start, max(first, last) - mine.start))
+            group_sizes.append((len(rows), counts[rows].sum()))
+        slices = [idx.split(rows_per_slice(input_ids.size(1), g.micro_batch_tokens)) if len(idx) else ()
+                  for idx in micro]
+        last_micro = max(i for i, parts in enumerate(slices) if parts)
+        last_pass = (last_micro, len(slices[last_micro]) - 1)  # the backward that syncs the gradients
 
         from grpo_core.generation import sampling_autocast
 
@@ -310,69 +414,108 @@ class Trainer:
             self.model.train(was_training)
 
         is_ratio, is_metrics = None, {}
+        gen = cfg.generation
         if sampled:
             from grpo_core.sampler_correction import importance_ratio
 
-            gen = cfg.generation
             is_ratio, is_metrics = importance_ratio(old, batch.sampling_logps, batch.completion_mask,
                                                     gen.importance_sampling, gen.importance_sampling_min,
                                                     gen.importance_sampling_max)
-        sums: dict[str, float] = {}
-        counts: dict[str, int] = {}
+            if self.world.enabled:
+                n_tokens = int(batch.completion_mask.sum())
+                n_ratio = batch.completion_mask.size(0) if gen.importance_sampling.startswith("sequence") else n_tokens
+                weights = {key: n_ratio if "importance_sampling_ratio" in key else n_tokens for key in is_metrics}
+                is_metrics = reduce_weighted(all_gather_objects((is_metrics, weights), self.world))
+
+        def policy_logps(idx: torch.Tensor, with_entropy: bool) -> tuple[torch.Tensor, Any]:
+            if self._ddp is None:
+                return logps(self.model, idx, with_entropy)
+            with sampling_autocast(self.model):  # through DDP, which syncs the gradients on the last backward
+                return self._ddp(input_ids[idx], attention_mask[idx], k, temperature=cfg.generation.temperature,
+                                 chunk_size=g.logprob_chunk_size, with_entropy=with_entropy)
+
+        records: list[dict[str, float]] = []  # per (iteration, micro-batch): this rank's share of its metrics
+        grad_norms: list[float] = []
         for iteration in range(g.num_iterations):
-            for idx, parts in zip(micro, slices, strict=True):
-                group_tokens = mask[idx].sum()
+            for i, parts in enumerate(slices):
+                group_rows, group_tokens = group_sizes[i]
                 micro_metrics: dict[str, float] = {}
-                for part in parts:
-                    lp, entropy = logps(self.model, part, with_entropy=iteration == 0)
-                    loss, m = grpo_loss(
-                        lp, mask[part], advantages[part],
-                        old_per_token_logps=None if old is None else old[part],
-                        ref_per_token_logps=None if ref is None else ref[part],
-                        loss_type=g.loss_type, epsilon=g.epsilon, epsilon_high=g.epsilon_high, delta=g.delta,
-                        beta=g.beta, max_completion_length=cfg.generation.max_completion_length,
-                        num_items_in_batch=num_items, grad_accum_steps=g.gradient_accumulation_steps,
-                        group_rows=len(idx), group_tokens=group_tokens,
-                        importance_sampling_ratio=None if is_ratio is None else is_ratio[part],
-                    )
-                    self.scaler.scale(loss).backward()
+                for j, part in enumerate(parts):
+                    sync = self._ddp is None or (i, j) == last_pass
+                    with contextlib.nullcontext() if sync else self._ddp.no_sync():
+                        lp, entropy = policy_logps(part, with_entropy=iteration == 0)
+                        loss, m = grpo_loss(
+                            lp, mask[part], advantages[part],
+                            old_per_token_logps=None if old is None else old[part],
+                            ref_per_token_logps=None if ref is None else ref[part],
+                            loss_type=g.loss_type, epsilon=g.epsilon, epsilon_high=g.epsilon_high, delta=g.delta,
+                            beta=g.beta, max_completion_length=cfg.generation.max_completion_length,
+                            num_items_in_batch=num_items, grad_accum_steps=g.gradient_accumulation_steps,
+                            group_rows=group_rows, group_tokens=group_tokens,
+                            importance_sampling_ratio=None if is_ratio is None else is_ratio[part],
+                        )
+                        self.scaler.scale(loss).backward()
                     if entropy is not None:
                         m["entropy"] = (entropy * mask[part]).sum() / mask[part].sum().clamp(min=1)
                     # the slices' losses add up to the micro-batch's; the other metrics are token means
-                    share = float(mask[part].sum() / group_tokens.clamp(min=1))
+                    part_share = float(mask[part].sum() / group_tokens.clamp(min=1))
                     for key, value in m.items():
                         micro_metrics[key] = micro_metrics.get(key, 0.0) + float(value) * (
-                            1.0 if key == "policy_loss" else share)
-                for key, value in micro_metrics.items():
-                    sums[key] = sums.get(key, 0.0) + value
-                    counts[key] = counts.get(key, 0) + 1
+                            1.0 if key == "policy_loss" else part_share)
+                records.append(micro_metrics)
             self.scaler.unscale_(self.optimizer)
             grad_norm = torch.nn.utils.clip_grad_norm_(self.params, g.max_grad_norm)
-            sums["grad_norm"] = sums.get("grad_norm", 0.0) + float(grad_norm)
-            counts["grad_norm"] = counts.get("grad_norm", 0) + 1
+            grad_norms.append(float(grad_norm))
             self.scaler.step(self.optimizer)  # skipped (and the scale lowered) on inf/NaN gradients
             self.scaler.update()
             self.scheduler.step()
             self.optimizer.zero_grad(set_to_none=True)
-        return {**{key: sums[key] / counts[key] for key in sums}, **is_metrics}
+        sums: dict[str, float] = {}
+        counts_of: dict[str, int] = {}
+        for record in self._reduce_records(records):
+            for key, value in record.items():
+                sums[key] = sums.get(key, 0.0) + value
+                counts_of[key] = counts_of.get(key, 0) + 1
+        out = {key: sums[key] / counts_of[key] for key in sums}
+        out["grad_norm"] = sum(grad_norms) / len(grad_norms)  # the same on every rank (summed gradients)
+        return {**out, **is_metrics}
+
+    def _reduce_records(self, records: list[dict[str, float]]) -> list[dict[str, float]]:
+        """Each micro-batch's metrics summed over the ranks (each rank holds its share of each); a key counts
+        for a micro-batch when some rank reported it."""
+        if not self.world.enabled:
+            return records
+        keys = sorted(set(_concat(all_gather_objects(sorted({k for r in records for k in r}), self.world))))
+        values = torch.tensor([[r.get(k, 0.0) for k in keys] for r in records], dtype=torch.float64)
+        present = torch.tensor([[float(k in r) for k in keys] for r in records], dtype=torch.float64)
+        all_reduce(values, self.world)
+        all_reduce(present, self.world)
+        return [{k: float(values[i, j]) for j, k in enumerate(keys) if present[i, j] > 0}
+                for i in range(len(records))]
 
     def _evaluate(self) -> dict[str, float]:
         """One greedy completion per held-out row, scored by the run's rewards: ``eval/reward/mean``,
         ``eval/rewards/<alias>`` and ``eval/completion_length/mean``. Greedy decoding draws no random
         numbers, so evaluating does not change the training run."""
         per_call = self.cfg.grpo.prompts_per_step * self.cfg.generation.num_generations
-        totals: list[torch.Tensor] = []
+        mine = share(len(self.eval_rows), self.world)  # each rank its share of the held-out rows
+        prompts, rows = self.eval_prompts[mine], self.eval_rows[mine]
+        totals: list[float] = []
         columns: dict[str, list] = {}
-        lengths: list[torch.Tensor] = []
-        for start in range(0, len(self.eval_rows), per_call):
-            batch = self.backend.generate(self.eval_prompts[start : start + per_call], 1, greedy=True)
-            total, cols = self._score(self.eval_rows[start : start + per_call], batch, k=1)
-            totals.append(total)
-            lengths.append(batch.completion_mask.sum(1).float())
+        lengths: list[float] = []
+        for start in range(0, len(rows), per_call):
+            batch = self.backend.generate(prompts[start : start + per_call], 1, greedy=True)
+            total, cols = self._score(rows[start : start + per_call], batch, k=1)
+            totals += total.tolist()
+            lengths += batch.completion_mask.sum(1).float().tolist()
             for alias, values in cols.items():
                 columns.setdefault(alias, []).extend(values)
-        out = {f"eval/{key}": value for key, value in reward_means(torch.cat(totals), columns).items()}
-        out["eval/completion_length/mean"] = torch.cat(lengths).mean().item()
+        if self.world.enabled:
+            parts = all_gather_objects((totals, lengths, columns), self.world)
+            totals, lengths = _concat([p[0] for p in parts]), _concat([p[1] for p in parts])
+            columns = {a: _concat([p[2].get(a, []) for p in parts]) for a in set(_concat([list(p[2]) for p in parts]))}
+        out = {f"eval/{key}": value for key, value in reward_means(torch.tensor(totals), columns).items()}
+        out["eval/completion_length/mean"] = sum(lengths) / len(lengths)
         return out
 
     # ---------------------------------------------------------------- bookkeeping ----
@@ -389,11 +532,23 @@ class Trainer:
     def _metrics(self, batch: Generation, rewards: torch.Tensor, columns: dict[str, list], adv: dict[str, float],
                  update: dict[str, float], seconds: float) -> dict[str, Any]:
         lengths = batch.completion_mask.sum(1).float()
+        truncated = batch.truncated.float()
+        tokens = batch.num_tokens + int(batch.prompt_mask.sum())
+        peak = peak_memory_since_reset_gb(self.device)
+        health = self._reward_health()
+        if self.world.enabled:  # the whole step's numbers; the slowest rank's time, the largest peak
+            parts = all_gather_objects((lengths.tolist(), truncated.tolist(), tokens, seconds, peak, health),
+                                       self.world)
+            lengths = torch.tensor(_concat([p[0] for p in parts]))
+            truncated = torch.tensor(_concat([p[1] for p in parts]))
+            tokens, seconds, peak = sum(p[2] for p in parts), max(p[3] for p in parts), max(p[4] for p in parts)
+            health = {key: (sum if key.endswith("/failures") else lambda v: sum(v) / len(v))(
+                [p[5][key] for p in parts if key in p[5]]) for key in health}
         scored = rewards[~torch.isnan(rewards)]
         means = reward_means(rewards, columns)
         out: dict[str, Any] = {"reward/mean": means.pop("reward/mean"),
                                "reward/std": scored.std().item() if scored.numel() > 1 else 0.0, **means}
-        out.update(self._reward_health())
+        out.update(health)
         out.update({f"advantages/{k.removeprefix('advantage_')}": v for k, v in adv.items()
                     if k.startswith("advantage_")})
         out["frac_reward_zero_std"] = adv["frac_reward_zero_std"]
@@ -403,11 +558,11 @@ class Trainer:
             "completion_length/mean": lengths.mean().item(),
             "completion_length/min": lengths.min().item(),
             "completion_length/max": lengths.max().item(),
-            "truncated_ratio": batch.truncated.float().mean().item(),
+            "truncated_ratio": truncated.mean().item(),
             "learning_rate": self.scheduler.get_last_lr()[0],
             "step_time": seconds,
-            "tokens_per_s": (batch.num_tokens + int(batch.prompt_mask.sum())) / max(seconds, 1e-9),
-            "peak_memory_gb": peak_memory_since_reset_gb(self.device),
+            "tokens_per_s": tokens / max(seconds, 1e-9),
+            "peak_memory_gb": peak,
             "epoch": self.epoch,
         })
         return out
@@ -442,28 +597,38 @@ class Trainer:
         return out
 
     def _checkpoint(self) -> None:
-        from grpo_core.checkpoint import save_checkpoint
+        from grpo_core.checkpoint import rng_state, save_checkpoint
 
-        path = save_checkpoint(self.run_dir, self.step, model=self.model, optimizer=self.optimizer,
-                               scheduler=self.scheduler, state={"epoch": self.epoch, "position": self.position},
-                               keep_last=self.cfg.checkpoint.keep_last)
-        self.registry.hook.grpo_on_checkpoint(trainer=self, step=self.step, path=str(path))
+        states = all_gather_objects(rng_state(), self.world) if self.world.enabled else None
+        if self.world.is_main:
+            state = {"epoch": self.epoch, "position": self.position, "world_size": self.world.size}
+            path = save_checkpoint(self.run_dir, self.step, model=self.model, optimizer=self.optimizer,
+                                   scheduler=self.scheduler, state=state, keep_last=self.cfg.checkpoint.keep_last,
+                                   rank_rng=states)
+            self.registry.hook.grpo_on_checkpoint(trainer=self, step=self.step, path=str(path))
+        barrier(self.world)
 
     def _restore(self) -> None:
-        from grpo_core.checkpoint import load_latest_checkpoint, restore
+        from grpo_core.checkpoint import CheckpointError, load_latest_checkpoint, restore
 
         checkpoint = load_latest_checkpoint(self.run_dir)
         if checkpoint is None:
             raise FileNotFoundError(f"--resume: no checkpoint in {self.run_dir / 'checkpoints'}")
-        state = restore(checkpoint, self.model, self.optimizer, self.scheduler)
+        state = restore(checkpoint, self.model, self.optimizer, self.scheduler, rank=self.world.rank)
+        written_by = int(state.get("world_size", 1))
+        if written_by != self.world.size:
+            raise CheckpointError(f"{checkpoint.path} was written by {written_by} process(es); resume it with the "
+                                  f"same number (this run has {self.world.size})")
         self.step, self.epoch, self.position = int(state["step"]), int(state["epoch"]), int(state["position"])
 
     def _save_model(self) -> None:
         from grpo_core.models import save_model
 
-        save_model(self.model, self.tokenizer, self.run_dir / "model")
-        if self.cfg.checkpoint.save_merged:
-            save_model(self.model, self.tokenizer, self.run_dir / "merged", merged=True)
+        if self.world.is_main:
+            save_model(self.model, self.tokenizer, self.run_dir / "model")
+            if self.cfg.checkpoint.save_merged:
+                save_model(self.model, self.tokenizer, self.run_dir / "merged", merged=True)
+        barrier(self.world)
 
     def _install_sigint(self) -> Any:
         if threading.current_thread() is not threading.main_thread():

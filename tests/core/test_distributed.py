@@ -1,0 +1,161 @@
+"""Data-parallel training on torch.distributed (CPU, gloo, 2 processes started by torchrun): one step of a
+2-process run makes the same update as a 1-process run over the same global batch, for every loss type,
+with LoRA and with full fine-tuning; only rank 0 writes the run folder.
+
+The 2-process runs are one torchrun launch of tests/core/ddp_worker.py over all the configs; the 1-process
+references run in this process. Both sample with the worker's ``seeded`` backend (each prompt's group from
+its own seeded generator), so the completions are the same however the prompts are spread.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import ddp_worker  # noqa: E402
+
+LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
+TOLERANCE = 1e-5
+TIMING_KEYS = {"time", "step_time", "tokens_per_s", "peak_memory_gb"}
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from grpo_core.demo.task import completion, make_split
+    from grpo_core.demo.tiny import TinySpec, build_tiny_model
+
+    rows = make_split("train", max_operand=9, size=100)
+    out = tmp_path_factory.mktemp("tiny-model")
+    build_tiny_model(out, [r["prompt"] + completion(r) for r in rows], TinySpec(hidden=32, intermediate=64))
+    return out
+
+
+def run_config(model_dir: Path, run_dir: Path, *, loss_type: str, lora: bool, **grpo: Any) -> dict[str, Any]:
+    """6 prompts x 4 completions in 3 micro-batches of 8 rows: the middle one straddles the two ranks
+    (rows 0-11 on rank 0, 12-23 on rank 1); slices of 2-3 rows (micro_batch_tokens); two optimizer steps on
+    the batch (num_iterations) with a KL term, so old and reference log-probs are used as well."""
+    return {
+        "model": {"name_or_path": str(model_dir), "dtype": "float32", "gradient_checkpointing": False},
+        "data": {"source": "demo:arithmetic?max_operand=9", "prompt_field": "prompt", "answer_field": "answer",
+                 "chat_template": False},
+        "generation": {"backend": "seeded", "num_generations": 4, "max_completion_length": 8},
+        "grpo": {"learning_rate": 1e-2, "prompts_per_step": 6, "max_steps": 1, "gradient_accumulation_steps": 3,
+                 "num_iterations": 2, "beta": 0.04, "loss_type": loss_type, "micro_batch_tokens": 40, "seed": 5,
+                 **grpo},
+        "lora": {"enabled": lora, "r": 4, "alpha": 8},
+        "logging": {"output_dir": str(run_dir), "progress": False, "plot": False, "sample_every": 1,
+                    "num_samples": 30},
+        "rewards": {"len": {"use": "ddp_len"}},
+    }
+
+
+# each loss type with LoRA and with full fine-tuning; a few other settings ride along on some of them
+CASES = [(loss, lora, extra) for loss in LOSS_TYPES for lora, extra in (
+    (True, {"scale_rewards": "batch"} if loss == "dapo" else {}),
+    (False, {"mask_truncated_completions": True} if loss == "bnpo" else {}),
+)]
+
+
+def case_name(loss: str, lora: bool) -> str:
+    return f"{loss}-{'lora' if lora else 'full'}"
+
+
+def torchrun(spec: Path, nproc: int = 2) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+                           str(HERE / "ddp_worker.py"), str(spec)], env=env, capture_output=True, text=True,
+                          timeout=600)
+
+
+def weights(run_dir: Path) -> dict[str, Any]:
+    from safetensors.torch import load_file
+
+    return load_file(run_dir / "checkpoints" / "step-00000001" / "weights.safetensors")
+
+
+def records(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def files(run_dir: Path) -> list[str]:
+    return sorted(str(p.relative_to(run_dir)) for p in run_dir.rglob("*") if p.is_file())
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory, model_dir: Path) -> dict[str, tuple[Path, Path]]:
+    """``{case: (1-process run dir, 2-process run dir)}``, all trained."""
+    import torch
+
+    from grpo_core.config import config_from_dict
+    from grpo_core.trainer import Trainer
+
+    root = tmp_path_factory.mktemp("ddp")
+    out, spec = {}, []
+    for loss, lora, extra in CASES:
+        name = case_name(loss, lora)
+        one, two = root / f"{name}-1", root / f"{name}-2"
+        out[name] = (one, two)
+        spec.append({"config": run_config(model_dir, two, loss_type=loss, lora=lora, **extra)})
+    (root / "runs.json").write_text(json.dumps(spec))
+    proc = torchrun(root / "runs.json")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    registry = ddp_worker.registry()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as each torchrun process (OMP_NUM_THREADS=1): the same summation order in the
+    try:                      # kernels, since Adam's first steps magnify rounding differences in tiny gradients
+        for loss, lora, extra in CASES:
+            one = out[case_name(loss, lora)][0]
+            cfg = config_from_dict(run_config(model_dir, one, loss_type=loss, lora=lora, **extra), registry=registry)
+            Trainer(cfg, registry=registry).train()
+    finally:
+        torch.set_num_threads(threads)
+    return out
+
+
+@pytest.mark.parametrize("loss,lora", [(loss, lora) for loss, lora, _ in CASES],
+                         ids=[case_name(loss, lora) for loss, lora, _ in CASES])
+def test_two_processes_make_the_update_of_one(runs: dict[str, tuple[Path, Path]], loss: str, lora: bool) -> None:
+    one, two = runs[case_name(loss, lora)]
+    a, b = weights(one), weights(two)
+    assert a.keys() == b.keys() and a
+    if lora:
+        assert all("lora_" in name for name in a)
+    else:
+        assert not any("lora_" in name for name in a)
+    worst = max((a[n] - b[n]).abs().max().item() for n in a)
+    print(f"{case_name(loss, lora)}: largest weight difference {worst:.3g}")
+    assert worst <= TOLERANCE
+
+    first, second = records(one / "metrics.jsonl"), records(two / "metrics.jsonl")
+    assert len(first) == len(second) == 1  # rank 0 alone wrote the metrics
+    m1, m2 = ({k: v for k, v in r.items() if k not in TIMING_KEYS} for r in (first[0], second[0]))
+    assert m1.keys() == m2.keys()
+    assert m1["grad_norm"] > 0 and m1["kl"] > 0  # a real update, through the reference model too
+    assert m1["advantages/std"] > 0  # the rewards differ within groups
+    for key, value in m1.items():  # the metrics are reduced over the ranks: the whole step's, as one process
+        if isinstance(value, float):
+            assert m2[key] == pytest.approx(value, rel=1e-4, abs=1e-6), key
+        else:
+            assert m2[key] == value, key
+
+
+def test_only_rank_zero_writes(runs: dict[str, tuple[Path, Path]]) -> None:
+    one, two = runs[case_name("dapo", True)]
+    # the same files as one process writes, plus rank 1's random generator state in the checkpoint
+    assert files(two) == sorted([*files(one), "checkpoints/step-00000001/rng-rank1.pt"])
+    s1, s2 = records(one / "samples.jsonl"), records(two / "samples.jsonl")
+    assert len(s2) == len(s1) == 24  # every completion of the step, once
+    assert [s["completion"] for s in s2] == [s["completion"] for s in s1]
+    assert [s["total"] for s in s2] == [s["total"] for s in s1]
+    assert [s["advantage"] for s in s2] == pytest.approx([s["advantage"] for s in s1], abs=1e-6)
