@@ -33,6 +33,7 @@ import weakref
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
 
 import torch
 
@@ -73,6 +74,10 @@ class ServerEngine:
     def __init__(self, config: RunConfig, *, push_bytes: int = PUSH_BYTES):
         g = config.generation
         self.url = server_url(g)
+        where = urlparse(self.url)
+        self._serve = dict(host=where.hostname or g.vllm_server_host, port=where.port or g.vllm_server_port,
+                           dtype=getattr(getattr(config, "model", None), "dtype", "auto"))
+        self._model_name = getattr(getattr(config, "model", None), "name_or_path", "") or "MODEL"
         self.key = "generation.vllm_server_url" if g.vllm_server_url else "generation.vllm_server_host"
         self.push_bytes = push_bytes
         self.timeout = g.vllm_server_timeout
@@ -107,7 +112,7 @@ class ServerEngine:
             if time.monotonic() >= deadline:
                 raise ValueError(f"{self.key}: no vLLM server answered at {self.url} within {self.timeout:g} s "
                                  f"(vllm_server_timeout; last: {reason}); start one with VLLM_SERVER_DEV_MODE=1 "
-                                 f"{' '.join(serve_command('MODEL'))}")
+                                 f"{' '.join(serve_command(self._model_name, **self._serve))}")
             time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
 
     def _served_model(self) -> str:
@@ -122,7 +127,7 @@ class ServerEngine:
         return (out or {}).get("results", [])
 
     def _check_worker(self) -> None:
-        start = f"start it with VLLM_SERVER_DEV_MODE=1 {' '.join(serve_command(self.model))}"
+        start = f"start it with VLLM_SERVER_DEV_MODE=1 {' '.join(serve_command(self.model, **self._serve))}"
         try:
             infos = self.rpc("grpo_worker_info")
         except ServerError as exc:

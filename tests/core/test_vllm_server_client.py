@@ -41,7 +41,9 @@ def test_no_server_is_one_line_after_the_timeout() -> None:
     assert "\n" not in message
     assert message.startswith(f"generation.vllm_server_host: no vLLM server answered at http://127.0.0.1:{port} "
                               "within 1.5 s (vllm_server_timeout; last: ")
-    assert "VLLM_SERVER_DEV_MODE=1 vllm serve MODEL" in message
+    assert message.endswith(f"start one with VLLM_SERVER_DEV_MODE=1 vllm serve MODEL --host 127.0.0.1 --port {port} "
+                            "--dtype auto --worker-extension-cls grpo_core.vllm.server_worker.WeightLoader "
+                            "--logprobs-mode processed_logprobs --generation-config vllm")
 
 
 class _PlainServe(BaseHTTPRequestHandler):
@@ -89,7 +91,7 @@ def test_a_server_without_dev_mode_is_one_line(plain_server: int) -> None:
     assert "\n" not in message
     assert message.startswith(f"generation.vllm_server_url: the server at {url} takes no weights (no /collective_rpc: "
                               "it runs without VLLM_SERVER_DEV_MODE=1); start it with VLLM_SERVER_DEV_MODE=1 vllm "
-                              "serve tiny ")
+                              f"serve tiny --host 127.0.0.1 --port {plain_server} --dtype auto ")
 
 
 def test_pushes_keep_blocks_whole() -> None:

@@ -4,7 +4,8 @@ subprocess on a free port with the worker extension and ``VLLM_SERVER_DEV_MODE=1
 * generation returns the group's tokens with the sampler's log-probs (equal to the policy's within
   ``LOGP_ATOL``), seeded runs repeat, and greedy completions are the HF backend's token for token;
 * after optimizer steps the pushed weights make the server's greedy output and log-probs the updated
-  policy's again (pushed in several files), and a change never pushed leaves it stale (the control);
+  policy's again (full fine-tuning, pushed in several files; LoRA, merged on the fly), and a change never
+  pushed leaves it stale (the control);
 * three ``grpo train`` steps with ``vllm_mode = "server"`` end with a checkpoint;
 * an unreachable server is one line and exit status 2 after ``vllm_server_timeout``.
 """
@@ -140,6 +141,27 @@ def test_pushed_weights_follow_the_policy(remote: Setup) -> None:
     after = assert_engine_is_policy(remote)
     assert not torch.equal(before, after.completion_ids)  # the updates changed what greedy decoding says
     assert remote.vllm.sync_weights() == 0  # nothing changed since: nothing pushed
+
+
+def test_pushed_lora_weights_follow_the_policy(server: int, tiny_dir: Path, tmp_path: Path) -> None:
+    setup = Setup(tiny_dir, tmp_path, generation={"vllm_mode": "server", "vllm_server_port": server},
+                  lora={"enabled": True, "r": 4, "alpha": 16, "target_modules": ["q_proj", "v_proj", "up_proj"]})
+    try:
+        before = assert_engine_is_policy(setup).completion_ids  # the first call pushes every tensor
+        total = len(list(setup.vllm.weights._entries()))
+        optimizer = torch.optim.AdamW([p for p in setup.model.parameters() if p.requires_grad], lr=5e-2)
+        for _ in range(3):
+            loss = setup.model(input_ids=before[:, :4]).logits.log_softmax(-1)[..., 5].mean()
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        sent = setup.vllm.sync_weights()
+        assert 0 < sent < total  # the adapted blocks (merged on the fly), not norms or embeddings
+        after = assert_engine_is_policy(setup)
+        assert not torch.equal(before, after.completion_ids)
+    finally:
+        setup.vllm.engine.close()
+        setup.close()
 
 
 def _train(tmp_path: Path, model: Path, *overrides: str) -> tuple[subprocess.CompletedProcess[str], Path, float]:
