@@ -124,7 +124,11 @@ _lock = threading.Lock()
 
 
 def default_workers() -> int:
-    return max(1, min(8, os.cpu_count() or 1))
+    """One worker per CPU of this process's share (grpo_rewards.cpus: split among the training processes on
+    this machine), at most 8."""
+    from grpo_rewards.cpus import cpu_share
+
+    return max(1, min(8, cpu_share()))
 
 
 def _get_pool(workers: int, start_method: str, initializer: Callable[[], None] | None) -> ProcessPool:

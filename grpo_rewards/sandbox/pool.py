@@ -254,8 +254,11 @@ class LocalSandbox:
         disable: Sequence[str] = (),
     ):
         self.limits = limits or Limits()
-        # two programs in flight per core: while one slot hands a result back, the core runs another
-        self.slots = max(1, int(slots or DEFAULT_SLOTS_PER_CORE * (os.cpu_count() or 1)))
+        # two programs in flight per core: while one slot hands a result back, the core runs another (the cores of
+        # this process's share: split among the training processes on this machine, grpo_rewards.cpus)
+        from grpo_rewards.cpus import cpu_share
+
+        self.slots = max(1, int(slots or DEFAULT_SLOTS_PER_CORE * cpu_share()))
         found = probing.probe()
         wanted = probing.select_layers(profile, found, disable)  # dropping a default layer needs allow_unsafe
         probing.check_profile(tuple(wanted), allow_unsafe)
