@@ -1,4 +1,4 @@
-"""``grpo train CONFIG [--set k=v]... [--resume] [--dry-run]``, ``grpo config validate CONFIG`` and
+"""``grpo train CONFIG [--set k=v]... [--resume] [--dry-run] [--nproc N]``, ``grpo config validate CONFIG`` and
 ``grpo plot RUN_DIR``; a plugin of its own (entry point ``builtin_trainer_cli``), adding its commands through
 the ``grpo_register_commands`` hook as any third party does. Heavy imports stay inside the commands.
 
@@ -6,6 +6,10 @@ Bad input raises the layer's error (``ConfigError``, ``DataError``, ``RunFolderE
 prints one line per problem and exits 2. Everything a run would trip over that can be known without the
 model is checked before it loads (:func:`preflight`): the config, every row of a local data file, the run
 folder (``grpo train`` refuses one holding an earlier run unless given ``--resume`` or ``--overwrite``).
+
+``grpo train CONFIG --nproc N`` checks all that once, then starts ``torchrun --standalone --nproc_per_node N -m
+grpo_core train CONFIG ...`` (:func:`launch`); under torchrun (``WORLD_SIZE`` set) each rank runs
+``cmd_train``, rank 0 alone checking and clearing the run folder and printing.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ def grpo_register_commands(subparsers: Any) -> None:
                      help="replace an earlier run in the run folder (its checkpoints and records are deleted)")
     p.add_argument("--dry-run", action="store_true",
                    help="validate, print the peak-memory estimate and the plan; load nothing, train nothing")
+    p.add_argument("--nproc", type=_process_count, default=1, metavar="N",
+                   help="train on N processes, data-parallel (starts torchrun --nproc_per_node N; see [distributed])")
     p.set_defaults(func=cmd_train)
 
     config = subparsers.add_parser("config", help="check run configs")
@@ -49,6 +55,34 @@ def grpo_register_commands(subparsers: Any) -> None:
     p.add_argument("run_dir")
     p.add_argument("--out", help="PNG path (default RUN_DIR/curves.png)")
     p.set_defaults(func=cmd_plot)
+
+
+def _process_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 4096:
+        raise argparse.ArgumentTypeError(f"expected a number of processes (1 or more), got {text!r}")
+    return value
+
+
+def launch(args: argparse.Namespace) -> int:
+    """Run this ``grpo train`` on ``args.nproc`` processes through ``torch.distributed.run``; its exit status
+    (torchrun's: 0, or 1 when a rank failed; each rank prints its own error first)."""
+    import subprocess
+
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={args.nproc}",
+               "-m", "grpo_core", "train", args.config]
+    for override in args.overrides:
+        command += ["--set", override]
+    command += ["--resume"] if args.resume else ["--overwrite"] if args.overwrite else []
+    proc = subprocess.Popen(command)
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:  # torchrun got the same Ctrl-C and stops its processes
+        proc.wait()
+        return 130
 
 
 LARGEST_ACCELERATOR_GIB = 288  # the largest single accelerator's memory today (AMD MI355X); a dry run warns above it
@@ -226,10 +260,21 @@ def memory_estimate(cfg: Any) -> Any:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from grpo_core.config import load_config
+    from grpo_core.distributed import check_world, world_from_env
+    from grpo_rewards.errors import ConfigError
 
     cfg = load_config(args.config, args.overrides)
-    print(summary(cfg), file=sys.stderr)
-    preflight(cfg, resume=args.resume, overwrite=args.overwrite, model=True)
+    world = world_from_env()
+    if world.enabled and args.nproc > 1:
+        raise ConfigError(f"already one of {world.size} processes started by torchrun (WORLD_SIZE is set)",
+                          file="--nproc")
+    check_world(cfg, max(world.size, args.nproc))
+    if world.is_main:
+        print(summary(cfg) + (f"; {world.size if world.enabled else args.nproc} processes"
+                              if world.enabled or args.nproc > 1 else ""), file=sys.stderr)
+    preflight(cfg, resume=args.resume, overwrite=args.overwrite, model=True, run_folder=world.is_main)
+    if args.nproc > 1 and not args.dry_run:
+        return launch(args)
     if args.dry_run:
         try:
             estimate = memory_estimate(cfg)
@@ -249,7 +294,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from grpo_core.checkpoint import CheckpointError, clear_run_dir
     from grpo_rewards.plugins import get_registry
 
-    if args.overwrite:
+    if args.overwrite and world.is_main:  # before rank 0 builds its model: no rank has written anything yet
         clear_run_dir(cfg.logging.output_dir)
 
     backend = get_registry().get("trainer_backends", cfg.trainer.backend)  # [trainer] backend, checked at load
@@ -278,7 +323,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     except CheckpointError as exc:
         return _error(f"--resume: {exc}")
     steps = result.get("step", result.get("steps")) if isinstance(result, dict) else None
-    print(f"done{f' at step {steps}' if steps is not None else ''}: {cfg.logging.output_dir}", file=sys.stderr)
+    if world.is_main:
+        print(f"done{f' at step {steps}' if steps is not None else ''}: {cfg.logging.output_dir}", file=sys.stderr)
     return 130 if isinstance(result, dict) and result.get("interrupted") else 0
 
 

@@ -41,30 +41,37 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def run_config(model_dir: Path, run_dir: Path, *, loss_type: str, lora: bool, **grpo: Any) -> dict[str, Any]:
+def run_config(model_dir: Path, run_dir: Path, *, loss_type: str, lora: bool, **extra: Any) -> dict[str, Any]:
     """6 prompts x 4 completions in 3 micro-batches of 8 rows: the middle one straddles the two ranks
     (rows 0-11 on rank 0, 12-23 on rank 1); slices of 2-3 rows (micro_batch_tokens); two optimizer steps on
-    the batch (num_iterations) with a KL term, so old and reference log-probs are used as well."""
-    return {
+    the batch (num_iterations) with a KL term, so old and reference log-probs are used as well. ``extra``:
+    ``{"section.key": value}``."""
+    config: dict[str, Any] = {
         "model": {"name_or_path": str(model_dir), "dtype": "float32", "gradient_checkpointing": False},
         "data": {"source": "demo:arithmetic?max_operand=9", "prompt_field": "prompt", "answer_field": "answer",
                  "chat_template": False},
         "generation": {"backend": "seeded", "num_generations": 4, "max_completion_length": 8},
         "grpo": {"learning_rate": 1e-2, "prompts_per_step": 6, "max_steps": 1, "gradient_accumulation_steps": 3,
-                 "num_iterations": 2, "beta": 0.04, "loss_type": loss_type, "micro_batch_tokens": 40, "seed": 5,
-                 **grpo},
+                 "num_iterations": 2, "beta": 0.04, "loss_type": loss_type, "micro_batch_tokens": 40, "seed": 5},
         "lora": {"enabled": lora, "r": 4, "alpha": 8},
         "logging": {"output_dir": str(run_dir), "progress": False, "plot": False, "sample_every": 1,
                     "num_samples": 30},
         "rewards": {"len": {"use": "ddp_len"}},
     }
+    for key, value in extra.items():
+        section, name = key.split(".")
+        config[section][name] = value
+    return config
 
 
-# each loss type with LoRA and with full fine-tuning; a few other settings ride along on some of them
-CASES = [(loss, lora, extra) for loss in LOSS_TYPES for lora, extra in (
-    (True, {"scale_rewards": "batch"} if loss == "dapo" else {}),
-    (False, {"mask_truncated_completions": True} if loss == "bnpo" else {}),
-)]
+# each loss type with LoRA and with full fine-tuning; other settings ride along on some of them: the step's
+# reward spread (scale_rewards = "batch"), a held-out evaluation shared by the ranks, gradient checkpointing
+RIDERS: dict[tuple[str, bool], dict[str, Any]] = {
+    ("dapo", True): {"grpo.scale_rewards": "batch", "data.eval_size": 6, "logging.eval_every": 1},
+    ("bnpo", False): {"grpo.mask_truncated_completions": True},
+    ("grpo", False): {"model.gradient_checkpointing": True},
+}
+CASES = [(loss, lora, RIDERS.get((loss, lora), {})) for loss in LOSS_TYPES for lora in (True, False)]
 
 
 def case_name(loss: str, lora: bool) -> str:
@@ -143,6 +150,8 @@ def test_two_processes_make_the_update_of_one(runs: dict[str, tuple[Path, Path]]
     assert m1.keys() == m2.keys()
     assert m1["grad_norm"] > 0 and m1["kl"] > 0  # a real update, through the reference model too
     assert m1["advantages/std"] > 0  # the rewards differ within groups
+    if "logging.eval_every" in RIDERS.get((loss, lora), {}):
+        assert "eval/reward/mean" in m1 and "eval/completion_length/mean" in m1  # compared below as well
     for key, value in m1.items():  # the metrics are reduced over the ranks: the whole step's, as one process
         if isinstance(value, float):
             assert m2[key] == pytest.approx(value, rel=1e-4, abs=1e-6), key

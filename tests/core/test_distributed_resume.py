@@ -1,0 +1,129 @@
+"""``grpo train --nproc 2`` (torchrun, gloo, CPU) end to end: a 2-process run killed with SIGKILL and resumed
+with ``--resume`` ends with the same metrics and weights as an uninterrupted 2-process run; a config that
+2 processes cannot run is refused in one line before anything starts."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+TIMING_KEYS = {"time", "step_time", "tokens_per_s", "peak_memory_gb"}
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from grpo_core.demo.task import completion, make_split
+    from grpo_core.demo.tiny import TinySpec, build_tiny_model
+
+    rows = make_split("train", max_operand=9, size=100)
+    out = tmp_path_factory.mktemp("tiny-model")
+    build_tiny_model(out, [r["prompt"] + completion(r) for r in rows], TinySpec(hidden=32, intermediate=64))
+    return out
+
+
+def write_config(tmp_path: Path, model_dir: Path, run_dir: Path, prompts_per_step: int = 4) -> Path:
+    path = tmp_path / f"{run_dir.name}.toml"
+    path.write_text(f"""
+[model]
+name_or_path = "{model_dir}"
+dtype = "float32"
+gradient_checkpointing = false
+[data]
+source = "demo:arithmetic?max_operand=9"
+prompt_field = "prompt"
+answer_field = "answer"
+chat_template = false
+[generation]
+num_generations = 4
+max_completion_length = 8
+[grpo]
+learning_rate = 1e-3
+prompts_per_step = {prompts_per_step}
+max_steps = 4
+num_iterations = 2
+beta = 0.04
+gradient_accumulation_steps = 2
+seed = 3
+[logging]
+output_dir = "{run_dir}"
+progress = false
+plot = false
+sample_every = 2
+[checkpoint]
+every = 2
+keep_last = 2
+[rewards.correct]
+use = "exact_match"
+reference_extract = "none"
+[rewards.near]
+use = "numeric_proximity"
+reference_extract = "none"
+""")
+    return path
+
+
+def grpo(*args: str) -> subprocess.Popen:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen([sys.executable, "-m", "grpo_rewards", *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def records(run_dir: Path) -> list[dict]:
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    return [{k: v for k, v in json.loads(line).items() if k not in TIMING_KEYS} for line in lines]
+
+
+@pytest.mark.slow  # three torchrun launches of two processes each
+def test_sigkill_then_resume_matches_an_uninterrupted_two_process_run(tmp_path: Path, model_dir: Path) -> None:
+    import torch
+    from safetensors.torch import load_file
+
+    full_dir, killed_dir = tmp_path / "full", tmp_path / "killed"
+    full = grpo("train", str(write_config(tmp_path, model_dir, full_dir)), "--nproc", "2")
+    out, _ = full.communicate(timeout=400)
+    assert full.returncode == 0, out[-4000:]
+
+    config = write_config(tmp_path, model_dir, killed_dir)
+    run = grpo("train", str(config), "--nproc", "2")
+    deadline = time.monotonic() + 300
+    while not (killed_dir / "checkpoints" / "step-00000002").exists():
+        assert run.poll() is None, run.stdout.read()[-4000:]
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+    os.killpg(run.pid, signal.SIGKILL)  # the launcher, torchrun and both ranks
+    run.wait(timeout=30)
+    assert not (killed_dir / "model").exists()  # it really died before the end
+    assert (killed_dir / "checkpoints" / "step-00000002" / "rng-rank1.pt").exists()
+
+    resumed = grpo("train", str(config), "--nproc", "2", "--resume")
+    out, _ = resumed.communicate(timeout=400)
+    assert resumed.returncode == 0, out[-4000:]
+
+    full_records, resumed_records = records(full_dir), records(killed_dir)
+    assert [r["step"] for r in resumed_records] == [1, 2, 3, 4]
+    assert resumed_records == full_records  # rewards, losses, KL, lengths, LR... all identical
+    assert full_records[-1]["kl"] > 0
+    a, b = (load_file(d / "model" / "model.safetensors") for d in (full_dir, killed_dir))
+    assert a.keys() == b.keys()
+    for name in a:
+        torch.testing.assert_close(a[name], b[name], rtol=0, atol=0, msg=name)
+
+
+def test_a_config_two_processes_cannot_run_is_refused_in_one_line(tmp_path: Path, model_dir: Path) -> None:
+    config = write_config(tmp_path, model_dir, tmp_path / "odd", prompts_per_step=3)
+    proc = grpo("train", str(config), "--nproc", "2")
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 2, out
+    assert out.strip().splitlines()[-1] == (f"{config}: grpo.prompts_per_step: must be a multiple of the number of "
+                                            "processes (2), got 3")
+    assert not (tmp_path / "odd").exists()
