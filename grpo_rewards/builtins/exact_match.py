@@ -1,9 +1,12 @@
 """``exact_match`` reward and the ``numeric`` / ``exact`` verifiers it is built on.
 
-The answer extracted from a completion equals the reference after normalisation
-(:mod:`grpo_rewards.normalize`): when both sides are numbers they are compared
-exactly as fractions (``1,000`` == ``1000`` == ``$1000.00``, ``0.75`` == ``3/4``);
-otherwise as text with whitespace collapsed and, by default, case folded.
+The answer extracted from a completion equals the reference. When the reference is
+a number literal of the number grammar (:mod:`grpo_rewards.numbers`) the answer must
+be one too, and they are compared exactly as fractions (``1,000`` == ``1000`` ==
+``$1000.00``, ``0.75`` == ``3/4``, ``1e3`` == ``1000``) under the grammar's percent
+rule (``50%`` equals ``50`` and ``0.5``), as ``math_equivalence`` compares them;
+otherwise as text (:func:`grpo_rewards.normalize.normalize_text`: whitespace
+collapsed and, by default, case folded).
 
 The reference may be a full GSM8K solution (``"... #### 72"``): its final answer is
 extracted first (``reference_extract``, default ``gsm8k``; ``"none"`` compares the
@@ -23,9 +26,10 @@ from functools import lru_cache
 from typing import Any
 
 from grpo_rewards.extraction import METHODS, check_extraction, extract_answer
-from grpo_rewards.normalize import format_number, normalize_text, parse_number
-from grpo_rewards.specs import RewardFunction, RewardSpec, VerifierSpec
-from grpo_rewards.verdict import Verdict, Verifier, reward_from_verifier
+from grpo_rewards.normalize import normalize_text
+from grpo_rewards.numbers import Number, format_number, numbers_equal, parse_literal
+from grpo_rewards.specs import RewardSpec, VerifierSpec
+from grpo_rewards.verdict import Verdict, VerifierReward
 
 REFERENCE_METHODS = ("none", *(m for m in METHODS if m != "regex"))
 
@@ -49,45 +53,92 @@ def _reference_answer(text: str, method: str) -> str:
     return text.strip()
 
 
-def make_numeric_verifier(reference_extract: str = "gsm8k") -> Verifier:
-    """Numbers compared exactly (as fractions); undecided when the reference is not a number."""
-    _check_reference_extract(reference_extract)
+def _show(number: Number) -> str:
+    """A parsed number as the verdicts print it: canonical digits, ``%`` when it was a percentage."""
+    return format_number(number.value) + ("%" if number.percent else "")
 
-    def numeric(answer: str, reference: str) -> Verdict:
-        ref_text = reference_answer(reference, reference_extract)
-        ref = parse_number(ref_text)
+
+def _number_verdict(got: Number, ref: Number) -> Verdict:
+    same = numbers_equal(got, ref)
+    return (Verdict.correct if same else Verdict.wrong)(got.value, f"{_show(got)} {'==' if same else '!='} {_show(ref)}")
+
+
+class NumericVerifier:
+    """The ``numeric`` verifier: numbers compared exactly under the percent rule (a module-level class: it
+    pickles); undecided when the reference is not a number."""
+
+    __name__ = "numeric"
+
+    def __init__(self, reference_extract: str = "gsm8k") -> None:
+        _check_reference_extract(reference_extract)
+        self.reference_extract = reference_extract
+
+    def __repr__(self) -> str:
+        return f"NumericVerifier(reference_extract={self.reference_extract!r})"
+
+    def __call__(self, answer: str, reference: str) -> Verdict:
+        ref_text = reference_answer(reference, self.reference_extract)
+        ref = parse_literal(ref_text)
         if ref is None:
             return Verdict.undecided(f"reference {ref_text!r} is not a number")
-        got = parse_number(answer)
+        got = parse_literal(answer)
         if got is None:
             return Verdict.wrong(None, f"answer {answer[:80]!r} is not a number")
-        if got == ref:
-            return Verdict.correct(got, f"{format_number(got)} == {format_number(ref)}")
-        return Verdict.wrong(got, f"{format_number(got)} != {format_number(ref)}")
-
-    return numeric
+        return _number_verdict(got, ref)
 
 
-def make_exact_verifier(case_sensitive: bool = False, reference_extract: str = "gsm8k") -> Verifier:
-    """Exact match after normalisation: numbers as exact fractions, other answers as normalised text."""
-    _check_reference_extract(reference_extract)
+class ExactVerifier:
+    """The ``exact`` verifier: numbers as exact values under the percent rule, other answers as normalised
+    text (a module-level class: it pickles)."""
 
-    def exact(answer: str, reference: str) -> Verdict:
-        ref_text = reference_answer(reference, reference_extract)
+    __name__ = "exact"
+
+    def __init__(self, case_sensitive: bool = False, reference_extract: str = "gsm8k") -> None:
+        _check_reference_extract(reference_extract)
+        self.case_sensitive, self.reference_extract = case_sensitive, reference_extract
+
+    def __repr__(self) -> str:
+        return f"ExactVerifier(case_sensitive={self.case_sensitive}, reference_extract={self.reference_extract!r})"
+
+    def __call__(self, answer: str, reference: str) -> Verdict:
+        ref_text = reference_answer(reference, self.reference_extract)
         if not ref_text:
             return Verdict.undecided("the reference is empty")
-        ref = parse_number(ref_text)
+        ref = parse_literal(ref_text)
         if ref is not None:
-            got = parse_number(answer)
+            got = parse_literal(answer)
             if got is None:
-                return Verdict.wrong(None, f"answer {answer[:80]!r} is not a number (reference {format_number(ref)})")
-            verdict = Verdict.correct if got == ref else Verdict.wrong
-            return verdict(got, f"{format_number(got)} {'==' if got == ref else '!='} {format_number(ref)}")
-        a = normalize_text(answer, case_sensitive=case_sensitive)
-        r = normalize_text(ref_text, case_sensitive=case_sensitive)
+                return Verdict.wrong(None, f"answer {answer[:80]!r} is not a number (reference {_show(ref)})")
+            return _number_verdict(got, ref)
+        a = normalize_text(answer, case_sensitive=self.case_sensitive)
+        r = normalize_text(ref_text, case_sensitive=self.case_sensitive)
         return (Verdict.correct if a == r else Verdict.wrong)(a, f"{a[:80]!r} {'==' if a == r else '!='} {r[:80]!r}")
 
-    return exact
+
+def make_numeric_verifier(reference_extract: str = "gsm8k") -> NumericVerifier:
+    """Numbers compared exactly (as fractions, with the percent rule); undecided when the reference is not a
+    number."""
+    return NumericVerifier(reference_extract)
+
+
+def make_exact_verifier(case_sensitive: bool = False, reference_extract: str = "gsm8k") -> ExactVerifier:
+    """Exact match after normalisation: numbers as exact fractions, other answers as normalised text."""
+    return ExactVerifier(case_sensitive, reference_extract)
+
+
+class ExactMatch(VerifierReward):
+    """The ``exact_match`` reward (module docs): the ``exact`` verifier as a batch reward (a module-level
+    class: it pickles). A row without a reference scores ``None``."""
+
+    def __init__(self, value: float = 2.0, wrong_value: float = 0.0, extract: str = "auto",
+                 pattern: str | None = None, reference_column: str = "answer", reference_extract: str = "gsm8k",
+                 case_sensitive: bool = False) -> None:
+        check_extraction(extract, pattern)
+        super().__init__(ExactVerifier(case_sensitive, reference_extract), value=value, wrong_value=wrong_value,
+                         extract=extract, pattern=pattern, reference_column=reference_column, name="exact_match")
+
+    def __repr__(self) -> str:
+        return f"ExactMatch(verify={self.verify!r}, extract={self.extract!r}, reference_column={self.reference_column!r})"
 
 
 def exact_match(
@@ -98,21 +149,9 @@ def exact_match(
     reference_column: str = "answer",
     reference_extract: str = "gsm8k",
     case_sensitive: bool = False,
-) -> RewardFunction:
+) -> ExactMatch:
     """The extracted answer equals the reference after normalisation (numbers exactly, text case-folded)."""
-    check_extraction(extract, pattern)
-    verify = make_exact_verifier(case_sensitive=case_sensitive, reference_extract=reference_extract)
-    scored = reward_from_verifier(
-        verify, value=value, wrong_value=wrong_value, extract=extract, pattern=pattern,
-        reference_column=reference_column, name="exact_match",
-    )
-
-    def exact_match(completions: list[Any], **columns: Any) -> list[float | None]:
-        scores = scored(completions, **columns)  # raises KeyError naming a missing column
-        refs = columns[reference_column]
-        return [None if ref is None or not str(ref).strip() else s for s, ref in zip(scores, refs, strict=True)]
-
-    return exact_match
+    return ExactMatch(value, wrong_value, extract, pattern, reference_column, reference_extract, case_sensitive)
 
 
 REWARD_SPECS = [
