@@ -18,10 +18,12 @@ import enum
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from grpo_rewards.completions import completion_text
 from grpo_rewards.extraction import check_extraction, extract_answer, strip_reasoning
+from grpo_rewards.numbers import format_number, int_text
 
 
 class Status(str, enum.Enum):
@@ -124,13 +126,16 @@ class VerifierReward:
         ``status`` is the verdict's (``ok``, ``wrong``, ``undecided``), or ``no answer`` when nothing was
         extracted; ``answer`` is the extracted text, ``parsed`` what the verifier read it as.
         """
-        return [why for _, why in self._judge(completions, columns)]
+        return [None if why is None else {"status": why[0], "answer": why[1], "parsed": _plain(why[2]),
+                                          "reason": why[3]}
+                for _, why in self._judge(completions, columns)]
 
-    def _judge(self, completions: list[Any], columns: dict[str, Any]) -> list[tuple[float | None, dict[str, Any] | None]]:
+    def _judge(self, completions: list[Any], columns: dict[str, Any]) -> list[tuple[float | None, tuple | None]]:
+        """``(score, (status, answer, parsed, reason))`` per row; the second item is ``None`` without a reference."""
         refs = columns.get(self.reference_column)
         if refs is None:
             raise KeyError(f"column {self.reference_column!r} is missing (the verifier needs references)")
-        out: list[tuple[float | None, dict[str, Any] | None]] = []
+        out: list[tuple[float | None, tuple | None]] = []
         for completion, ref in zip(completions, refs, strict=True):
             if _missing(ref):  # no reference: the row does not count (str(None) would be a reference "None")
                 out.append((None, None))
@@ -139,12 +144,10 @@ class VerifierReward:
             if answer is None:
                 checkable = self.verify(str(ref), str(ref)).status is not Status.UNDECIDED
                 reason = "no answer found" + ("" if checkable else "; the reference cannot be checked either")
-                out.append((self.wrong_value if checkable else None,
-                            {"status": "no answer", "answer": None, "parsed": None, "reason": reason}))
+                out.append((self.wrong_value if checkable else None, ("no answer", None, None, reason)))
                 continue
             verdict = self.verify(answer, str(ref))
-            why = {"status": verdict.status.value, "answer": answer, "parsed": _plain(verdict.parsed),
-                   "reason": verdict.reason}
+            why = (verdict.status.value, answer, verdict.parsed, verdict.reason)
             if verdict.status is Status.OK:
                 out.append((self.value, why))
             elif verdict.status is Status.WRONG:
@@ -155,9 +158,14 @@ class VerifierReward:
 
 
 def _plain(value: Any) -> Any:
-    """``value`` as JSON can hold it (numbers, text, ``None``; anything else as its ``str``)."""
-    if value is None or isinstance(value, (bool, int, str)):
+    """``value`` as JSON can hold it (numbers, text, ``None``; a fraction in the number grammar's canonical
+    digits; an integer of more than 4,000 digits, or anything else, as text)."""
+    if value is None or isinstance(value, (bool, str)):
         return value
+    if isinstance(value, int):
+        return value if value.bit_length() < 13_000 else int_text(value)
+    if isinstance(value, Fraction):
+        return format_number(value)
     if isinstance(value, float):
         return value if math.isfinite(value) else str(value)
     return str(value)
