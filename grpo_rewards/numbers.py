@@ -1,9 +1,10 @@
 """The number grammar: the one place that decides what a number literal is and what it is worth.
 
-Every reward that reads a number uses this module: :func:`parse_number` (one answer,
-whole text), :data:`NUMBER_IN_TEXT` (numbers inside prose, for ``last_number``
-extraction), :func:`numbers_equal` (the percent rule) and :func:`plain_decimal`
-(stdout tokens of the code rewards). A value is an exact :class:`fractions.Fraction`,
+Every reward that reads a number uses this module: :func:`parse_literal` /
+:func:`parse_number` (one answer, whole text), :data:`NUMBER_IN_TEXT` (numbers inside
+prose, for ``last_number`` extraction), :func:`numbers_equal` (the percent rule),
+:func:`compared_values` (the percent rule for distances) and :func:`plain_decimal`
+(tokens of program output, for the code rewards). A value is an exact :class:`fractions.Fraction`,
 never a float, so ``4.0 == 4``, ``1,234 == 1234`` and ``3/4 == 0.75``.
 
 A number literal is, after wrappers are peeled (``$...$``, ``\\(...\\)``, ``\\[...\\]``,
@@ -179,8 +180,28 @@ def numbers_equal(a: Number, b: Number) -> bool:
     """Equality under the percent rule (module docs): ``50%`` equals ``50`` and ``0.5``, not ``5000%``."""
     if a.percent == b.percent:
         return a.value == b.value
-    p, r = (a, b) if a.percent else (b, a)
-    return p.value == r.value or p.value / 100 == r.value
+    x, y = compared_values(a, b)
+    return x == y
+
+
+def compared_values(a: Number, b: Number) -> tuple[Fraction, Fraction]:
+    """The values of ``a`` and ``b`` as the percent rule compares them (for distances between numbers).
+
+    A percentage facing a number written without a percent sign is read as written
+    (``p``) or as its value (``p / 100``), whichever is nearer the other number; two
+    percentages, or two plain numbers, are read as written. :func:`numbers_equal` is
+    ``x == y`` of these values.
+    """
+    if a.percent == b.percent:
+        return a.value, b.value
+    if a.percent:
+        return _nearer(a.value, b.value), b.value
+    return a.value, _nearer(b.value, a.value)
+
+
+def _nearer(percent: Fraction, other: Fraction) -> Fraction:
+    as_value = percent / 100
+    return percent if abs(percent - other) <= abs(as_value - other) else as_value
 
 
 def is_list_marker(text: str, match: re.Match[str]) -> bool:

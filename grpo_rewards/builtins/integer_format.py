@@ -15,8 +15,39 @@ from typing import Any
 
 from grpo_rewards.completions import completion_text
 from grpo_rewards.extraction import check_extraction, extract_answer
-from grpo_rewards.normalize import is_integer_literal, parse_number
-from grpo_rewards.specs import RewardFunction, RewardSpec
+from grpo_rewards.numbers import is_integer_literal, parse_number
+from grpo_rewards.specs import RewardSpec
+
+
+class IntegerFormat:
+    """The ``integer_format`` reward (module docs; a module-level class: it pickles)."""
+
+    __name__ = "integer_format"
+
+    def __init__(self, value: float = 0.5, wrong_value: float = 0.0, allow_negative: bool = False,
+                 strict: bool = True, extract: str = "auto", pattern: str | None = None) -> None:
+        check_extraction(extract, pattern)
+        self.value, self.wrong_value = value, wrong_value
+        self.allow_negative, self.strict = allow_negative, strict
+        self.extract, self.pattern = extract, pattern
+
+    def __repr__(self) -> str:
+        return (f"IntegerFormat(value={self.value!r}, allow_negative={self.allow_negative}, strict={self.strict}, "
+                f"extract={self.extract!r})")
+
+    def is_integer(self, answer: str | None) -> bool:
+        """Whether ``answer`` counts as an integer (written as one, or with ``strict = false`` worth one)."""
+        if answer is None:
+            return False
+        if self.strict:
+            return is_integer_literal(answer, allow_negative=self.allow_negative)
+        number = parse_number(answer)
+        return number is not None and number.denominator == 1 and (self.allow_negative or number >= 0)
+
+    def __call__(self, completions: list[Any], **columns: Any) -> list[float | None]:
+        extract, pattern, is_integer = self.extract, self.pattern, self.is_integer
+        answers = (extract_answer(completion_text(c), extract, pattern=pattern) for c in completions)
+        return [self.value if is_integer(a) else self.wrong_value for a in answers]
 
 
 def integer_format(
@@ -26,23 +57,9 @@ def integer_format(
     strict: bool = True,
     extract: str = "auto",
     pattern: str | None = None,
-) -> RewardFunction:
+) -> IntegerFormat:
     """Reward an answer written as an integer (Unsloth's int_reward_func: 0.5 when it is digits)."""
-    check_extraction(extract, pattern)
-
-    def is_integer(answer: str | None) -> bool:
-        if answer is None:
-            return False
-        if strict:
-            return is_integer_literal(answer, allow_negative=allow_negative)
-        number = parse_number(answer)
-        return number is not None and number.denominator == 1 and (allow_negative or number >= 0)
-
-    def integer_format(completions: list[Any], **columns: Any) -> list[float | None]:
-        answers = (extract_answer(completion_text(c), extract, pattern=pattern) for c in completions)
-        return [value if is_integer(a) else wrong_value for a in answers]
-
-    return integer_format
+    return IntegerFormat(value, wrong_value, allow_negative, strict, extract, pattern)
 
 
 REWARD_SPECS = [

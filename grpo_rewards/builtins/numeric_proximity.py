@@ -19,6 +19,10 @@ normalisation (so the notebook's separate 3.5 "equal after strip" tier cannot oc
 ``1,080`` equals ``1080``), ratios are exact fractions, and a wrong answer to reference 0
 scores ``far`` (the notebook divides by zero and scores -4.5).
 
+Numbers are read by the number grammar (:mod:`grpo_rewards.numbers`) and compared
+under its percent rule (:func:`grpo_rewards.numbers.compared_values`): against reference
+``0.5``, ``50%`` is exact and ``49%`` is read as 0.49; against ``50``, ``49%`` is 49.
+
 Both modes score ``None`` when the reference is not a number (the row does not count).
 """
 
@@ -30,44 +34,106 @@ from typing import Any
 from grpo_rewards.builtins.exact_match import _check_reference_extract, reference_answer
 from grpo_rewards.completions import completion_text
 from grpo_rewards.extraction import check_extraction, extract_answer
-from grpo_rewards.normalize import parse_number
-from grpo_rewards.specs import RewardFunction, RewardSpec
+from grpo_rewards.numbers import compared_values, parse_literal
+from grpo_rewards.specs import RewardSpec
 
 MODES = ("smooth", "tiered")
 TIERS = {"exact": 5.0, "near": 2.0, "close": 1.5, "far": -2.5, "unparsable": -4.5}
 NEAR, CLOSE = (Fraction(9, 10), Fraction(11, 10)), (Fraction(8, 10), Fraction(12, 10))
 
 
-def _smooth(value: float, tolerance: float):
-    def score(got: Fraction, ref: Fraction) -> float:
-        if got == ref:
-            return value
+def smooth_score(got: Fraction, ref: Fraction, value: float, tolerance: float) -> float:
+    """``value / (1 + (err / tolerance)^2)`` with ``err`` the relative (absolute under 1) error."""
+    if got == ref:
+        return value
+    try:
+        q = abs(float(got - ref)) / max(abs(float(ref)), 1.0) / tolerance
+    except OverflowError:  # beyond 1e308: take the ratio exactly, then in floats
         try:
-            q = abs(float(got - ref)) / max(abs(float(ref)), 1.0) / tolerance
-        except OverflowError:  # beyond 1e308: take the ratio exactly, then in floats
-            try:
-                q = float(abs(got - ref) / max(abs(ref), 1)) / tolerance
-            except OverflowError:  # astronomically far: the score underflows to 0
-                return 0.0
-        return value / (1.0 + q * q)
-
-    return score
+            q = float(abs(got - ref) / max(abs(ref), 1)) / tolerance
+        except OverflowError:  # astronomically far: the score underflows to 0
+            return 0.0
+    return value / (1.0 + q * q)
 
 
-def _tiered(tiers: dict[str, float]):
-    def score(got: Fraction, ref: Fraction) -> float:
-        if got == ref:
-            return tiers["exact"]
-        if ref == 0:
-            return tiers["far"]
-        ratio = got / ref
-        if NEAR[0] <= ratio <= NEAR[1]:
-            return tiers["near"]
-        if CLOSE[0] <= ratio <= CLOSE[1]:
-            return tiers["close"]
+def tiered_score(got: Fraction, ref: Fraction, tiers: dict[str, float]) -> float:
+    """Unsloth's ratio tiers (module docs)."""
+    if got == ref:
+        return tiers["exact"]
+    if ref == 0:
         return tiers["far"]
+    ratio = got / ref
+    if NEAR[0] <= ratio <= NEAR[1]:
+        return tiers["near"]
+    if CLOSE[0] <= ratio <= CLOSE[1]:
+        return tiers["close"]
+    return tiers["far"]
 
-    return score
+
+def _tier_table(tiers: dict[str, float] | None) -> dict[str, float]:
+    table = dict(TIERS)
+    for key, tier_value in (tiers or {}).items():
+        if key not in TIERS:
+            raise ValueError(f"unknown tier {key!r}; tiers are {', '.join(TIERS)}")
+        if isinstance(tier_value, bool) or not isinstance(tier_value, (int, float)):
+            raise ValueError(f"tier {key!r} must be a number, got {tier_value!r}")
+        table[key] = float(tier_value)
+    return table
+
+
+class NumericProximity:
+    """The ``numeric_proximity`` reward (module docs; a module-level class: it pickles)."""
+
+    __name__ = "numeric_proximity"
+
+    def __init__(self, mode: str = "smooth", value: float = 1.0, tolerance: float = 0.1,
+                 missing_value: float | None = None, tiers: dict[str, float] | None = None, extract: str = "auto",
+                 pattern: str | None = None, reference_column: str = "answer",
+                 reference_extract: str = "gsm8k") -> None:
+        check_extraction(extract, pattern)
+        _check_reference_extract(reference_extract)
+        if mode not in MODES:
+            raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+        if not tolerance > 0:
+            raise ValueError(f"tolerance must be positive, got {tolerance!r}")
+        if tiers is not None and mode != "tiered":
+            raise ValueError("'tiers' is only used with mode = 'tiered'")
+        self.mode, self.value, self.tolerance, self.tiers = mode, value, tolerance, _tier_table(tiers)
+        self.extract, self.pattern = extract, pattern
+        self.reference_column, self.reference_extract = reference_column, reference_extract
+        if mode == "tiered":
+            self.missing = -2.0 if missing_value is None else missing_value
+            self.unparsable = self.tiers["unparsable"]
+        else:
+            self.missing = 0.0 if missing_value is None else missing_value
+            self.unparsable = self.missing
+
+    def __repr__(self) -> str:
+        return f"NumericProximity(mode={self.mode!r}, extract={self.extract!r}, reference_column={self.reference_column!r})"
+
+    def score(self, got: Fraction, ref: Fraction) -> float:
+        """The score of the value ``got`` against the reference value ``ref``."""
+        if self.mode == "tiered":
+            return tiered_score(got, ref, self.tiers)
+        return smooth_score(got, ref, self.value, self.tolerance)
+
+    def __call__(self, completions: list[Any], **columns: Any) -> list[float | None]:
+        refs = columns.get(self.reference_column)
+        if refs is None:
+            raise KeyError(f"column {self.reference_column!r} is missing (numeric_proximity needs references)")
+        out: list[float | None] = []
+        for completion, reference in zip(completions, refs, strict=True):
+            ref = parse_literal(reference_answer(reference, self.reference_extract))
+            if ref is None:
+                out.append(None)
+                continue
+            answer = extract_answer(completion_text(completion), self.extract, pattern=self.pattern)
+            if answer is None:
+                out.append(self.missing)
+                continue
+            got = parse_literal(answer)
+            out.append(self.unparsable if got is None else self.score(*compared_values(got, ref)))
+        return out
 
 
 def numeric_proximity(
@@ -80,49 +146,10 @@ def numeric_proximity(
     pattern: str | None = None,
     reference_column: str = "answer",
     reference_extract: str = "gsm8k",
-) -> RewardFunction:
+) -> NumericProximity:
     """The closer the answer to the reference, the more reward: smooth, or Unsloth's tiered ratio rule."""
-    check_extraction(extract, pattern)
-    _check_reference_extract(reference_extract)
-    if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
-    if not tolerance > 0:
-        raise ValueError(f"tolerance must be positive, got {tolerance!r}")
-    if tiers is not None and mode != "tiered":
-        raise ValueError("'tiers' is only used with mode = 'tiered'")
-    table = dict(TIERS)
-    for key, tier_value in (tiers or {}).items():
-        if key not in TIERS:
-            raise ValueError(f"unknown tier {key!r}; tiers are {', '.join(TIERS)}")
-        if isinstance(tier_value, bool) or not isinstance(tier_value, (int, float)):
-            raise ValueError(f"tier {key!r} must be a number, got {tier_value!r}")
-        table[key] = float(tier_value)
-    if mode == "tiered":
-        score, missing = _tiered(table), -2.0 if missing_value is None else missing_value
-        unparsable = table["unparsable"]
-    else:
-        score, missing = _smooth(value, tolerance), 0.0 if missing_value is None else missing_value
-        unparsable = missing
-
-    def numeric_proximity(completions: list[Any], **columns: Any) -> list[float | None]:
-        refs = columns.get(reference_column)
-        if refs is None:
-            raise KeyError(f"column {reference_column!r} is missing (numeric_proximity needs references)")
-        out: list[float | None] = []
-        for completion, reference in zip(completions, refs, strict=True):
-            ref = parse_number(reference_answer(reference, reference_extract))
-            if ref is None:
-                out.append(None)
-                continue
-            answer = extract_answer(completion_text(completion), extract, pattern=pattern)
-            if answer is None:
-                out.append(missing)
-                continue
-            got = parse_number(answer)
-            out.append(unparsable if got is None else score(got, ref))
-        return out
-
-    return numeric_proximity
+    return NumericProximity(mode, value, tolerance, missing_value, tiers, extract, pattern, reference_column,
+                            reference_extract)
 
 
 REWARD_SPECS = [
