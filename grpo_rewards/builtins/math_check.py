@@ -20,7 +20,8 @@ How text is read:
   product of letters. It is read as it is, and math-verify finds the math inside
   (``the value is 2^{10} = 1024`` gives 1024).
 * Anything else (numbers ``1,234``, ``3/4``, ``12:00``) is read as it is.
-* A lone amount of money (``$12``, ``-$1,234.50``, ``\\$5``) is read as its number.
+* A lone amount of money (``$12``, ``-$1,234.50``, ``\\$5``, ``$1e3``) is read as its number, by
+  the number grammar (:mod:`grpo_rewards.numbers`).
 * A gold with ``####`` (GSM8K) is compared on the text after its last ``####``.
 
 math-verify's string fallback is kept: the text math-verify extracted is kept
@@ -36,7 +37,7 @@ import re
 import sys
 from typing import Any
 
-from grpo_rewards.numbers import numbers_equal, parse_literal
+from grpo_rewards.numbers import format_number, numbers_equal, parse_literal
 
 _DELIMITED = re.compile(r"\$|\\\(|\\\[|\\begin\{")
 _FORMULA_HINT = re.compile(r"[\\^_{A-Za-z]")
@@ -48,7 +49,6 @@ FUNCTIONS = frozenset((
     "sin", "cos", "tan", "cot", "sec", "csc", "sinh", "cosh", "tanh", "arcsin", "arccos", "arctan",
     "log", "exp", "sqrt", "max", "min", "gcd", "lcm", "det", "mod", "deg",
 ))
-_CURRENCY = re.compile(r"\s*([-+−]?)\s*\\?\$\s*(\d[\d,]*(?:\.\d+)?)\s*")  # -$1,234.50 or \$5: a lone $ is money
 _VARIABLE_IS = re.compile(r"^\s*\$?\s*[A-Za-z]\s*=\s*")  # "x = 5": the value 5
 REPR_CHARS = 120
 WARM_UP = ("$x^2+\\frac{1}{2}$", "$\\frac{1}{2}+x^2$")
@@ -65,8 +65,12 @@ def init_worker() -> None:
 
 
 def _money_free(text: str) -> str:
-    money = _CURRENCY.fullmatch(text)
-    return money.group(1).replace("−", "-") + money.group(2) if money else text
+    """A text that is one number literal with a ``$`` (``-$1,234.50``, ``\\$5``, ``$1e3``) as its plain
+    number, by the number grammar: a lone ``$`` is money, not a math delimiter."""
+    if "$" not in text:
+        return text
+    number = parse_literal(text)
+    return text if number is None or number.percent else format_number(number.value)
 
 
 def is_prose(text: str) -> bool:

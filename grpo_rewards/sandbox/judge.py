@@ -18,6 +18,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
+from grpo_rewards.numbers import plain_decimal
 from grpo_rewards.sandbox.program import OK, RUNTIME_ERROR, WRONG, Limits, Program, RunResult
 from grpo_rewards.sandbox.tests_formats import AssertCase, CallCase, StdioCase, TestCase
 
@@ -129,12 +130,10 @@ def output_lines(text: str) -> list[str]:
     return lines
 
 
-_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
-
-
 def lines_close(got: list[str], want: list[str], tolerance: float) -> bool:
-    """Same lines and whitespace-separated tokens, where numeric tokens may differ within ``tolerance``
-    (relative or absolute) and every other token must be identical."""
+    """Same lines and whitespace-separated tokens, where numeric tokens (plain decimals of the number
+    grammar, :func:`grpo_rewards.numbers.plain_decimal`) may differ within ``tolerance`` (relative or
+    absolute) and every other token must be identical."""
     if len(got) != len(want):
         return False
     for got_line, want_line in zip(got, want):
@@ -144,9 +143,10 @@ def lines_close(got: list[str], want: list[str], tolerance: float) -> bool:
         for g, w in zip(got_tokens, want_tokens):
             if g == w:
                 continue
-            if not (_NUMBER.fullmatch(g) and _NUMBER.fullmatch(w)):
+            g_value, w_value = plain_decimal(g), plain_decimal(w)
+            if g_value is None or w_value is None:
                 return False
-            if not math.isclose(float(g), float(w), rel_tol=tolerance, abs_tol=tolerance):
+            if not math.isclose(g_value, w_value, rel_tol=tolerance, abs_tol=tolerance):
                 return False
     return True
 
