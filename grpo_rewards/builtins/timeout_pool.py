@@ -34,6 +34,7 @@ from __future__ import annotations
 import atexit
 import math
 import multiprocessing
+import multiprocessing.util
 import os
 import signal
 import threading
@@ -167,6 +168,9 @@ def shutdown() -> None:
 
 
 atexit.register(shutdown)
+# A process started by multiprocessing (a process pool's worker, TRL's async trainer) runs no atexit hooks, and its
+# exit waits for every non-daemon child it has: stop the pools before that wait, or the exit hangs on our workers.
+multiprocessing.util.Finalize(None, shutdown, exitpriority=100)
 
 
 def _chunks(n: int, workers: int) -> list[range]:

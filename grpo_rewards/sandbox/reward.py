@@ -93,6 +93,10 @@ class CodeExecutionReward:
             self._backend = shared_backend(self.backend_name, **self.backend_options)
         return self._backend
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without its backend (a pool of processes): a copy in another process starts, or shares, its own."""
+        return {**self.__dict__, "_backend": None}
+
     def __call__(self, completions: list[Any], **columns: Any) -> list[float | None]:
         cells = columns.get(self.tests_column)
         if cells is None:

@@ -5,17 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import pytest
-
 from grpo_rewards.testing import RewardConformance
 from grpo_rewards.testing.strategies import rendered_numbers
-
-
-@pytest.mark.xfail(
-    strict=True, reason="built from a closure in its factory: pickle cannot send it to a process pool"
-)
-def _NOT_PICKLABLE(self: RewardConformance) -> None:  # noqa: N802 - a test method shared by several classes
-    RewardConformance.test_picklable(self)
 
 _ANSWER = {"answer": rendered_numbers().map(lambda vt: vt[1])}
 
@@ -24,18 +15,15 @@ class TestExactMatch(RewardConformance):
     reward_name = "exact_match"
     columns = _ANSWER
     bounds = (0.0, 2.0)  # value defaults to 2.0
-    test_picklable = _NOT_PICKLABLE
 
 
 class TestNumericProximity(RewardConformance):
     reward_name = "numeric_proximity"
     columns = _ANSWER
-    test_picklable = _NOT_PICKLABLE
 
 
 class TestIntegerFormat(RewardConformance):
     reward_name = "integer_format"
-    test_picklable = _NOT_PICKLABLE
 
 
 class TestXmlCount(RewardConformance):
@@ -52,7 +40,10 @@ class TestSoftFormat(RewardConformance):
 
 class TestRepetitionPenalty(RewardConformance):
     reward_name = "repetition_penalty"
-    test_picklable = _NOT_PICKLABLE
+
+
+class TestLengthWindow(RewardConformance):
+    reward_name = "length_window"
 
 
 def test_kit_imports_no_torch() -> None:

@@ -1,15 +1,19 @@
 """Rewards cross a process boundary: the built-ins, verifier wrappers, SafeReward and a composed reward built
-from TOML pickle, and score the same in a freshly spawned process (a process pool, TRL's AsyncGRPOTrainer)."""
+from TOML pickle, and score the same in a freshly spawned process (a process pool, TRL's AsyncGRPOTrainer).
+Every reward the built-in plugins and the example plugin register is in :data:`EVERY_BUILTIN`."""
 
 from __future__ import annotations
 
 import multiprocessing
+import operator
 import pickle
 from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 
 from grpo_rewards import load_rewards, reward
+from grpo_rewards.plugins import get_registry
+from grpo_rewards.sandbox import probe
 
 COMPLETIONS = [
     "<reasoning>\n2 + 2 = 4\n</reasoning>\n<answer>\n4\n</answer>\n",
@@ -70,3 +74,123 @@ def test_a_composed_reward_from_toml_pickles_and_scores_the_same(tmp_path):
     for c in (composed, copy):
         for e in c.entries:
             e.fn.close()
+
+
+# Every reward the built-in plugins and the example plugin register, with parameters that exercise it, scored on
+# a batch that reaches its number, math, format, email and code paths (a new built-in must add its row here).
+ADD_TESTS = '{"language": "python", "test_cases": [{"input": "1 2\\n", "output": "3\\n"}]}'
+EVERY_COMPLETION = [
+    "<think>two and two</think>\n<answer>\n4\n</answer>\n",
+    "<answer>50%</answer>",
+    "The total is\n#### 1,000",
+    "We get \\boxed{\\frac{3}{4}}.",
+    "Dear Ana,\nthe report is attached and the meeting is on Monday.\n\nBest regards,\nBo\nbo@example.com",
+    [{"role": "assistant", "content": "<answer>x + 1</answer>"}],
+    "```python\na, b = map(int, input().split())\nprint(a + b)\n```",
+    "the the the the the the the the",
+]
+EVERY_COLUMN = {
+    "answer": ["4", "0.5", "1000", "0.75", "7", "1 + x", "3", None],
+    "keywords": [["report"], None, "meeting, Monday", ["report"], ["report", "Monday"], None, None, "the"],
+    "ideal": [None] * 8,
+    "recipient": ["Ana", None, "Ana", "Ana", "Ana Lee", None, None, "Bo"],
+    "verification_info": [ADD_TESTS] * 8,
+}
+CODE = {"cpu_seconds": 2.0, "wall_seconds": 4.0, "memory_mb": 512}
+EVERY_BUILTIN = {
+    "exact_match": {},
+    "integer_format": {"allow_negative": True},
+    "numeric_proximity": {"mode": "tiered"},
+    "math_equivalence": {"workers": 1},
+    "xml_count": {},
+    "strict_format": {},
+    "soft_format": {},
+    "email_rules": {},
+    "code_execution": CODE,
+    "code_execution_binary": CODE,
+    "repetition_penalty": {"ngram_size": 2},
+    "length_window": {"min_words": 2, "max_words": 6, "slope_words": 4},
+}
+EVERY_VERIFIER = """
+[rewards]
+timeout = 120
+
+[rewards.correct]
+use = "exact_match"
+[rewards.integer]
+use = "integer_format"
+weight = 0.5
+[rewards.close]
+use = "numeric_proximity"
+[rewards.math]
+use = "math_equivalence"
+workers = 1
+[rewards.numeric]
+use = "verify:numeric"
+[rewards.exact]
+use = "verify:exact"
+extract = "answer_tag"
+[rewards.loops]
+use = "repetition_penalty"
+[rewards.length]
+use = "length_window"
+min_words = 3
+"""
+
+
+@pytest.fixture(scope="module")
+def spawned():
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        yield pool
+
+
+def test_every_registered_builtin_has_a_row():
+    registry = get_registry()
+    own = {p.name for p in registry.plugins if p.builtin or p.distribution == "grpo-reward-length"}
+    assert {name for name, spec in registry.rewards.items() if spec.plugin in own} == set(EVERY_BUILTIN)
+
+
+@pytest.mark.parametrize("name", sorted(EVERY_BUILTIN))
+def test_every_registered_builtin_scores_the_same_in_a_spawned_process(spawned, name):
+    if name.startswith("code_execution") and probe.probe().profile not in ("default", "hardened", "strict"):
+        pytest.skip("no default sandbox profile on this machine")
+    fn = reward(name, **EVERY_BUILTIN[name])
+    here = fn(EVERY_COMPLETION, **EVERY_COLUMN)
+    assert any(s is not None for s in here)
+    there = spawned.submit(score_pickled, pickle.dumps(fn), EVERY_COMPLETION, EVERY_COLUMN).result(timeout=300)
+    assert there == here
+
+
+def test_a_toml_composed_reward_of_the_number_rewards_scores_the_same_in_a_spawned_process(spawned, tmp_path):
+    path = tmp_path / "rewards.toml"
+    path.write_text(EVERY_VERIFIER)
+    composed = load_rewards(str(path))
+    try:
+        here = composed.score(EVERY_COMPLETION, **EVERY_COLUMN)
+        there = spawned.submit(operator.methodcaller("score", EVERY_COMPLETION, **EVERY_COLUMN),
+                               composed).result(timeout=300)
+        assert there.columns == here.columns and there.total == here.total
+        assert all(any(s is not None for s in column) for column in here.columns.values())
+    finally:
+        for e in composed.entries:
+            e.fn.close()
+
+
+def _score_math_then_exit(queue) -> None:
+    queue.put(reward("math_equivalence", workers=1)(["<answer>x + 1</answer>"], answer=["1+x"]))
+
+
+def test_a_spawned_process_that_used_math_equivalence_exits():
+    # a multiprocessing child runs no atexit hooks and waits for its own children when it exits: the math
+    # workers must be stopped before that, or the process (a pool worker, TRL's async trainer) never exits
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_score_math_then_exit, args=(queue,))
+    child.start()
+    try:
+        assert queue.get(timeout=120) == [1.0]
+        child.join(timeout=30)
+        assert child.exitcode == 0, "the process did not exit"
+    finally:
+        if child.is_alive():
+            child.kill()
