@@ -172,7 +172,7 @@ class VLLMBackend:
             if self.gen.vllm_mode == "server":
                 from grpo_core.vllm.server import ServerEngine
 
-                engine = ServerEngine(config)
+                engine = ServerEngine(config, dtype=_dtype_name(model))
             else:
                 engine = ColocatedEngine(config, model)
         self.engine = engine

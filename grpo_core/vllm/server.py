@@ -6,7 +6,8 @@
   can take weights (``VLLM_SERVER_DEV_MODE=1`` and the worker extension of
   :mod:`grpo_core.vllm.server_worker`) and returns its log-probs after temperature
   (``--logprobs-mode processed_logprobs``); each missing piece is a one-line ``ValueError`` naming the
-  config key, saying how to start the server (:func:`serve_command`).
+  config key, saying how to start the server (:func:`serve_command`). A server in another dtype than the
+  policy's forwards is a warning (its log-probs drift from the policy's).
 * **Generation:** one ``POST /v1/completions`` per request, sent concurrently: prompt token ids in, the
   ``SamplingParams`` fields the backend built (``n``, ``seed``, ``stop_token_ids``, ``logprobs = 0``, ...),
   and ``return_tokens_as_token_ids`` so each sampled token comes back as its id with its log-prob.
@@ -29,6 +30,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+import warnings
 import weakref
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -46,7 +48,7 @@ if TYPE_CHECKING:
 
 PUSH_BYTES = 1 << 30  # the largest file one push writes (whole blocks; a larger block goes alone)
 EXTENSION = "grpo_core.vllm.server_worker.WeightLoader"
-_MAX_CONCURRENT = 64
+_MAX_CONCURRENT = 256
 _TOKEN_ID = "token_id:"
 
 
@@ -71,12 +73,12 @@ def _shm_folder() -> str:
 class ServerEngine:
     """A ``vllm serve`` server at ``[generation] vllm_server_url`` (or host and port); see the module docs."""
 
-    def __init__(self, config: RunConfig, *, push_bytes: int = PUSH_BYTES):
+    def __init__(self, config: RunConfig, *, dtype: str = "auto", push_bytes: int = PUSH_BYTES):
         g = config.generation
         self.url = server_url(g)
         where = urlparse(self.url)
         self._serve = dict(host=where.hostname or g.vllm_server_host, port=where.port or g.vllm_server_port,
-                           dtype=getattr(getattr(config, "model", None), "dtype", "auto"))
+                           dtype=dtype)
         self._model_name = getattr(getattr(config, "model", None), "name_or_path", "") or "MODEL"
         self.key = "generation.vllm_server_url" if g.vllm_server_url else "generation.vllm_server_host"
         self.push_bytes = push_bytes
@@ -98,6 +100,9 @@ class ServerEngine:
         except urllib.error.HTTPError as exc:
             detail = _error_message(exc.read().decode(errors="replace"))
             raise ServerError(f"{path}: HTTP {exc.code}: {' '.join(detail.split())[:400]}") from None
+        except OSError as exc:  # refused, unreachable, timed out, connection dropped
+            raise ServerError(f"{path}: no answer from the vLLM server at {self.url}: "
+                              f"{getattr(exc, 'reason', None) or exc}") from None
         return json.loads(text) if text.strip() else None
 
     def _wait_until_up(self) -> None:
@@ -107,8 +112,8 @@ class ServerEngine:
             try:
                 self._call("/health", timeout=max(0.1, min(5.0, deadline - time.monotonic())))
                 return
-            except (OSError, ServerError) as exc:  # refused, unreachable, starting up (503)
-                reason = str(getattr(exc, "reason", exc))
+            except ServerError as exc:  # refused, unreachable, starting up (503)
+                reason = str(exc)
             if time.monotonic() >= deadline:
                 raise ValueError(f"{self.key}: no vLLM server answered at {self.url} within {self.timeout:g} s "
                                  f"(vllm_server_timeout; last: {reason}); start one with VLLM_SERVER_DEV_MODE=1 "
@@ -140,6 +145,12 @@ class ServerEngine:
         if modes != {"processed_logprobs"}:
             raise ValueError(f"{self.key}: the server at {self.url} returns log-probs as {', '.join(sorted(modes))}, "
                              f"not after temperature (processed_logprobs); {start}")
+        dtypes = {str((info or {}).get("dtype")) for info in infos}
+        want = self._serve["dtype"]
+        if want != "auto" and dtypes != {want}:
+            warnings.warn(f"{self.key}: the server at {self.url} runs in {', '.join(sorted(dtypes))} and the policy's "
+                          f"forwards in {want}: their log-probs differ by more than kernels do (serve with "
+                          f"--dtype {want})", stacklevel=2)
 
     # the engine interface ----------------------------------------------------------------------------
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> int:
@@ -161,8 +172,16 @@ class ServerEngine:
                 raise ServerError(f"the server loaded {loaded} tensors of {len(chunk)} pushed")
             sent += len(chunk)
         if sent:
-            self._call("/reset_prefix_cache", {})
+            self._reset_prefix_cache()
         return sent
+
+    def _reset_prefix_cache(self, tries: int = 20) -> None:
+        """``POST /reset_prefix_cache``; vLLM refuses while blocks are held (answering ``success: false``)."""
+        for _ in range(tries):
+            if (self._call("/reset_prefix_cache", {}) or {}).get("success", True):
+                return
+            time.sleep(0.1)
+        raise ServerError(f"the vLLM server at {self.url} kept its prefix cache (blocks still held) after a weight push")
 
     def generate(self, prompts: list[list[int]], params: list[dict[str, Any]]) -> list[list[Completion]]:
         """One ``/v1/completions`` request per prompt, concurrently; the completions of each in index order."""

@@ -5,7 +5,8 @@ opens ``/collective_rpc``), so the trainer (:mod:`grpo_core.vllm.server`) can pu
 ``grpo_load_weights(path)`` reads a safetensors file of ``(Hugging Face name, tensor)`` pairs (whole
 attention/MLP blocks, written by the trainer to shared memory) and reloads them in place with vLLM's
 ``reload_weights``, as the colocated engine does, then rebuilds a head tied to reloaded embeddings.
-``grpo_worker_info()`` tells the trainer the extension is there and how log-probs are returned.
+``grpo_worker_info()`` tells the trainer the extension is there, how log-probs are returned and the
+engine's dtype.
 
 This module runs inside the server's worker processes; it imports vLLM nothing at import time.
 """
@@ -19,9 +20,11 @@ class WeightLoader:
     """Worker methods reachable through ``POST /collective_rpc`` (``self`` is vLLM's worker)."""
 
     def grpo_worker_info(self: Any) -> dict[str, Any]:
-        """What the trainer checks before a run: the log-prob mode of this worker's engine."""
-        mode = getattr(self.vllm_config.model_config, "logprobs_mode", None)
-        return {"logprobs_mode": str(getattr(mode, "value", mode))}
+        """What the trainer checks before a run: the log-prob mode and the dtype of this worker's engine."""
+        config = self.vllm_config.model_config
+        mode = getattr(config, "logprobs_mode", None)
+        return {"logprobs_mode": str(getattr(mode, "value", mode)),
+                "dtype": str(getattr(config, "dtype", "")).removeprefix("torch.")}
 
     def grpo_load_weights(self: Any, path: str) -> int:
         """Reload the tensors of the safetensors file at ``path`` in place; returns how many."""

@@ -6,6 +6,7 @@ subprocess on a free port with the worker extension and ``VLLM_SERVER_DEV_MODE=1
 * after optimizer steps the pushed weights make the server's greedy output and log-probs the updated
   policy's again (full fine-tuning, pushed in several files; LoRA, merged on the fly), and a change never
   pushed leaves it stale (the control);
+* a server in another dtype than the policy's forwards is a warning;
 * three ``grpo train`` steps with ``vllm_mode = "server"`` end with a checkpoint;
 * an unreachable server is one line and exit status 2 after ``vllm_server_timeout``.
 """
@@ -19,6 +20,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,7 +30,7 @@ pytest.importorskip("vllm", reason="vLLM is not installed here (bash scripts/set
 
 import torch  # noqa: E402
 
-from grpo_core.vllm.server import serve_command  # noqa: E402
+from grpo_core.vllm.server import ServerEngine, serve_command  # noqa: E402
 from tests.vllm_lane.conftest import PROMPTS  # noqa: E402
 from tests.vllm_lane.test_engine import LOGP_ATOL, Setup, assert_engine_is_policy, max_gap  # noqa: E402
 from tests.vllm_lane.test_train import RUN  # noqa: E402
@@ -84,8 +86,10 @@ def server(tiny_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
 
 @pytest.fixture(scope="module")
 def remote(server: int, tiny_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
-    setup = Setup(tiny_dir, tmp_path_factory.mktemp("remote"),
-                  generation={"vllm_mode": "server", "vllm_server_port": server, "vllm_server_timeout": 60})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the server's dtype is the policy's: no warning
+        setup = Setup(tiny_dir, tmp_path_factory.mktemp("remote"),
+                      generation={"vllm_mode": "server", "vllm_server_port": server, "vllm_server_timeout": 60})
     yield setup
     setup.vllm.engine.close()
 
@@ -108,6 +112,11 @@ def test_generation_returns_tokens_and_logprobs(remote: Setup) -> None:
     torch.manual_seed(3)
     again = remote.vllm.generate(remote.prompts, 4)
     assert torch.equal(batch.completion_ids, again.completion_ids)  # seeds come from torch's RNG
+
+
+def test_a_server_in_another_dtype_is_a_warning(remote: Setup) -> None:
+    with pytest.warns(UserWarning, match="runs in float32 and the policy's forwards in bfloat16"):
+        ServerEngine(remote.cfg, dtype="bfloat16").close()
 
 
 def test_greedy_equals_hf(remote: Setup) -> None:
