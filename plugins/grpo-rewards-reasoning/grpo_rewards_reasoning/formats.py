@@ -95,7 +95,9 @@ class CodeFormat:
         self.language, self.value = language, value
 
     def __call__(self, completions: list[Any], **columns: Any) -> list[float | None]:
-        languages = columns.get("language") or [self.language] * len(completions)
+        languages = columns.get("language")
+        if languages is None:
+            languages = [self.language] * len(completions)
         return [
             self.value if code_format_matches(completion_text(c), str(lang or self.language)) else 0.0
             for c, lang in zip(completions, languages, strict=True)
