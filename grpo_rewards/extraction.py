@@ -219,10 +219,13 @@ def compile_pattern(pattern: str | re.Pattern[str]) -> re.Pattern[str]:
         raise ValueError(f"pattern {pattern!r} is not a valid regular expression: {exc}") from None
 
 
-def check_extraction(method: str, pattern: str | None) -> re.Pattern[str] | None:
-    """Validate an ``extract``/``pattern`` pair as a reward factory receives it; the compiled pattern."""
-    if method not in METHODS:
-        raise ValueError(f"unknown extract method {method!r}; choose one of {', '.join(METHODS)}")
+def check_extraction(method: str, pattern: str | None, *, extra: tuple[str, ...] = ()) -> re.Pattern[str] | None:
+    """Validate an ``extract``/``pattern`` pair as a reward factory receives it; the compiled pattern.
+
+    ``extra``: methods of the reward's own accepted beside :data:`METHODS` (``math_equivalence``'s ``none``).
+    """
+    if method not in METHODS and method not in extra:
+        raise ValueError(f"unknown extract method {method!r}; choose one of {', '.join((*METHODS, *extra))}")
     if method == "regex":
         if not pattern:
             raise ValueError("extract = 'regex' needs a 'pattern'")

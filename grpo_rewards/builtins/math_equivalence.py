@@ -56,7 +56,7 @@ from typing import Any
 from grpo_rewards.builtins import math_check
 from grpo_rewards.builtins.timeout_pool import START_METHODS, Outcome, run_items
 from grpo_rewards.completions import completion_text
-from grpo_rewards.extraction import METHODS, extract_answer
+from grpo_rewards.extraction import check_extraction, extract_answer
 from grpo_rewards.extras import require_extra
 from grpo_rewards.specs import RewardSpec, VerifierSpec
 from grpo_rewards.verdict import Status, Verdict
@@ -194,16 +194,7 @@ class MathEquivalence:
                  batch_timeout_seconds: float = 120.0) -> None:
         require_extra("math", "math_equivalence")
         _check_options(timeout_seconds, workers, start_method, batch_timeout_seconds)
-        if extract not in (*METHODS, NO_EXTRACTION):
-            raise ValueError(
-                f"unknown extraction method {extract!r}; choose one of {', '.join((*METHODS, NO_EXTRACTION))}")
-        if extract == "regex" and not pattern:
-            raise ValueError("extract = 'regex' needs a 'pattern'")
-        if pattern is not None:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"pattern {pattern!r} is not a valid regular expression: {exc}") from None
+        check_extraction(extract, pattern, extra=(NO_EXTRACTION,))
         self.value, self.wrong_value = value, wrong_value
         self.extract, self.pattern, self.reference_column = extract, pattern, reference_column
         self.timeout_seconds, self.workers, self.start_method = timeout_seconds, workers, start_method

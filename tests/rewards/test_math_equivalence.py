@@ -139,7 +139,8 @@ def test_chat_completions_and_junk_rows_do_not_raise(correct):
 @pytest.mark.parametrize(
     ("params", "message"),
     [
-        ({"extract": "magic"}, "unknown extraction method 'magic'"),
+        ({"extract": "magic"}, "unknown extract method 'magic'; choose one of .*, none"),
+        ({"extract": "boxed", "pattern": "x"}, "'pattern' is only used with extract = 'regex'"),
         ({"extract": "regex"}, "needs a 'pattern'"),
         ({"extract": "regex", "pattern": "(unclosed"}, "not a valid regular expression"),
         ({"timeout_seconds": 0}, "timeout_seconds must be a positive number"),
@@ -174,6 +175,38 @@ def test_explosive_answers_are_refused_before_the_pool_as_wrong(answer):
     start = time.perf_counter()
     assert reward([f"\\boxed{{{answer}}}", "\\boxed{\\sqrt{2}}"], answer=["\\sqrt{2}"] * 2) == [-1.0, 1.0]
     assert time.perf_counter() - start < 20  # refused at once, not after the 30 s limit
+
+
+SLOW = "(x+1)^{999}"  # not refused before the pool (no tower, no huge power), but sympy takes ~25 s on it
+
+
+def test_a_timeout_against_a_scorable_reference_scores_wrong_value_not_none():
+    reward = math_equivalence(timeout_seconds=1.0, workers=1, wrong_value=-1.0, require_literal=False)
+    assert reward([f"\\boxed{{{SLOW}}}", "\\boxed{1+x}"], answer=["x + 1"] * 2) == [-1.0, 1.0]
+    verdict = math_verifier(timeout_seconds=1.0, workers=1, require_literal=False)(SLOW, "x + 1")
+    assert verdict.status is Status.WRONG and "could not be scored" in verdict.reason
+
+
+def test_batch_timeout_seconds_bounds_a_whole_batch():
+    reward = math_equivalence(timeout_seconds=60.0, batch_timeout_seconds=3.0, workers=1, wrong_value=-1.0,
+                              require_literal=False)
+    assert reward(["\\boxed{1+x}"], answer=["x + 1"]) == [1.0]  # the pool is up and warm: not timed here
+    slow = [f"\\boxed{{(x+1)^{{{999 - k}}}}}" for k in range(3)]
+    start = time.perf_counter()
+    scores = reward(["\\boxed{1+x}", *slow], answer=["x + 1"] * 4)
+    took = time.perf_counter() - start
+    assert scores == [1.0, -1.0, -1.0, -1.0]
+    assert took < 3.0 + 15  # the budget, plus asking once whether the reference scores against itself
+    with pytest.raises(ValueError, match="batch_timeout_seconds must be a positive number"):
+        math_equivalence(batch_timeout_seconds=0)
+
+
+def test_a_fresh_worker_loads_math_verify_before_its_first_item_is_timed():
+    # the first parse in a new process loads math-verify's LaTeX parser (over a second): a warm-up in the
+    # worker's initializer, so an item's time limit only counts the item
+    timeout_pool.shutdown()
+    reward = math_equivalence(timeout_seconds=1.0, workers=1, require_literal=False)
+    assert reward(["\\boxed{x + 1}"], answer=["1+x"]) == [1.0]
 
 
 def test_called_from_many_threads_at_once(correct):
