@@ -168,4 +168,8 @@ def _plain(value: Any) -> Any:
         return format_number(value)
     if isinstance(value, float):
         return value if math.isfinite(value) else str(value)
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
     return str(value)

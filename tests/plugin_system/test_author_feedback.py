@@ -248,3 +248,19 @@ def test_python_reward_checks_its_parameters_like_a_config(registry):
     with pytest.raises(PluginError, match="did you mean 'exact_match'"):
         reward("exact_mach")
     assert reward("exact_match", value=3.0)(["<answer>4</answer>"], answer=["4"]) == [3.0]
+
+
+def test_explain_gives_what_was_parsed_as_json():
+    from grpo_rewards import reward_from_verifier
+
+    class Unit:
+        def __str__(self) -> str:
+            return "km"
+
+    def halves(answer: str, reference: str) -> Verdict:
+        return Verdict.correct({"answer": int(answer), "sides": (int(reference), 2.5), "unit": Unit()}, "same")
+
+    why = reward_from_verifier(halves).explain(["<answer>12</answer>"], answer=["12"])
+    assert why == [{"status": "ok", "answer": "12", "parsed": {"answer": 12, "sides": [12, 2.5], "unit": "km"},
+                    "reason": "same"}]
+    assert json.loads(json.dumps(why)) == why
