@@ -157,6 +157,16 @@ class VerifierReward:
         return out
 
 
+def explanation(verdict: Verdict, answer: str | None) -> dict[str, Any]:
+    """One row of an ``explain`` method (``grpo rewards score --explain``), JSON-ready:
+    ``{"status", "answer", "parsed", "reason"}``; ``status`` is ``no answer`` when nothing was extracted."""
+    if answer is None:
+        return {"status": "no answer", "answer": None, "parsed": None,
+                "reason": "no answer found" + (f"; {verdict.reason}" if verdict.status is Status.UNDECIDED else "")}
+    return {"status": verdict.status.value, "answer": answer, "parsed": _plain(verdict.parsed),
+            "reason": verdict.reason}
+
+
 def _plain(value: Any) -> Any:
     """``value`` as JSON can hold it (numbers, text, ``None``; a fraction in the number grammar's canonical
     digits; an integer of more than 4,000 digits, or anything else, as text)."""

@@ -59,7 +59,7 @@ from grpo_rewards.completions import completion_text
 from grpo_rewards.extraction import check_extraction, extract_answer
 from grpo_rewards.extras import require_extra
 from grpo_rewards.specs import RewardSpec, VerifierSpec
-from grpo_rewards.verdict import Status, Verdict
+from grpo_rewards.verdict import Status, Verdict, explanation
 
 NO_EXTRACTION = "none"
 MAX_ANSWER_CHARS = 1000  # or twice the reference's length, when that is more
@@ -207,6 +207,24 @@ class MathEquivalence:
         return text if self.extract == NO_EXTRACTION else extract_answer(text, self.extract, pattern=self.pattern)
 
     def __call__(self, completions: list[Any], **columns: Any) -> list[float | None]:
+        scores, verdicts, _ = self._judge(completions, columns)
+        unscored = [v.reason for v in verdicts if "could not be scored" in v.reason or v.reason.startswith("math-verify")]
+        if unscored:
+            log.warning("math_equivalence: %d of %d rows could not be verified (%s)", len(unscored), len(scores),
+                        unscored[0])
+        return scores
+
+    def explain(self, completions: list[Any], **columns: Any) -> list[dict[str, Any] | None]:
+        """Why each row scored as it did (:func:`grpo_rewards.verdict.explanation`; ``None``: no reference)."""
+        _, verdicts, rows = self._judge(completions, columns)
+        out: list[dict[str, Any] | None] = [None] * len(completions)
+        for (i, answer), verdict in zip(rows, verdicts, strict=True):
+            out[i] = explanation(verdict, answer)
+        return out
+
+    def _judge(self, completions: list[Any], columns: dict[str, Any]
+               ) -> tuple[list[float | None], list[Verdict], list[tuple[int, str | None]]]:
+        """Scores, the verdicts of the rows verified, and those rows with their extracted answers."""
         refs = columns.get(self.reference_column)
         if refs is None:
             raise KeyError(f"column {self.reference_column!r} is missing (math_equivalence compares with it)")
@@ -214,7 +232,7 @@ class MathEquivalence:
             raise ValueError(
                 f"{len(completions)} completions but {len(refs)} values in column {self.reference_column!r}")
         out: list[float | None] = [None] * len(completions)
-        todo: list[int] = []
+        rows: list[tuple[int, str | None]] = []
         pairs: list[tuple[str, str]] = []
         for i, (completion, ref) in enumerate(zip(completions, refs, strict=True)):
             if ref is None or isinstance(ref, (list, dict)):
@@ -223,19 +241,16 @@ class MathEquivalence:
                 text = completion_text(completion)
             except TypeError:
                 continue
-            todo.append(i)  # a missing answer still goes: an unparseable reference must score None, not wrong
-            pairs.append((str(ref), self._answer_of(text) or ""))
+            answer = self._answer_of(text)
+            rows.append((i, answer))  # a missing answer still goes: an unparseable reference must score None
+            pairs.append((str(ref), answer or ""))
         verdicts = verify_pairs(pairs, timeout_seconds=self.timeout_seconds, workers=self.workers,
                                 start_method=self.start_method, require_literal=self.require_literal,
                                 batch_timeout_seconds=self.batch_timeout_seconds,
                                 whole_text=self.extract == NO_EXTRACTION)
-        for i, verdict in zip(todo, verdicts, strict=True):
+        for (i, _), verdict in zip(rows, verdicts, strict=True):
             out[i] = self.value if verdict.ok else (self.wrong_value if verdict.status is Status.WRONG else None)
-        unscored = [v.reason for v in verdicts if "could not be scored" in v.reason or v.reason.startswith("math-verify")]
-        if unscored:
-            log.warning("math_equivalence: %d of %d rows could not be verified (%s)", len(unscored), len(out),
-                        unscored[0])
-        return out
+        return out, verdicts, rows
 
 
 def math_equivalence(

@@ -264,3 +264,27 @@ def test_explain_gives_what_was_parsed_as_json():
     assert why == [{"status": "ok", "answer": "12", "parsed": {"answer": 12, "sides": [12, 2.5], "unit": "km"},
                     "reason": "same"}]
     assert json.loads(json.dumps(why)) == why
+
+
+def test_the_built_in_correctness_rewards_explain_themselves(fresh_default, tmp_path):
+    config = tmp_path / "r.toml"
+    config.write_text('[rewards.exact]\nuse = "exact_match"\n\n[rewards.math]\nuse = "math_equivalence"\nworkers = 1\n')
+    src = tmp_path / "rows.jsonl"
+    src.write_text("\n".join(json.dumps(r) for r in [
+        {"completion": "<answer>\\frac{1}{2}</answer>", "answer": "0.5"},
+        {"completion": "<answer>7</answer>", "answer": "8"},
+        {"completion": "no number at all", "answer": "3"},
+        {"completion": "<answer>4</answer>", "answer": None},
+    ]) + "\n")
+    out = tmp_path / "out.jsonl"
+    assert main(["rewards", "score", str(config), "-i", str(src), "-o", str(out), "--explain"]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    math = [r["explain"]["math"] for r in rows]
+    assert [w and (w["status"], w["answer"]) for w in math] == [
+        ("ok", "\\frac{1}{2}"), ("wrong", "7"), ("no answer", None), None]
+    assert [r["math"] for r in rows] == [1.0, 0.0, 0.0, None]  # the scores the verdicts explain
+    exact = [r["explain"]["exact"] for r in rows]
+    assert [w and (w["status"], w["answer"]) for w in exact] == [
+        ("ok", "\\frac{1}{2}"), ("wrong", "7"), ("no answer", None), None]  # \frac{1}{2} is a number literal
+    assert [r["exact"] for r in rows] == [2.0, 0.0, 0.0, None]
+    assert exact[1]["reason"] == "7 != 8"
