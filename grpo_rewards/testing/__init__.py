@@ -9,8 +9,24 @@
   ``render``, ``oracle``, ``symmetric``).
 * :mod:`grpo_rewards.testing.pytest_plugin`: the fixtures ``grpo_registry``, ``grpo_reward``,
   ``grpo_score`` and ``grpo_compose`` (loaded by pytest through the ``pytest11`` entry point).
+
+The suites are imported on first use, so loading the pytest plugin imports neither them nor
+hypothesis, and a hypothesis profile loaded before that use applies to them.
 """
 
-from grpo_rewards.testing.conformance import RewardConformance, VerifierConformance
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from grpo_rewards.testing.conformance import RewardConformance, VerifierConformance
 
 __all__ = ["RewardConformance", "VerifierConformance"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from grpo_rewards.testing import conformance
+
+        return getattr(conformance, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

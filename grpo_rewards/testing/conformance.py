@@ -36,8 +36,11 @@ from hypothesis import strategies as st
 
 from grpo_rewards.testing import strategies as gs
 
-_SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
-_FEW = settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
+# Up to 30 examples a rule; fewer when the hypothesis profile loaded before this import asks for fewer
+# (``pytest --hypothesis-profile=...``).
+_EXAMPLES = min(30, settings.default.max_examples)
+_SETTINGS = settings(max_examples=_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+_FEW = settings(max_examples=min(3, _EXAMPLES), deadline=None, suppress_health_check=list(HealthCheck))
 # Rows of huge inputs the time budget is measured on: a long answer, a long reasoning, many tags.
 _LARGE = [
     "<answer>" + "9" * 100_000 + "</answer>",
@@ -249,8 +252,11 @@ class VerifierConformance:
         first, again = self.verdict(verify, answer, reference), self.verdict(verify, answer, reference)
         assert first.status is again.status, f"verify({answer!r}, {reference!r}) is {first.status.value}, then {again.status.value}"
 
-    def test_picklable(self) -> None:
+    @given(data=st.data())
+    @_FEW
+    def test_picklable(self, data: st.DataObject) -> None:
         verify = self.make()
         again = pickle.loads(pickle.dumps(verify))
-        for a, b in (("1", "1"), ("1", "2"), ("", "x")):
+        _, _, ta, tb = self._pair(data)
+        for a, b in ((ta, ta), (ta, tb), (tb, ta)):
             assert self.verdict(again, a, b).status is self.verdict(verify, a, b).status

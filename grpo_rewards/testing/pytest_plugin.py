@@ -30,11 +30,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.fixture(scope="session")
 def grpo_plugin(pytestconfig: pytest.Config) -> str | None:
+    """The plugin under test: the ``grpo_plugin`` ini option, or None (every installed plugin)."""
     return str(pytestconfig.getini(INI_NAME)).strip() or None
 
 
 @pytest.fixture(scope="session")
 def grpo_registry(grpo_plugin: str | None) -> Any:
+    """A registry holding only the plugin under test (every installed plugin when none is named)."""
     from grpo_rewards.plugins import load_registry
 
     if grpo_plugin is None:
@@ -49,6 +51,7 @@ def grpo_registry(grpo_plugin: str | None) -> Any:
 
 @pytest.fixture(scope="session")
 def grpo_reward(grpo_registry: Any) -> Callable[..., Any]:
+    """``grpo_reward(name, **params)``: a reward of ``grpo_registry``, parameters checked as in a config."""
     from grpo_rewards import reward
 
     def build(name: str, **params: Any) -> Any:
@@ -59,6 +62,7 @@ def grpo_reward(grpo_registry: Any) -> Callable[..., Any]:
 
 @pytest.fixture(scope="session")
 def grpo_score(grpo_reward: Callable[..., Any]) -> Callable[..., list[float | None]]:
+    """``grpo_score(name_or_reward, completions, params={...}, **columns)``: checked scores (floats or None)."""
     from grpo_rewards.contract import to_score
 
     def score(use: Any, completions: list[Any], *, params: dict[str, Any] | None = None,
@@ -81,6 +85,7 @@ def grpo_score(grpo_reward: Callable[..., Any]) -> Callable[..., list[float | No
 
 @pytest.fixture(scope="session")
 def grpo_compose(grpo_registry: Any) -> Callable[[str], Any]:
+    """``grpo_compose(toml_text)``: the validated, composed ``[rewards.*]`` tables (ConfigError otherwise)."""
     from grpo_rewards.reward_config import rewards_from_doc
     from grpo_rewards.tomlfile import parse_toml
 
