@@ -1,5 +1,6 @@
 """Generation throughput: the same model, prompts and sampling parameters through Hugging Face
-``model.generate``, this toolkit's transformers backend and its vLLM backend (colocated engine).
+``model.generate``, this toolkit's transformers backend and its vLLM backend (colocated engine, and with
+``--server-url`` a ``vllm serve`` server of the same model, ``vllm_mode = "server"``).
 
 Each path gets one untimed warm-up call (for vLLM that includes the engine's first full weight sync),
 then ``--repeats`` timed calls; tokens are the completion tokens generated (up to and including EOS),
@@ -9,7 +10,8 @@ so paths whose samples end earlier are not favoured. Engine start-up is reported
     .venv-vllm/bin/python benchmarks/generation.py --model DIR --prompts 16 --num-generations 8
 
 Last line: ``summary backend=vllm tokens_per_s=.. hf_tokens_per_s=.. ratio=..`` (ratio: vLLM over HF
-``generate``). Runs in the vLLM environment (``bash scripts/setup.sh --vllm``).
+``generate``; ``server_tokens_per_s=..`` added with ``--server-url``). Runs in the vLLM environment
+(``bash scripts/setup.sh --vllm``); the server is started as docs/vllm.md says.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ QUESTIONS = [
 ]
 
 
-def run_config(model: str, args: argparse.Namespace, tmp: Path) -> Any:
+def run_config(model: str, args: argparse.Namespace, tmp: Path, server_url: str = "") -> Any:
     import json
 
     from grpo_core.config import config_from_dict
@@ -44,7 +46,8 @@ def run_config(model: str, args: argparse.Namespace, tmp: Path) -> Any:
         "model": {"name_or_path": model, "gradient_checkpointing": False},
         "data": {"source": str(data), "max_prompt_length": 256},
         "generation": {"backend": "vllm", "num_generations": args.num_generations,
-                       "max_completion_length": args.max_tokens, "temperature": args.temperature},
+                       "max_completion_length": args.max_tokens, "temperature": args.temperature,
+                       **({"vllm_mode": "server", "vllm_server_url": server_url} if server_url else {})},
         "rewards": {"fmt": {"use": "xml_count"}},
         "logging": {"output_dir": str(tmp / "run")},
     })
@@ -69,6 +72,7 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--server-url", default="", help="also time a `vllm serve` server of the same model here")
     args = parser.parse_args()
 
     import tempfile
@@ -122,8 +126,18 @@ def main() -> None:
         vllm_backend.weights.reset()
         sent = vllm_backend.sync_weights()
         print(f"vllm full weight sync {sent} tensors {time.perf_counter() - start:.2f} s")
+        server = ""
+        if args.server_url:
+            server_backend = VLLMBackend(run_config(model_dir, args, Path(tmp), args.server_url), model, tok)
+            server_rate, _ = timed("ours (vllm server)", lambda: server_backend.generate(prompts, n).num_tokens,
+                                   args.repeats)
+            start = time.perf_counter()
+            server_backend.weights.reset()
+            sent = server_backend.sync_weights()
+            print(f"vllm server full weight push {sent} tensors {time.perf_counter() - start:.2f} s")
+            server = f" server_tokens_per_s={server_rate:.1f}"
     print(f"summary backend=vllm tokens_per_s={vllm_rate:.1f} hf_tokens_per_s={hf_rate:.1f} "
-          f"ratio={vllm_rate / hf_rate:.2f} ours_hf_tokens_per_s={ours_rate:.1f}")
+          f"ratio={vllm_rate / hf_rate:.2f} ours_hf_tokens_per_s={ours_rate:.1f}{server}")
 
 
 if __name__ == "__main__":
