@@ -67,22 +67,58 @@ def _process_count(text: str) -> int:
     return value
 
 
+LAUNCHED = "GRPO_LAUNCHED"  # set for the ranks started by ``grpo train --nproc``
+
+
 def launch(args: argparse.Namespace) -> int:
     """Run this ``grpo train`` on ``args.nproc`` processes through ``torch.distributed.run``; its exit status
-    (torchrun's: 0, or 1 when a rank failed; each rank prints its own error first)."""
+    (torchrun's: 0, or 1 when a rank failed, each rank printing its own error first), 130 after a Ctrl-C.
+
+    torchrun is started with SIGINT ignored and told not to handle it (``--signals-to-handle`` without SIGINT);
+    its ranks run in sessions of their own, so a Ctrl-C reaches this process and torchrun only, and this
+    process hands it to the ranks (torchrun's children), which stop as one process does: they finish the
+    step, checkpoint and exit (a second Ctrl-C stops them at once). The ranks
+    then exit with 0 (``GRPO_LAUNCHED`` tells them torchrun was started here), so torchrun does not report a
+    failure, and this returns 130."""
+    import contextlib
+    import os
+    import signal
     import subprocess
 
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={args.nproc}",
-               "-m", "grpo_core", "train", args.config]
+               "--signals-to-handle=SIGTERM,SIGHUP,SIGQUIT", "-m", "grpo_core", "train", args.config]
     for override in args.overrides:
         command += ["--set", override]
     command += ["--resume"] if args.resume else ["--overwrite"] if args.overwrite else []
-    proc = subprocess.Popen(command)
-    try:
-        return proc.wait()
-    except KeyboardInterrupt:  # torchrun got the same Ctrl-C and stops its processes
-        proc.wait()
-        return 130
+    proc = subprocess.Popen(command, env={**os.environ, LAUNCHED: "1"},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    interrupted = False
+    while True:
+        try:
+            code = proc.wait()
+            break
+        except KeyboardInterrupt:  # hand it to the ranks: they finish the step, checkpoint and exit
+            interrupted = True
+            for pid in child_pids(proc.pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGINT)
+    return 130 if interrupted else code
+
+
+def child_pids(parent: int) -> list[int]:
+    """The processes whose parent is ``parent`` (Linux ``/proc``; none found elsewhere)."""
+    import os
+    from pathlib import Path
+
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if int(fields[1]) == parent:
+            found.append(int(stat.parent.name))
+    return [pid for pid in found if pid != os.getpid()]
 
 
 LARGEST_ACCELERATOR_GIB = 288  # the largest single accelerator's memory today (AMD MI355X); a dry run warns above it
@@ -265,6 +301,15 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     cfg = load_config(args.config, args.overrides)
     world = world_from_env()
+    if world.enabled:  # a rank: Ctrl-C raises KeyboardInterrupt until the trainer takes it over (see launch)
+        import signal
+        import threading
+
+        from grpo_core.distributed import die_with_parent
+
+        die_with_parent()
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, signal.default_int_handler)
     if world.enabled and args.nproc > 1:
         raise ConfigError(f"already one of {world.size} processes started by torchrun (WORLD_SIZE is set)",
                           file="--nproc")
@@ -325,7 +370,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     steps = result.get("step", result.get("steps")) if isinstance(result, dict) else None
     if world.is_main:
         print(f"done{f' at step {steps}' if steps is not None else ''}: {cfg.logging.output_dir}", file=sys.stderr)
-    return 130 if isinstance(result, dict) and result.get("interrupted") else 0
+    interrupted = isinstance(result, dict) and result.get("interrupted")
+    import os
+
+    return 130 if interrupted and not os.environ.get(LAUNCHED) else 0  # under `--nproc` the launcher says 130
 
 
 def cmd_plot(args: argparse.Namespace) -> int:

@@ -17,6 +17,7 @@ frozen parameters and buffers left out of DDP's start-up broadcast (they are loa
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,15 +85,37 @@ def resolve_backend(backend: str) -> str:
     return backend
 
 
+def die_with_parent() -> None:
+    """Linux: have this process killed when its parent (torchrun's agent) dies, so that a launcher killed with
+    SIGKILL leaves no rank training on its own (torchrun starts each rank in a session of its own, out of
+    reach of a signal to the launcher's process group). Elsewhere: nothing."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    pr_set_pdeathsig = 1
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0) != 0:
+            return
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:  # the parent was already gone before the request
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 def init_process_group(backend: str = "auto") -> tuple[World, bool]:
     """Join the process group torchrun set up (a no-op for one process, or when a group already exists);
     returns the world and whether this call created the group (its creator destroys it). With CUDA, each
-    process uses the device of its local rank. Raises ``ValueError`` naming ``distributed.backend`` for nccl
-    without CUDA."""
+    process uses the device of its local rank. Each rank dies with its launcher (:func:`die_with_parent`).
+    Raises ``ValueError`` naming ``distributed.backend`` for nccl without CUDA."""
     world = world_from_env()
     if not world.enabled:
         return world, False
     import torch.distributed as dist
+
+    die_with_parent()
 
     if torch.cuda.is_available():
         torch.cuda.set_device(world.local_rank)

@@ -1,6 +1,7 @@
 """``grpo train --nproc 2`` (torchrun, gloo, CPU) end to end: a 2-process run killed with SIGKILL and resumed
-with ``--resume`` ends with the same metrics and weights as an uninterrupted 2-process run; a config that
-2 processes cannot run is refused in one line before anything starts."""
+with ``--resume`` ends with the same metrics and weights as an uninterrupted 2-process run; Ctrl-C finishes
+the step on both ranks, checkpoints and exits; a config that 2 processes cannot run is refused in one line
+before anything starts."""
 
 from __future__ import annotations
 
@@ -31,7 +32,8 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def write_config(tmp_path: Path, model_dir: Path, run_dir: Path, prompts_per_step: int = 4) -> Path:
+def write_config(tmp_path: Path, model_dir: Path, run_dir: Path, prompts_per_step: int = 4, max_steps: int = 4,
+                 every: int = 2) -> Path:
     path = tmp_path / f"{run_dir.name}.toml"
     path.write_text(f"""
 [model]
@@ -49,7 +51,7 @@ max_completion_length = 8
 [grpo]
 learning_rate = 1e-3
 prompts_per_step = {prompts_per_step}
-max_steps = 4
+max_steps = {max_steps}
 num_iterations = 2
 beta = 0.04
 gradient_accumulation_steps = 2
@@ -60,7 +62,7 @@ progress = false
 plot = false
 sample_every = 2
 [checkpoint]
-every = 2
+every = {every}
 keep_last = 2
 [rewards.correct]
 use = "exact_match"
@@ -100,8 +102,11 @@ def test_sigkill_then_resume_matches_an_uninterrupted_two_process_run(tmp_path: 
         assert run.poll() is None, run.stdout.read()[-4000:]
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.05)
-    os.killpg(run.pid, signal.SIGKILL)  # the launcher, torchrun and both ranks
+    os.killpg(run.pid, signal.SIGKILL)  # the launcher and torchrun; the ranks (in sessions of their own) die with it
     run.wait(timeout=30)
+    logged = (killed_dir / "metrics.jsonl").read_text()
+    time.sleep(3)
+    assert (killed_dir / "metrics.jsonl").read_text() == logged  # no rank is left training on its own
     assert not (killed_dir / "model").exists()  # it really died before the end
     assert (killed_dir / "checkpoints" / "step-00000002" / "rng-rank1.pt").exists()
 
@@ -127,3 +132,24 @@ def test_a_config_two_processes_cannot_run_is_refused_in_one_line(tmp_path: Path
     assert out.strip().splitlines()[-1] == (f"{config}: grpo.prompts_per_step: must be a multiple of the number of "
                                             "processes (2), got 3")
     assert not (tmp_path / "odd").exists()
+
+
+def test_ctrl_c_finishes_the_step_on_every_rank_checkpoints_and_exits(tmp_path: Path, model_dir: Path) -> None:
+    run_dir = tmp_path / "interrupted"
+    run = grpo("train", str(write_config(tmp_path, model_dir, run_dir, max_steps=500, every=0)), "--nproc", "2")
+    metrics = run_dir / "metrics.jsonl"
+    deadline = time.monotonic() + 300
+    while not (metrics.exists() and metrics.read_text().count("\n") >= 2):
+        assert run.poll() is None, run.stdout.read()[-4000:]
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+    os.killpg(run.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the launcher, torchrun and the ranks
+    out, _ = run.communicate(timeout=120)
+    assert run.returncode == 130, out[-4000:]
+    assert "Traceback" not in out and "ChildFailedError" not in out, out[-4000:]
+    steps = [r["step"] for r in records(run_dir)]
+    assert 2 <= steps[-1] < 500 and steps == list(range(1, steps[-1] + 1))
+    checkpoints = sorted(p.name for p in (run_dir / "checkpoints").iterdir() if p.name.startswith("step-"))
+    assert checkpoints == [f"step-{steps[-1]:08d}"]  # written after the last finished step, by both ranks' RNG
+    assert (run_dir / "checkpoints" / checkpoints[0] / "rng-rank1.pt").exists()
+    assert (run_dir / "model" / "model.safetensors").exists()
