@@ -8,14 +8,14 @@ drafted inside ``<think>`` never wins).
 
 Methods, tried in this order by ``auto``:
 
-``answer_tag``     the content of the last non-empty ``<answer>...</answer>``; an unclosed
-                   last tag counts (the answer runs to the next ``<answer>`` or the end)
+``answer_tag``     the content of the non-empty ``<answer>...</answer>`` tag; an unclosed
+                   tag counts (the answer runs to the next ``<answer>`` or the end)
 ``gsm8k``          the rest of the line after the last ``####`` (GSM8K's solution format), or
                    the next line when that is empty. ``auto`` takes it only when it is a
                    number literal or the last line of the text, and no ``\\boxed{}`` follows:
                    a Markdown heading ``#### Step 1: ...`` is not an answer
-``boxed``          the content of the last ``\\boxed{...}`` / ``\\fbox{...}`` (nested braces
-                   matched; an unbalanced last box gives no answer); ``\\boxed 5`` too
+``boxed``          the content of the ``\\boxed{...}`` / ``\\fbox{...}`` (nested braces matched;
+                   an unbalanced last box gives no answer); ``\\boxed 5`` too
 ``answer_prefix``  the answer announced in words, strongest first: ``Final answer: X`` (or a
                    ``Final Answer`` heading with X on the next line, or "the final answer is X"),
                    then ``Answer: X`` / "the answer is X", then a line starting ``A: X``
@@ -32,6 +32,15 @@ Methods, tried in this order by ``auto``:
 ``auto`` prefers a ``\\boxed{}`` to an answer announced in words, except a "Final answer"
 announced after the last box (``\\boxed{255} ... Final Answer: The final answer is $10,455$``):
 the box was an intermediate result.
+
+Several final answers are hedging, not an answer: when a completion (outside its
+reasoning) holds several non-empty ``<answer>`` tags, or several boxes, whose contents
+differ (whitespace aside), ``answer_tag`` and ``boxed`` return them all as one list,
+``"a, b, c"`` (duplicates dropped, first form and order kept), never the last one alone.
+A list is no number, so ``<answer>40</answer><answer>41</answer><answer>42</answer>``
+is wrong against ``42`` for every reward that wants a number; ``math_equivalence``
+compares the list as a set, so ``\\boxed{2} ... \\boxed{3}`` answers "find all
+solutions" with gold ``2, 3``. The same answer tagged or boxed twice is one answer.
 
 Every method strips the answer; an empty extraction (``<answer></answer>``) is no answer.
 When the text has an ``<answer>`` tag, ``auto`` uses the tag alone: a completion cut
@@ -97,18 +106,30 @@ def strip_reasoning(text: str) -> str:
     return "".join(out)
 
 
+_SPACE = re.compile(r"\s+")
+LIST_SEPARATOR = ", "
+
+
+def _one_answer(values: list[str]) -> str | None:
+    """The answer given by ``values`` (each a final answer, stripped): the one answer, or, when they
+    differ (whitespace aside), all of them as a list ``"a, b, c"`` in order, duplicates dropped."""
+    distinct: dict[str, str] = {}
+    for value in values:
+        if value:
+            distinct.setdefault(_SPACE.sub("", value), value)
+    return LIST_SEPARATOR.join(distinct.values()) or None
+
+
 def _answer_tag(text: str) -> str | None:
     if "<a" not in text and "<A" not in text:  # fast path: no tag can start here
         return None
     opens = [m.end() for m in _ANSWER_OPEN.finditer(text)]
-    for k in range(len(opens) - 1, -1, -1):
-        start = opens[k]
+    values = []
+    for k, start in enumerate(opens):
         stop = opens[k + 1] - len("<answer>") if k + 1 < len(opens) else len(text)
         close = _ANSWER_CLOSE.search(text, start, stop)
-        value = text[start:close.start() if close else stop].strip()
-        if value:
-            return value
-    return None
+        values.append(text[start:close.start() if close else stop].strip())
+    return _one_answer(values)
 
 
 def _last_gsm8k(text: str) -> re.Match[str] | None:
@@ -122,17 +143,25 @@ def _gsm8k(text: str) -> str | None:
 
 
 def _boxed(text: str) -> str | None:
-    found = _last(_BOXED, text)
-    if found is None:
+    if "\\boxed" not in text and "\\fbox" not in text:  # fast path
         return None
-    if found.group(1) is not None:  # \boxed 5
-        return found.group(1)
-    depth = 1
-    for brace in _BRACES.finditer(text, found.end()):
-        depth += 1 if brace.group() == "{" else -1
-        if depth == 0:
-            return text[found.end():brace.start()].strip()
-    return None  # unbalanced: no answer rather than a guess
+    values: list[str] = []
+    pos = 0
+    while (found := _BOXED.search(text, pos)) is not None:
+        if found.group(1) is not None:  # \boxed 5
+            values.append(found.group(1))
+            pos = found.end()
+            continue
+        depth = 1
+        for brace in _BRACES.finditer(text, found.end()):
+            depth += 1 if brace.group() == "{" else -1
+            if depth == 0:
+                values.append(text[found.end():brace.start()].strip())
+                pos = brace.end()  # a box inside this one is part of its answer
+                break
+        else:
+            return None  # an unbalanced last box: no answer rather than a guess
+    return _one_answer(values)
 
 
 def _clean(value: str) -> str:

@@ -17,6 +17,9 @@ extracted == answer``; the answer taken from ``<answer>`` tags by splitting): sa
 default value (2.0), but the answer is found with ``extract`` (``auto``: tags, then
 ``####``, ``\\boxed{}``, ``Answer:``, last number) and compared after normalisation,
 so ``<answer>1,080</answer>`` counts for reference ``1080`` and ``72.0`` for ``72``.
+Several answers are hedging, not an answer: with several ``<answer>`` tags that differ,
+every tag is read, so ``<answer>71</answer><answer>72</answer>`` is wrong against ``72``
+(the notebook reads the last tag only and scores it 2.0).
 An empty or missing (``None``) reference scores ``None``: the row does not count.
 """
 

@@ -6,7 +6,9 @@ these deliberate differences: the answer is found with ``extract`` (``auto`` by
 default, so ``#### 72`` counts too); only ASCII digits count (``isdigit`` also
 accepts ``²`` and ``٣``); ``allow_negative = true`` also accepts ``-7`` / ``−7``;
 and ``strict = false`` judges the value instead of the writing, so ``1,000``,
-``$72`` and ``4.0`` count as integers.
+``$72`` and ``4.0`` count as integers. Several answers are hedging, not an answer:
+with several ``<answer>`` tags that differ, every tag is read and the list is no
+integer (the notebook reads the last tag only).
 """
 
 from __future__ import annotations

@@ -16,11 +16,16 @@ GSM8K = "Natalia sold 48/2 = <<48/2=24>>24 clips in May.\nShe sold 48+24 = <<48+
         (UNSLOTH, "72"),
         ("<answer>4</answer>", "4"),
         ("<ANSWER> 4 </Answer>", "4"),
-        ("<answer>1</answer> no wait <answer>2</answer>", "2"),
+        # several final answers are hedging: all of them, as a list (a number reward finds no number)
+        ("<answer>1</answer> no wait <answer>2</answer>", "1, 2"),
+        ("<answer>40</answer><answer>41</answer><answer>42</answer>", "40, 41, 42"),
+        ("<answer>3</answer><answer>1</answer><answer> 3 </answer>", "3, 1"),  # duplicates dropped, order kept
+        ("<answer>x + 1</answer><answer>x+1</answer>", "x + 1"),  # whitespace aside, the same answer
+        ("<answer>42</answer> again <answer>42</answer>", "42"),
         ("<answer>4</answer> then <answer>", "4"),  # an empty last tag falls back to the previous one
         ("<answer>4</answer> then <answer>  </answer>", "4"),
         ("<answer>\n  17", "17"),  # unclosed (generation cut at max length)
-        ("<answer>\nfoo <answer>bar", "bar"),  # the last opening tag wins
+        ("<answer>\nfoo <answer>bar", "foo, bar"),  # an unclosed tag runs to the next one
         ("<answer></answer>", None),
         ("no tags at all", None),
     ],
@@ -49,7 +54,11 @@ def test_gsm8k(text, expected):
     "text, expected",
     [
         ("so \\boxed{42}.", "42"),
-        ("\\boxed{1} then \\boxed{2}", "2"),
+        ("\\boxed{1} then \\boxed{2}", "1, 2"),  # several boxes: all of them, as a list
+        ("\\boxed{2} or \\boxed{3} or \\fbox{2}", "2, 3"),
+        ("\\boxed{7} so \\boxed{ 7 }", "7"),
+        ("\\boxed{\\boxed{5}}", "\\boxed{5}"),  # a box inside a box is part of its answer
+        ("\\boxed{1} then \\boxed{2", None),  # an unbalanced last box: no answer
         ("\\boxed{\\frac{1}{2}}", "\\frac{1}{2}"),
         ("\\boxed{ {a}{b} }", "{a}{b}"),
         ("\\fbox{7}", "7"),

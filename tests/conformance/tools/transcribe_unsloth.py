@@ -57,6 +57,12 @@ DELIBERATE = {
         "phrase": "the answer is found with ``extract`` (``auto`` by default, so ``#### 72`` counts too)",
         "reason": "the answer is extracted (#### 72 counts); the notebook tests the whole text without <answer>",
     },
+    "hedged_answers": {
+        "reward": "exact_match / integer_format", "documented_in": BUILTINS + "exact_match.py",
+        "phrase": "Several answers are hedging, not an answer",
+        "reason": "several final answers are hedging, not an answer: with several <answer> tags that differ every "
+                  "tag is read (71, 72), which is no number; the notebook reads the last tag only",
+    },
     "ascii_digits": {
         "reward": "integer_format", "documented_in": BUILTINS + "integer_format.py",
         "phrase": "only ASCII digits count",
@@ -186,6 +192,8 @@ ANNOTATIONS: dict[str, dict[str, Any]] = {
     **{f"correctness_reward_func[{n}]": {"deliberate": "extracted_answer", "ours": 2.0}
        for n in ("no_tags_sentence", "gsm8k_style")},
     "int_reward_func[superscript]": {"deliberate": "ascii_digits", "ours": 0.0},
+    "correctness_reward_func[two_answers]": {"deliberate": "hedged_answers", "ours": 0.0},
+    "int_reward_func[two_answers]": {"deliberate": "hedged_answers", "ours": 0.0},
     **{f"int_reward_func[{n}]": {"deliberate": "integer_extracted", "ours": 0.5}
        for n in ("no_tags_sentence", "gsm8k_style")},
     "strict_format_reward_func[multi_line]": {"deliberate": "multiline_blocks", "ours": 0.5},
