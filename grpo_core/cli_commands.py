@@ -314,7 +314,9 @@ def cmd_train(args: argparse.Namespace) -> int:
         raise ConfigError(f"already one of {world.size} processes started by torchrun (WORLD_SIZE is set)",
                           file="--nproc")
     check_world(cfg, max(world.size, args.nproc))
-    if world.is_main:
+    import os
+
+    if world.is_main and not (world.enabled and os.environ.get(LAUNCHED)):  # the launcher said it already
         print(summary(cfg) + (f"; {world.size if world.enabled else args.nproc} processes"
                               if world.enabled or args.nproc > 1 else ""), file=sys.stderr)
     preflight(cfg, resume=args.resume, overwrite=args.overwrite, model=True, run_folder=world.is_main)
@@ -371,8 +373,6 @@ def cmd_train(args: argparse.Namespace) -> int:
     if world.is_main:
         print(f"done{f' at step {steps}' if steps is not None else ''}: {cfg.logging.output_dir}", file=sys.stderr)
     interrupted = isinstance(result, dict) and result.get("interrupted")
-    import os
-
     return 130 if interrupted and not os.environ.get(LAUNCHED) else 0  # under `--nproc` the launcher says 130
 
 

@@ -66,6 +66,9 @@ def world_problems(cfg: Any, size: int) -> list[tuple[str, str]]:
                                              f"{cfg.grpo.prompts_per_step}"))
     if cfg.generation.backend == "vllm":
         out.append(("generation.backend", f"\"vllm\" runs in one process only for now, not {size}"))
+    if cfg.trainer.backend != "grpo_core":
+        out.append(("trainer.backend", f"{cfg.trainer.backend!r} runs in one process only for now, not {size} "
+                                       "(multi-process training is the grpo_core trainer's)"))
     return out
 
 

@@ -41,6 +41,10 @@ def test_what_n_processes_cannot_run(core_registry: Any) -> None:
     assert world_problems(cfg, 1) == world_problems(cfg, 2) == world_problems(cfg, 3) == []
     assert world_problems(cfg, 4) == [("grpo.prompts_per_step", "must be a multiple of the number of processes "
                                                                 "(4), got 6")]
+    trl = config_from_dict({**base, "trainer": {"backend": "trl"}}, registry=core_registry)
+    assert world_problems(trl, 1) == []
+    assert world_problems(trl, 2) == [("trainer.backend", "'trl' runs in one process only for now, not 2 "
+                                                          "(multi-process training is the grpo_core trainer's)")]
 
 
 def test_weighted_reduction_of_per_rank_metrics() -> None:
