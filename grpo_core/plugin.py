@@ -1,5 +1,6 @@
-"""Registers the trainer backends (``grpo_core``, ``trl``), generation backends and dataset sources (the
-trainer's commands are plugins of their own: :mod:`grpo_core.cli_commands`, :mod:`grpo_core.demo.command`).
+"""Adds the trainer's hooks (:mod:`grpo_core.hookspecs`) to the plugin manager, and registers the trainer
+backends (``grpo_core``, ``trl``), generation backends and dataset sources (the trainer's commands are
+plugins of their own: :mod:`grpo_core.cli_commands`, :mod:`grpo_core.demo.command`).
 
 Imports nothing heavy: each registered factory imports its module when it is used.
 """
@@ -9,7 +10,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pluggy
+
 from grpo_rewards.hookspecs import hookimpl
+
+
+@hookimpl
+def grpo_add_hookspecs(pluginmanager: pluggy.PluginManager) -> None:
+    from grpo_core import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
 
 
 @hookimpl

@@ -1,4 +1,9 @@
-"""Hook specifications: every way a plugin can extend the toolkit.
+"""Hook specifications of ``grpo_rewards``: rewards, verifiers, commands and code-execution backends.
+
+Each package owns its hooks: the trainer's (generation and trainer backends, dataset sources,
+training events) are specified in ``grpo_core.hookspecs`` and added to the plugin manager by the
+trainer's plugin through :func:`grpo_add_hookspecs`, as pytest plugins add theirs, so this package
+imports without the trainer installed.
 
 A plugin is a module (or object) with functions marked ``@grpo_rewards.hookimpl``
 whose names match the specifications below. It is found through the Python
@@ -15,9 +20,6 @@ Registration hooks (``grpo_register_*``) receive a ``register`` callable and cal
 it once per thing they add; the plugin manager records which distribution
 registered what, so that ``grpo plugins`` can list it and two plugins claiming
 one name is an error naming both.
-
-Lifecycle hooks (``grpo_on_*``) are called by trainers at fixed points of a run;
-every implementation is called and return values are ignored.
 
 Every hook is called through :attr:`grpo_rewards.plugins.Registry.hook`, one
 implementation at a time: one that raises is logged once with its file:line and
@@ -85,34 +87,7 @@ def grpo_register_commands(subparsers: Any) -> None:
     """
 
 
-# ------------------------------------------------------- trainer extensions ----
-
-
-@hookspec
-def grpo_register_generation_backends(register: Callable[..., None]) -> None:
-    """Register generation backends (``transformers``, ``vllm``, ...).
-
-    Call ``register(name, factory)``; ``factory(config, model, tokenizer)``
-    returns an object with ``generate(prompts, num_generations) -> Generation``.
-    """
-
-
-@hookspec
-def grpo_register_trainer_backends(register: Callable[..., None]) -> None:
-    """Register trainer backends (the built-in lean trainer, TRL, ...).
-
-    Call ``register(name, factory)``; ``factory(config, resume=False)`` returns an object
-    with ``train() -> dict``. ``[trainer] backend = "<name>"`` in a run config picks one.
-    """
-
-
-@hookspec
-def grpo_register_dataset_sources(register: Callable[..., None]) -> None:
-    """Register dataset sources by scheme.
-
-    Call ``register(scheme, loader)``; ``loader(spec: dict) -> list[dict]`` (or an
-    iterable of rows) for a ``[data] source = "<scheme>:..."`` entry.
-    """
+# ---------------------------------------------------------- code execution ----
 
 
 @hookspec
@@ -124,29 +99,17 @@ def grpo_register_sandbox_backends(register: Callable[..., None]) -> None:
     """
 
 
-# ----------------------------------------------------------- trainer events ----
+# ------------------------------------------------------------- more hooks ----
 
 
-@hookspec
-def grpo_on_train_start(trainer: Any) -> None:
-    """Called once before the first step, after the model and data are loaded."""
+@hookspec(historic=True)
+def grpo_add_hookspecs(pluginmanager: pluggy.PluginManager) -> None:
+    """Add hook specifications of your own, for other plugins to implement (pytest's ``pytest_addhooks``).
 
-
-@hookspec
-def grpo_on_rewards_scored(trainer: Any, step: int, rows: list[dict[str, Any]]) -> None:
-    """Called after a generation batch is scored; ``rows`` hold completions and per-reward scores."""
-
-
-@hookspec
-def grpo_on_step_end(trainer: Any, step: int, metrics: dict[str, float]) -> None:
-    """Called after each optimizer step with that step's metrics."""
-
-
-@hookspec
-def grpo_on_checkpoint(trainer: Any, step: int, path: str) -> None:
-    """Called after a checkpoint has been written (atomically) to ``path``."""
-
-
-@hookspec
-def grpo_on_train_end(trainer: Any, metrics: dict[str, float]) -> None:
-    """Called once when training finishes or is interrupted cleanly."""
+    Call ``pluginmanager.add_hookspecs(module_or_class)`` with the specifications (functions marked
+    ``@grpo_rewards.hookspec``). Called once when the plugin registers, before any plugin's hooks
+    are checked, so an implementation of the added hooks loads whatever the plugin order. The
+    trainer's own hooks (``grpo_core.hookspecs``) are added this way. Call the added hooks through
+    ``registry.hook.<name>(...)``; a specification named ``grpo_register_<kind>(register)`` is a
+    registration hook: what it registers is found with ``registry.get("<kind>", name)``.
+    """

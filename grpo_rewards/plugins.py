@@ -55,16 +55,21 @@ OWN_DISTRIBUTION = "grpo-toolkit"
 LOAD_ENV = "GRPO_LOAD_PLUGINS"
 DISABLE_ENV = "GRPO_DISABLE_PLUGINS"
 
-# hook name -> kind of thing it registers (also the Registry attribute holding them)
-REGISTRATION_HOOKS: dict[str, str] = {
-    "grpo_register_rewards": "rewards",
-    "grpo_register_verifiers": "verifiers",
-    "grpo_register_generation_backends": "generation_backends",
-    "grpo_register_trainer_backends": "trainer_backends",
-    "grpo_register_dataset_sources": "dataset_sources",
-    "grpo_register_sandbox_backends": "sandbox_backends",
-}
-HOOK_NAMES = frozenset(n for n in dir(hookspecs) if n.startswith("grpo_") and callable(getattr(hookspecs, n)))
+REGISTER_PREFIX = "grpo_register_"  # grpo_register_<kind>(register): a registration hook, kept in registry.<kind>
+
+
+def hook_names(pm: pluggy.PluginManager) -> frozenset[str]:
+    """The hooks ``pm`` has a specification for: this package's and those plugins added (``grpo_add_hookspecs``)."""
+    return frozenset(name for name, caller in vars(pm.hook).items() if getattr(caller, "spec", None) is not None)
+
+
+def registration_hooks(pm: pluggy.PluginManager) -> dict[str, str]:
+    """Hook name -> the kind of thing it registers (``grpo_register_rewards`` -> ``rewards``): every specified
+    ``grpo_register_<kind>(register)``, the rewards and verifiers first."""
+    hooks = {name: name[len(REGISTER_PREFIX):] for name in sorted(hook_names(pm))
+             if name.startswith(REGISTER_PREFIX) and tuple(getattr(pm.hook, name).spec.argnames) == ("register",)}
+    first = [n for n in ("grpo_register_rewards", "grpo_register_verifiers") if n in hooks]
+    return {name: hooks[name] for name in [*first, *(n for n in hooks if n not in first)]}
 
 
 class PluginError(RuntimeError):
@@ -101,15 +106,17 @@ class PluginInfo:
 
 @dataclass
 class Registry:
-    """Everything the installed plugins registered, keyed by kind then name."""
+    """Everything the installed plugins registered, keyed by kind then name.
+
+    ``rewards``, ``verifiers`` and ``sandbox_backends`` are this package's kinds; a kind of another
+    package's registration hook (``grpo_core``'s ``trainer_backends``, ...) is in :attr:`tables` and
+    read the same way, ``registry.trainer_backends`` or ``registry.get("trainer_backends", name)``.
+    """
 
     plugins: list[PluginInfo] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     rewards: dict[str, RewardSpec] = field(default_factory=dict)
     verifiers: dict[str, VerifierSpec] = field(default_factory=dict)
-    generation_backends: dict[str, Any] = field(default_factory=dict)
-    trainer_backends: dict[str, Any] = field(default_factory=dict)
-    dataset_sources: dict[str, Any] = field(default_factory=dict)
     sandbox_backends: dict[str, Any] = field(default_factory=dict)
     conflicts: dict[tuple[str, str], list[str]] = field(default_factory=dict)
     qualified: dict[tuple[str, str, str], Any] = field(default_factory=dict)  # (kind, plugin-or-dist, name)
@@ -117,6 +124,14 @@ class Registry:
     hook_failures: dict[tuple[str, str], int] = field(default_factory=dict)  # (plugin, hook) -> count
     manager: pluggy.PluginManager | None = None
     strict: bool = False
+    tables: dict[str, dict[str, Any]] = field(default_factory=dict)  # kind -> name -> thing, other packages' kinds
+
+    def __getattr__(self, kind: str) -> dict[str, Any]:
+        tables = self.__dict__.get("tables")
+        if tables is None or kind not in tables:
+            raise AttributeError(f"{type(self).__name__!r} has no attribute {kind!r} (no registration hook "
+                                 f"grpo_register_{kind} is specified)")
+        return tables[kind]
 
     def get(self, kind: str, name: str) -> Any:
         """The thing of ``kind`` registered as ``name`` (or ``dist:name``); a clear error if missing or ambiguous."""
@@ -206,8 +221,11 @@ def _hook_failed(registry: Registry, plugin_name: str, hook: str, exc: Exception
 
 
 def new_manager() -> pluggy.PluginManager:
+    """A plugin manager with this package's hooks; a plugin implementing ``grpo_add_hookspecs`` adds its own
+    when it registers (pytest's ``pytest_addhooks``)."""
     pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
     pm.add_hookspecs(hookspecs)
+    pm.hook.grpo_add_hookspecs.call_historic(kwargs={"pluginmanager": pm})
     return pm
 
 
@@ -300,20 +318,30 @@ def load_registry(
         module = getattr(obj, "__name__", type(obj).__name__)
         candidates.append((PluginInfo(name, "(in process)", "-", module), lambda obj=obj: obj))
 
-    infos: dict[str, PluginInfo] = {}
-    owners: dict[tuple[str, str], PluginInfo] = {}
+    # every plugin registers first, so that hooks a plugin adds (grpo_add_hookspecs) are known to all
+    registered: dict[str, tuple[PluginInfo, object]] = {}
     for info, load in candidates:
         registry.plugins.append(info)
-        if info.name in infos:
-            fail(info, f"a plugin named {info.name!r} is already registered by {infos[info.name].label}")
+        if info.name in registered:
+            fail(info, f"a plugin named {info.name!r} is already registered by {registered[info.name][0].label}")
             continue
         try:
             plugin = load()
             pm.register(plugin, name=info.name)
-        except Exception as exc:  # import errors, bad hookimpl signatures
+        except Exception as exc:  # import errors, bad hookimpl signatures, a grpo_add_hookspecs that raised
+            if pm.has_plugin(info.name):
+                pm.unregister(name=info.name)
             info.traceback = "".join(traceback.format_exception(exc))
             fail(info, f"{type(exc).__name__}: {exc}{_where(exc)}")
             continue
+        registered[info.name] = (info, plugin)
+
+    for kind in registration_hooks(pm).values():
+        if not hasattr(registry, kind):
+            registry.tables[kind] = {}
+    infos: dict[str, PluginInfo] = {}
+    owners: dict[tuple[str, str], PluginInfo] = {}
+    for info, plugin in registered.values():
         try:
             _check_plugin(pm, info, plugin, warn)
             staged = _stage_registrations(pm, info)
@@ -361,21 +389,22 @@ def _where(exc: BaseException) -> str:
 
 def _check_plugin(pm: pluggy.PluginManager, info: PluginInfo, plugin: object, warn: Callable[[PluginInfo, str], None]
                   ) -> None:
-    try:
-        pm.check_pending()  # a hookimpl whose name matches no hookspec: a misspelling
-    except pluggy.PluginValidationError as exc:
-        names = [impl.function.__name__ for impl in _impls_of(pm, info.name) if impl.function.__name__ not in HOOK_NAMES]
-        hint = did_you_mean(names[0], HOOK_NAMES) if names else ""
-        raise _Refused(f"unknown hook (misspelled?): {exc}{hint}") from None
+    known = hook_names(pm)
+    plugin_obj = pm.get_plugin(info.name)
+    unknown = [caller.name for caller in pm.get_hookcallers(plugin_obj) or [] if caller.name not in known
+               and any(impl.plugin is plugin_obj and not impl.optionalhook for impl in caller.get_hookimpls())]
+    if unknown:  # a hookimpl whose name matches no hookspec: a misspelling, or a hook of a package not loaded
+        raise _Refused(f"unknown hook (misspelled?): {unknown[0]} is marked @hookimpl, but no hook of that name is "
+                       f"specified by grpo_rewards or a loaded plugin{did_you_mean(unknown[0], known)}")
     for impl in _impls_of(pm, info.name):
         if impl.hookwrapper or getattr(impl, "wrapper", False):
             raise _Refused(f"{impl.function.__name__} is a hook wrapper; grpo hooks take plain implementations only")
-    for attr in sorted(HOOK_NAMES):
+    for attr in sorted(known):
         fn = getattr(plugin, attr, None)
         if callable(fn) and pm.parse_hookimpl_opts(plugin, attr) is None:
             warn(info, f"{attr} is not marked @hookimpl, so it is never called (add `@grpo_rewards.hookimpl`)")
-    for attr in sorted(a for a in dir(plugin) if a.startswith("grpo_") and a not in HOOK_NAMES):
-        hint = did_you_mean(attr, HOOK_NAMES)
+    for attr in sorted(a for a in dir(plugin) if a.startswith("grpo_") and a not in known):
+        hint = did_you_mean(attr, known)
         if hint and callable(getattr(plugin, attr, None)) and pm.parse_hookimpl_opts(plugin, attr) is None:
             warn(info, f"{attr} is not a hook, so it is never called{hint} (and mark it `@grpo_rewards.hookimpl`)")
 
@@ -388,7 +417,7 @@ def _impls_of(pm: pluggy.PluginManager, plugin_name: str) -> list[Any]:
 def _stage_registrations(pm: pluggy.PluginManager, info: PluginInfo) -> list[tuple[str, str, Any]]:
     """Call the plugin's registration hooks and check every item; all or nothing (a failure raises ``_Refused``)."""
     staged: list[tuple[str, str, Any]] = []
-    for hook_name, kind in REGISTRATION_HOOKS.items():
+    for hook_name, kind in registration_hooks(pm).items():
         for impl in getattr(pm.hook, hook_name).get_hookimpls():
             if impl.plugin_name != info.name:
                 continue

@@ -95,7 +95,10 @@ def test_registered_source(monkeypatch: pytest.MonkeyPatch) -> None:
         def grpo_register_dataset_sources(self, register: Any) -> None:
             register("count", lambda spec: ({"prompt": f"{spec['source']} {spec['split']} {i}"} for i in range(3)))
 
-    monkeypatch.setattr(plugins, "_default", load_registry(entry_points=False, extra_plugins=[("src", Source())]))
+    import grpo_core.plugin  # specifies the trainer's hooks (grpo_register_dataset_sources among them)
+
+    monkeypatch.setattr(plugins, "_default", load_registry(entry_points=False, extra_plugins=[
+        ("builtin_trainer", grpo_core.plugin), ("src", Source())]))
     rows = load_rows(DataConfig(source="count:3"), split="eval")
     assert rows == [{"prompt": f"count:3 eval {i}"} for i in range(3)]
     from grpo_rewards import PluginError
