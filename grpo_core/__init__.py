@@ -6,7 +6,8 @@ Public API (imported lazily so that ``import grpo_core`` stays cheap)::
     Trainer(load_config("examples/quickstart.toml")).train()      # = grpo train examples/quickstart.toml
 
 ``Trainer``, ``load_config``, ``config_from_dict`` (the same sections as a dict, for notebooks),
-``RunConfig``, ``group_advantages``, ``grpo_loss``, ``run_demo`` (= ``grpo demo``).
+``RunConfig``, ``group_advantages``, ``grpo_loss``, ``run_demo`` (= ``grpo demo``), ``TrainingContext`` (what
+the training-event hooks receive).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ _EXPORTS = {
     "group_advantages": "grpo_core.advantages",
     "grpo_loss": "grpo_core.loss",
     "run_demo": "grpo_core.demo.run",
+    "TrainingContext": "grpo_core.context",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -7,16 +7,22 @@ hooks, marked ``@grpo_rewards.hookimpl`` and found through the ``grpo`` entry-po
 
 Training-event hooks (``grpo_on_*``) are called by the trainers (the built-in one and the TRL
 backend) on the main process; every implementation is called, return values are ignored, and one
-that raises is logged and skipped (``--strict-plugins`` makes it fatal).
+that raises is logged and skipped (``--strict-plugins`` makes it fatal). Each receives
+``context``, a :class:`grpo_core.context.TrainingContext`: the run's backend, step, max_steps,
+run_dir, config and last metrics. ``trainer``, the trainer object itself, is still passed so that
+plugins written against it load unchanged, but it is no stable interface: read ``context``.
 Imports nothing heavy.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grpo_rewards.hookspecs import hookspec
+
+if TYPE_CHECKING:
+    from grpo_core.context import TrainingContext
 
 # ------------------------------------------------------- trainer extensions ----
 
@@ -52,25 +58,25 @@ def grpo_register_dataset_sources(register: Callable[..., None]) -> None:
 
 
 @hookspec
-def grpo_on_train_start(trainer: Any) -> None:
+def grpo_on_train_start(context: TrainingContext, trainer: Any) -> None:
     """Called once before the first step, after the model, the data and a resumed checkpoint are loaded."""
 
 
 @hookspec
-def grpo_on_rewards_scored(trainer: Any, step: int, rows: list[dict[str, Any]]) -> None:
+def grpo_on_rewards_scored(context: TrainingContext, step: int, rows: list[dict[str, Any]], trainer: Any) -> None:
     """Called after a generation batch is scored; ``rows`` hold completions and per-reward scores."""
 
 
 @hookspec
-def grpo_on_step_end(trainer: Any, step: int, metrics: dict[str, float]) -> None:
+def grpo_on_step_end(context: TrainingContext, step: int, metrics: dict[str, float], trainer: Any) -> None:
     """Called after each optimizer step with that step's metrics."""
 
 
 @hookspec
-def grpo_on_checkpoint(trainer: Any, step: int, path: str) -> None:
+def grpo_on_checkpoint(context: TrainingContext, step: int, path: str, trainer: Any) -> None:
     """Called after a checkpoint has been written (atomically) to ``path``."""
 
 
 @hookspec
-def grpo_on_train_end(trainer: Any, metrics: dict[str, float]) -> None:
+def grpo_on_train_end(context: TrainingContext, metrics: dict[str, float], trainer: Any) -> None:
     """Called once when training finishes or is interrupted cleanly."""

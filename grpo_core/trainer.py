@@ -58,6 +58,7 @@ import torch
 
 from grpo_core.advantages import compute_advantages
 from grpo_core.config import RunConfig
+from grpo_core.context import TrainingContext
 from grpo_core.distributed import all_gather_objects, all_reduce, barrier, share
 from grpo_core.generation import Generation, build_backend
 from grpo_core.logprobs import completion_logprobs
@@ -256,7 +257,7 @@ class Trainer:
                                           config=cfg.to_dict()) if main else _NoLogger())
         hook = self.registry.hook
         if main:
-            hook.grpo_on_train_start(trainer=self)
+            hook.grpo_on_train_start(context=self._context(), trainer=self)
         metrics: dict[str, Any] = {}
         previous_handler = self._install_sigint()
         try:
@@ -277,7 +278,7 @@ class Trainer:
                 if self.world.enabled:
                     samples = _concat(all_gather_objects(samples, self.world))
                 if main:
-                    hook.grpo_on_rewards_scored(trainer=self, step=self.step + 1, rows=samples)
+                    hook.grpo_on_rewards_scored(context=self._context(), step=self.step + 1, rows=samples, trainer=self)
                 update = self._update(batch, advantages.to(self.device))      # 5. policy update
                 self.step += 1
 
@@ -288,8 +289,9 @@ class Trainer:
                     metrics.update(self._evaluate())
                 self.logger.log(self.step, metrics)
                 self.logger.log_samples(self.step, samples)
+                self.last_metrics = metrics
                 if main:
-                    hook.grpo_on_step_end(trainer=self, step=self.step, metrics=metrics)
+                    hook.grpo_on_step_end(context=self._context(), step=self.step, metrics=metrics, trainer=self)
                 if self.world.enabled and all_reduce(torch.tensor([float(self._stop.is_set())]), self.world,
                                                      "max").item():
                     self._stop.set()  # a SIGINT on any rank: every rank stops after this same step
@@ -304,7 +306,7 @@ class Trainer:
         summary = {**metrics, "step": self.step, "interrupted": interrupted, "run_dir": str(self.run_dir),
                    "plot": str(plot) if plot else None}
         if main:
-            hook.grpo_on_train_end(trainer=self, metrics=summary)
+            hook.grpo_on_train_end(context=self._context(), metrics=summary, trainer=self)
         if self._owns_group:
             from grpo_core.distributed import destroy_process_group
 
@@ -605,8 +607,13 @@ class Trainer:
             path = save_checkpoint(self.run_dir, self.step, model=self.model, optimizer=self.optimizer,
                                    scheduler=self.scheduler, state=state, keep_last=self.cfg.checkpoint.keep_last,
                                    rank_rng=states)
-            self.registry.hook.grpo_on_checkpoint(trainer=self, step=self.step, path=str(path))
+            self.registry.hook.grpo_on_checkpoint(context=self._context(), step=self.step, path=str(path), trainer=self)
         barrier(self.world)
+
+    def _context(self) -> TrainingContext:
+        """What the training-event hooks are told about the run (see :mod:`grpo_core.context`)."""
+        return TrainingContext("grpo_core", self.step, self.cfg.grpo.max_steps, self.run_dir, self.cfg,
+                               getattr(self, "last_metrics", {}))
 
     def _restore(self) -> None:
         from grpo_core.checkpoint import CheckpointError, load_latest_checkpoint, restore

@@ -35,6 +35,7 @@ from typing import Any
 
 from grpo_core.backends.trl_mapping import grpo_config_kwargs, no_trl_equivalent, our_metrics
 from grpo_core.config import RunConfig
+from grpo_core.context import TrainingContext
 
 
 def _orphan_checkpoints(run_dir: Path) -> list[Path]:
@@ -84,7 +85,7 @@ def _run_log_callback(backend: TRLBackend) -> Any:
         def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             self.logger = MetricsLogger(backend.run_dir, cfg.logging, total_steps=args.max_steps,
                                         start_step=state.global_step, config=cfg.to_dict())
-            hook.grpo_on_train_start(trainer=backend)
+            hook.grpo_on_train_start(context=backend.context(state.global_step), trainer=backend)
 
         def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None,
                    **kwargs: Any) -> None:
@@ -110,7 +111,7 @@ def _run_log_callback(backend: TRLBackend) -> Any:
             self.pending = None
             self.logger.log(step, metrics)
             backend.last_metrics = metrics
-            hook.grpo_on_step_end(trainer=backend, step=step, metrics=metrics)
+            hook.grpo_on_step_end(context=backend.context(step), step=step, metrics=metrics, trainer=backend)
 
         def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             self.flush()
@@ -126,7 +127,8 @@ def _run_log_callback(backend: TRLBackend) -> Any:
         def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             self.flush()
             path = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-            hook.grpo_on_checkpoint(trainer=backend, step=state.global_step, path=str(path))
+            hook.grpo_on_checkpoint(context=backend.context(state.global_step), step=state.global_step, path=str(path),
+                                    trainer=backend)
 
         def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             self.flush()
@@ -226,6 +228,10 @@ class TRLBackend:
                        if part else None)
         return out[0], out[1]
 
+    def context(self, step: int) -> TrainingContext:
+        """What the training-event hooks are told about the run at TRL's global step ``step``."""
+        return TrainingContext("trl", step, self.args.max_steps, self.run_dir, self.cfg, self.last_metrics)
+
     def train(self) -> dict[str, Any]:
         """Run TRL's training loop; write the final model like our trainer; returns the last metrics."""
         from grpo_core.models import save_model
@@ -251,7 +257,7 @@ class TRLBackend:
         interrupted = self.stop.is_set() and step < self.args.max_steps
         summary = {**self.last_metrics, "step": step, "interrupted": interrupted, "run_dir": str(self.run_dir),
                    "plot": str(plot) if plot else None, "log_history": list(self.trainer.state.log_history)}
-        self.registry.hook.grpo_on_train_end(trainer=self, metrics=summary)
+        self.registry.hook.grpo_on_train_end(context=self.context(step), metrics=summary, trainer=self)
         return summary
 
     def _install_sigint(self) -> Any:

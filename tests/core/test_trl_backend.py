@@ -85,9 +85,10 @@ class _SigintAfter:
         self.step, self.fired = step, False
 
     @hookimpl
-    def grpo_on_step_end(self, trainer: Any, step: int, metrics: dict[str, float]) -> None:
+    def grpo_on_step_end(self, context: Any, step: int, metrics: dict[str, float]) -> None:
         if step == self.step and not self.fired:
             self.fired = True
+            self.context = context
             os.kill(os.getpid(), signal.SIGINT)
 
 
@@ -108,6 +109,9 @@ def test_trl_backend_trains_a_toml_run_and_logs_each_reward_by_alias_and_weight(
     finally:
         use_core_registry.manager.unregister(name="sigint_after")
     assert interrupter.fired
+    seen = interrupter.context  # the hook's documented context, as the built-in trainer gives it
+    assert (seen.backend, seen.step, seen.run_dir, seen.config.logging.output_dir) == ("trl", 1, run, str(run))
+    assert seen.max_steps == 3 and {"loss", "rewards/len"} <= set(seen.metrics)
     err = capsys.readouterr().err
     assert "SIGINT: finishing this step" in err
     for key in NO_TRL_EQUIVALENT:  # one warning line per key TRL cannot honour

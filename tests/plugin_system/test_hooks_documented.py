@@ -38,7 +38,7 @@ def doc_sections() -> dict[str, str]:
 def test_hooks_are_found():
     hooks = specified_hooks()
     assert {"grpo_register_rewards", "grpo_register_commands", "grpo_on_step_end"} <= set(hooks)
-    assert hooks["grpo_on_step_end"] == ("trainer", "step", "metrics")
+    assert hooks["grpo_on_step_end"] == ("context", "step", "metrics", "trainer")
 
 
 @pytest.mark.parametrize("hook", sorted(specified_hooks()))
