@@ -19,6 +19,15 @@ How text is read:
   ``sin`` or ``log``, or two words in a row) is never wrapped: it would parse as a
   product of letters. It is read as it is, and math-verify finds the math inside
   (``the value is 2^{10} = 1024`` gives 1024).
+* A list, tuple, interval or matrix written bare, with no letters (``-2,1``,
+  ``(6,31,-1)``, ``[-4, 0]``, ``(2, 2), (6, 2)``, ``\\begin{pmatrix} 0 & 3 \\end{pmatrix}``),
+  is LaTeX too, wrapped in ``$...$``: read as plain text ``-2,1`` would be the number
+  -2.1 and a tuple would not parse. This is how several boxed answers, read as one
+  list by the extraction (``\\boxed{2} ... \\boxed{3}`` gives ``2, 3``), compare as a set. A
+  number literal of the number grammar (``1,234``) is a number, not a list. Two digit
+  groups joined by one comma (``1,22``) are a list in an extracted answer (as in a box)
+  but a decimal comma in a reference or a whole completion (``extract = "none"``),
+  which are plain text, as math-verify reads them (1.22).
 * Anything else (numbers ``1,234``, ``3/4``, ``12:00``) is read as it is.
 * A lone amount of money (``$12``, ``-$1,234.50``, ``\\$5``, ``$1e3``) is read as its number, by
   the number grammar (:mod:`grpo_rewards.numbers`).
@@ -49,6 +58,8 @@ FUNCTIONS = frozenset((
     "sin", "cos", "tan", "cot", "sec", "csc", "sinh", "cosh", "tanh", "arcsin", "arccos", "arctan",
     "log", "exp", "sqrt", "max", "min", "gcd", "lcm", "det", "mod", "deg",
 ))
+_MATRIX = re.compile(r"\\begin\{[pbvBV]?matrix\}.*\\end\{[pbvBV]?matrix\}\Z", re.DOTALL)
+_DECIMAL_COMMA = re.compile(r"-?\d+,\d+\Z")
 _VARIABLE_IS = re.compile(r"^\s*\$?\s*[A-Za-z]\s*=\s*")  # "x = 5": the value 5
 REPR_CHARS = 120
 WARM_UP = ("$x^2+\\frac{1}{2}$", "$\\frac{1}{2}+x^2$")
@@ -86,6 +97,22 @@ def is_formula(text: str) -> bool:
     return not _DELIMITED.search(text) and bool(_FORMULA_HINT.search(text)) and not is_prose(text)
 
 
+def is_structure(text: str, plain_text: bool = False) -> bool:
+    """A list, tuple, interval or matrix written bare (module docs): to parse as LaTeX, not as plain text.
+
+    ``plain_text``: ``text`` is a reference or a whole completion, where ``1,22`` is a decimal comma.
+    """
+    if plain_text and _DECIMAL_COMMA.match(text):
+        return False
+    if "$" in text or "\\(" in text or "\\[" in text:
+        return False
+    if _MATRIX.match(text):
+        return True
+    if ("," not in text and ";" not in text) or _DELIMITED.search(text) or is_prose(text):
+        return False
+    return parse_literal(text) is None
+
+
 def literal_answer(text: str):
     """The number literal ``text`` is (``x = 5`` is 5), by the number grammar; ``None`` if it is none."""
     number = parse_literal(text)
@@ -120,13 +147,13 @@ def _short(text: str) -> str:
     return text if len(text) <= REPR_CHARS else text[: REPR_CHARS - 1] + "…"
 
 
-def _parse(text: str) -> list[Any]:
+def _parse(text: str, plain_text: bool = True) -> list[Any]:
     from math_verify import parse
     from sympy import Basic, MatrixBase
 
     text = _money_free(text.strip())
-    if is_formula(text):
-        text = f"${text}$"  # bare LaTeX or algebra: "x + 1" read as plain text would give 1
+    if is_formula(text) or is_structure(text, plain_text):
+        text = f"${text}$"  # bare LaTeX, algebra or a list: "x + 1" read as plain text would give 1, "-2,1" -2.1
     found = parse(text, parsing_timeout=None)
     return [x for x in found if isinstance(x, (Basic, MatrixBase, str))]
 
@@ -149,20 +176,22 @@ def check_gold(gold: str) -> bool:
     return any(not isinstance(x, str) for x in parsed) and bool(verify(parsed, parsed, timeout_seconds=None))
 
 
-def check(gold: str, answer: str, require_literal: bool = False) -> tuple[str, str, str, str]:
+def check(gold: str, answer: str, require_literal: bool = False, whole_text: bool = False
+          ) -> tuple[str, str, str, str]:
     """``(status, parsed_gold, parsed_answer, reason)`` with status ``ok``, ``wrong`` or ``undecided``.
 
     An unparseable gold is ``undecided`` (the row must not count), never ``ok``;
     an unparseable answer is ``wrong``. With ``require_literal`` and a gold that is a
     number literal, the text math-verify extracted from the answer must be a number
-    literal too, compared by the number grammar.
+    literal too, compared by the number grammar. ``whole_text``: the answer is a whole
+    completion, plain text (``1,22`` is a decimal comma there, a list in an extracted answer).
     """
     from math_verify import verify
 
     gold_parsed = _parse(gold_text(gold))
     if not any(not isinstance(x, str) for x in gold_parsed):  # a text alone is not a parsed reference
         return "undecided", "", "", f"could not parse the reference {gold[:80]!r}"
-    answer_parsed = _parse(answer)
+    answer_parsed = _parse(answer, plain_text=whole_text)
     if not answer_parsed:
         return "wrong", _show(gold_parsed), "", f"could not parse the answer {answer[:80]!r}"
     ref = parse_literal(gold_text(gold))

@@ -144,7 +144,7 @@ def verify_pairs(
             continue
         hard.append(pair)
     outcomes = run_items(
-        math_check.check, [(g, a, require_literal) for g, a in hard], timeout=timeout_seconds, workers=workers,
+        math_check.check, [(g, a, require_literal, whole_text) for g, a in hard], timeout=timeout_seconds, workers=workers,
         start_method=start_method, initializer=math_check.init_worker, budget=batch_timeout_seconds,
     )
     failed = [(pair, outcome) for pair, outcome in zip(hard, outcomes, strict=True) if not outcome.ok]

@@ -114,6 +114,37 @@ def test_require_literal_is_the_default_against_a_plain_number(correct, completi
     assert whole([completion.replace("<answer>", "$").replace("</answer>", "$")], answer=["396"]) == [expected]
 
 
+@pytest.mark.parametrize(
+    ("completion", "gold", "expected"),
+    [
+        # a boxed list, tuple, interval or matrix is LaTeX, not plain text (-2,1 is not the number -2.1)
+        ("so \\boxed{-2,1}", "$-2,1$", 1.0),
+        ("so \\boxed{-2,1}", "$-2.1$", 0.0),
+        ("\\boxed{(6,31,-1)}", "(6,31,-1)", 1.0),  # a bare tuple reference parses too
+        ("\\boxed{(6,31,-1)}", "(6,31,1)", 0.0),
+        ("\\boxed{[-4, 0]}", "$[-4,0]$", 1.0),
+        ("\\boxed{[-4, 0]}", "$(-4,0)$", 0.0),  # a closed interval is not the open one
+        ("\\boxed{\\begin{pmatrix} 0 & 3 \\\\ 0 & -1 \\end{pmatrix}}", "$\\begin{pmatrix} 0 & 3 \\\\ 0 & -1 \\end{pmatrix}$", 1.0),
+        ("\\boxed{\\begin{pmatrix} 0 & 3 \\\\ 0 & 1 \\end{pmatrix}}", "$\\begin{pmatrix} 0 & 3 \\\\ 0 & -1 \\end{pmatrix}$", 0.0),
+        # several boxes are one list, compared as a set ("find all solutions")
+        ("x = \\boxed{2} or x = \\boxed{3}", "2, 3", 1.0),
+        ("x = \\boxed{3} or x = \\boxed{2}", "$2, 3$", 1.0),
+        ("x = \\boxed{2} or x = \\boxed{4}", "2, 3", 0.0),
+        ("\\boxed{(2, 2)} and \\boxed{(6, 2)}", "$(2, 2), (6, 2)$", 1.0),
+        ("<answer>1,234</answer>", "1234", 1.0),  # a number literal stays a number, not a list
+        ("\\boxed{1.22}", "1,22", 1.0),  # a reference is plain text: 1,22 is a decimal comma
+        ("\\boxed{1,22}", "1,22", 0.0),  # a boxed answer is LaTeX: the list 1, 22
+    ],
+)
+def test_lists_tuples_intervals_and_matrices_are_latex(correct, completion, gold, expected):
+    assert score(correct, completion, gold) == expected
+
+
+def test_a_whole_completion_is_plain_text_where_a_comma_is_a_decimal_comma():
+    whole = math_equivalence(workers=2, extract="none", require_literal=False)
+    assert whole(["1000,99", "1000,98", "so $-2,1$"], answer=["1000.99", "1000.99", "$-2,1$"]) == [1.0, 0.0, 1.0]
+
+
 def test_integers_longer_than_pythons_str_limit_parse():
     big = "1" * 5000
     reward = math_equivalence(workers=2)
