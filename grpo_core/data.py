@@ -27,6 +27,7 @@ from grpo_rewards.files import read_text
 
 if TYPE_CHECKING:
     from grpo_core.config import DataConfig
+    from grpo_rewards.plugins import Registry
 
 
 class DataError(UserError, ValueError):
@@ -136,12 +137,13 @@ def _kind(value: Any) -> str:
     return {list: "an array", dict: "an object", str: "a string"}.get(type(value), f"a number ({value!r})")
 
 
-def _from_source(source: str, data_cfg: DataConfig, split: str) -> tuple[list[dict[str, Any]], list[int | None]]:
+def _from_source(source: str, data_cfg: DataConfig, split: str, registry: Registry | None = None
+                 ) -> tuple[list[dict[str, Any]], list[int | None]]:
     scheme = SOURCE_SCHEME.match(source)
     if scheme:
         from grpo_rewards.plugins import get_registry
 
-        loader = get_registry().get("dataset_sources", scheme.group(1))
+        loader = (registry or get_registry()).get("dataset_sources", scheme.group(1))
         spec = {**dataclasses.asdict(data_cfg), "source": source, "split": split}
         rows = list(loader(spec))
         return [dict(r) if isinstance(r, dict) else r for r in rows], [None] * len(rows)
@@ -203,12 +205,14 @@ def _shape(rows: list[dict[str, Any]], lines: list[int | None], data_cfg: DataCo
     return rows
 
 
-def load_rows(data_cfg: DataConfig, *, split: str | None = None, source: str | None = None) -> list[dict[str, Any]]:
+def load_rows(data_cfg: DataConfig, *, split: str | None = None, source: str | None = None,
+              registry: Registry | None = None) -> list[dict[str, Any]]:
     """Rows of ``source`` (default ``data_cfg.source``) and ``split`` (default ``data_cfg.split``), renamed
-    by ``columns``, cut to ``limit`` rows; checks every row (see the module docs)."""
+    by ``columns``, cut to ``limit`` rows; checks every row (see the module docs). A ``scheme:`` source's
+    loader comes from ``registry`` (default: the process-wide one)."""
     source = source or data_cfg.source
     split = split or data_cfg.split
-    rows, lines = _from_source(source, data_cfg, split)
+    rows, lines = _from_source(source, data_cfg, split, registry)
     if data_cfg.limit:
         rows, lines = rows[: data_cfg.limit], lines[: data_cfg.limit]
     bad = [Problem(source, None, "", f"row {i + 1}: expected an object, got {_kind(r)}")
@@ -217,13 +221,15 @@ def load_rows(data_cfg: DataConfig, *, split: str | None = None, source: str | N
     return _shape(rows, lines, data_cfg, f"{source} [{split}]", source)
 
 
-def train_eval_rows(data_cfg: DataConfig) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def train_eval_rows(data_cfg: DataConfig, registry: Registry | None = None
+                    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The training rows and the held-out rows: ``eval_source``/``eval_split`` when given, else the last
-    ``eval_size`` training rows are held out (and removed from training). ``eval_size`` caps either."""
-    train = load_rows(data_cfg)
+    ``eval_size`` training rows are held out (and removed from training). ``eval_size`` caps either.
+    ``registry`` as in :func:`load_rows`."""
+    train = load_rows(data_cfg, registry=registry)
     if data_cfg.eval_source or data_cfg.eval_split:
         held = load_rows(data_cfg, source=data_cfg.eval_source or data_cfg.source,
-                         split=data_cfg.eval_split or data_cfg.split)
+                         split=data_cfg.eval_split or data_cfg.split, registry=registry)
         return train, held[: data_cfg.eval_size] if data_cfg.eval_size else held
     if data_cfg.eval_size:
         if data_cfg.eval_size >= len(train):

@@ -204,7 +204,7 @@ class Trainer:
         self.backend = build_backend(config, self.model, self.tokenizer, self.registry)
 
         d = config.data
-        rows, eval_rows = train_eval_rows(d)
+        rows, eval_rows = train_eval_rows(d, self.registry)
         special = not d.chat_template  # as the generation backend tokenizes
         self.prompts, self.rows = fit_prompts([format_prompt(r, d, self.tokenizer) for r in rows], rows,
                                               self.tokenizer, d.max_prompt_length, d.overlong_prompts, special,

@@ -219,7 +219,7 @@ class TRLBackend:
         from grpo_core.trainer import fit_prompts
 
         d = self.cfg.data
-        rows, eval_rows = train_eval_rows(d)
+        rows, eval_rows = train_eval_rows(d, self.registry)
         out = []
         for part, where in ((rows, "training"), (eval_rows if self.cfg.logging.eval_every else [], "held-out")):
             prompts, part = fit_prompts([format_prompt(r, d, self.tokenizer) for r in part], part, self.tokenizer,

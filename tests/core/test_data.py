@@ -87,24 +87,27 @@ def test_hub_dataset_through_datasets(monkeypatch: pytest.MonkeyPatch) -> None:
     assert seen == {"name": "openai/gsm8k", "subset": "main", "split": "test"} and len(rows) == 10
 
 
-def test_registered_source(monkeypatch: pytest.MonkeyPatch) -> None:
-    import grpo_rewards.plugins as plugins
+def test_registered_source() -> None:
+    import grpo_core.plugin  # specifies the trainer's hooks (grpo_register_dataset_sources among them)
 
     class Source:
         @hookimpl
         def grpo_register_dataset_sources(self, register: Any) -> None:
             register("count", lambda spec: ({"prompt": f"{spec['source']} {spec['split']} {i}"} for i in range(3)))
 
-    import grpo_core.plugin  # specifies the trainer's hooks (grpo_register_dataset_sources among them)
-
-    monkeypatch.setattr(plugins, "_default", load_registry(entry_points=False, extra_plugins=[
-        ("builtin_trainer", grpo_core.plugin), ("src", Source())]))
-    rows = load_rows(DataConfig(source="count:3"), split="eval")
+    # the registry is given per call: the process-wide one (which has no "count" source) is not consulted
+    registry = load_registry(entry_points=False, extra_plugins=[("builtin_trainer", grpo_core.plugin),
+                                                                ("src", Source())])
+    rows = load_rows(DataConfig(source="count:3"), split="eval", registry=registry)
     assert rows == [{"prompt": f"count:3 eval {i}"} for i in range(3)]
+    train, held = train_eval_rows(DataConfig(source="count:3", eval_split="test"), registry)
+    assert [r["prompt"] for r in held] == [f"count:3 test {i}" for i in range(3)] and len(train) == 3
     from grpo_rewards import PluginError
 
     with pytest.raises(PluginError, match="unknown dataset source 'cuont'; did you mean 'count'"):
-        load_rows(DataConfig(source="cuont:3"))
+        load_rows(DataConfig(source="cuont:3"), registry=registry)
+    with pytest.raises(PluginError, match="unknown dataset source 'count'"):
+        load_rows(DataConfig(source="count:3"))  # the process-wide registry
 
 
 def test_eval_rows_held_out_or_separate(files: dict[str, Path]) -> None:

@@ -74,13 +74,21 @@ class ThirdParty:
 
 
 @pytest.fixture
-def third_party(monkeypatch: pytest.MonkeyPatch) -> Any:
+def third_party_registry() -> Any:
+    """A registry with the third party's plugin, given per call (the process-wide one is left alone)."""
     import grpo_rewards.plugins as plugins
 
-    registry = plugins.load_registry(extra_plugins=[("third_party", ThirdParty())])
-    monkeypatch.setattr(plugins, "_default", registry)
     EchoTrainer.made.clear()
-    return registry
+    return plugins.load_registry(extra_plugins=[("third_party", ThirdParty())])
+
+
+@pytest.fixture
+def third_party(third_party_registry: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The same registry as the process-wide one (``grpo train`` on the command line reads that)."""
+    import grpo_rewards.plugins as plugins
+
+    monkeypatch.setattr(plugins, "_default", third_party_registry)
+    return third_party_registry
 
 
 def run_config(tmp_path: Path, model: Path, extra: str) -> Path:
@@ -100,26 +108,27 @@ def test_a_registered_trainer_backend_runs_grpo_train(third_party: Any, tiny_mod
     assert trainer.config.rewards.aliases == ["short"]  # the validated config, rewards built
 
 
-def test_a_registered_generation_backend_is_built_from_the_config(third_party: Any, tiny_model_dir: Path,
+def test_a_registered_generation_backend_is_built_from_the_config(third_party_registry: Any, tiny_model_dir: Path,
                                                                   tmp_path: Path) -> None:
     from grpo_core.config import load_config
     from grpo_core.generation import build_backend
 
-    cfg = load_config(str(run_config(tmp_path, tiny_model_dir, "")), ['generation.backend="canned"'])
-    backend = build_backend(cfg, "the model", "the tokenizer", third_party)
+    cfg = load_config(str(run_config(tmp_path, tiny_model_dir, "")), ['generation.backend="canned"'],
+                      registry=third_party_registry)
+    backend = build_backend(cfg, "the model", "the tokenizer", third_party_registry)
     assert isinstance(backend, CannedBackend)
     assert (backend.config, backend.model, backend.tokenizer) == (cfg, "the model", "the tokenizer")
     assert backend.generate(["2+2?"], 2) == [["<answer>4</answer>"] * 2]
 
 
-def test_an_unregistered_backend_name_is_a_config_error_with_a_did_you_mean(third_party: Any, tiny_model_dir: Path,
-                                                                            tmp_path: Path) -> None:
+def test_an_unregistered_backend_name_is_a_config_error_with_a_did_you_mean(
+        third_party_registry: Any, tiny_model_dir: Path, tmp_path: Path) -> None:
     from grpo_core.config import load_config
     from grpo_rewards.errors import ConfigError
 
     config = run_config(tmp_path, tiny_model_dir, '\n[trainer]\nbackend = "echo_trainr"\n')
     with pytest.raises(ConfigError) as caught:
-        load_config(str(config), ['generation.backend="caned"'])
+        load_config(str(config), ['generation.backend="caned"'], registry=third_party_registry)
     text = str(caught.value)
     assert "trainer.backend: unknown trainer backend 'echo_trainr'; did you mean 'echo_trainer'?" in text
     assert "generation.backend: unknown generation backend 'caned'; did you mean 'canned'?" in text
