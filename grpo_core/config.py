@@ -474,10 +474,11 @@ def _check_source(doc: TomlDoc, key: tuple[str, ...], source: str, registry: Reg
     """Validate a data source; returns it with a local path made absolute."""
     scheme = SOURCE_SCHEME.match(source)
     if scheme:
-        if scheme.group(1) not in registry.dataset_sources:
+        sources = getattr(registry, "dataset_sources", {})  # none when the trainer's plugin is not loaded
+        if scheme.group(1) not in sources:
             doc.problem(key, f"unknown dataset source {scheme.group(1)!r}"
-                             f"{did_you_mean(scheme.group(1), registry.dataset_sources)} (registered: "
-                             f"{', '.join(sorted(registry.dataset_sources)) or 'none'})")
+                             f"{did_you_mean(scheme.group(1), sources)} (registered: "
+                             f"{', '.join(sorted(sources)) or 'none'})")
         return source
     local = resolve_local_path(source, doc.path)
     if local is not None:
@@ -511,11 +512,11 @@ def _cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None
                                             "rows; use eval_source (another file) or eval_size")
     _choice(doc, ("data", "overlong_prompts"), d.overlong_prompts, OVERLONG_PROMPTS)
 
-    trainers = set(registry.trainer_backends) | {"grpo_core"}
+    trainers = set(getattr(registry, "trainer_backends", {})) | {"grpo_core"}
     if tr.backend not in trainers:
         doc.problem(("trainer", "backend"), f"unknown trainer backend {tr.backend!r}{did_you_mean(tr.backend, trainers)} "
                                             f"(registered: {', '.join(sorted(trainers))})")
-    backends = set(registry.generation_backends) | {"transformers"}
+    backends = set(getattr(registry, "generation_backends", {})) | {"transformers"}
     if g.backend not in backends:
         doc.problem(("generation", "backend"), f"unknown generation backend {g.backend!r}"
                                                f"{did_you_mean(g.backend, backends)}")

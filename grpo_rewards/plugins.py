@@ -149,7 +149,10 @@ class Registry:
             qualified = " or ".join(f'"{label.split(" ", 1)[0]}:{name}"' for label in labels)
             raise PluginError(f"{what} {name!r} is registered by both {owners}; name one of them ({qualified}), "
                               f"or leave one out with {DISABLE_ENV}")
-        table: dict[str, Any] = getattr(self, kind)
+        table: dict[str, Any] | None = getattr(self, kind, None)
+        if table is None:
+            raise PluginError(f"no {what} {name!r}: no loaded plugin specifies grpo_register_{kind} (the trainer's "
+                              "plugin, builtin_trainer, adds the trainer's hooks)")
         if name not in table:
             raise PluginError(f"unknown {what} {name!r}{did_you_mean(name, table)}")
         return table[name]

@@ -105,3 +105,18 @@ def test_a_plugin_whose_grpo_add_hookspecs_raises_fails_alone() -> None:
     by_name = {p.name: p for p in registry.plugins}
     assert "no specs today" in (by_name["broken"].error or "")
     assert by_name["listener"].error is None and registry.hook.grpo_on_weather(forecast="sun") == ["heard sun"]
+
+
+def test_a_registry_without_the_trainer_plugin_reports_rather_than_crashes() -> None:
+    import pytest
+
+    from grpo_core.config import config_from_dict
+    from grpo_rewards import PluginError
+    from grpo_rewards.errors import ConfigError
+
+    bare = load_registry(entry_points=False)
+    with pytest.raises(PluginError, match="no loaded plugin specifies grpo_register_generation_backends"):
+        bare.get("generation_backends", "transformers")
+    with pytest.raises(ConfigError, match=r"data.source: unknown dataset source 'demo' \(registered: none\)"):
+        config_from_dict({"model": {"name_or_path": "m"}, "data": {"source": "demo:arithmetic"},
+                          "rewards": {"r": {"use": "exact_match"}}}, registry=bare)
