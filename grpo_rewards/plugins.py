@@ -33,12 +33,14 @@ Calling hooks
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import importlib.metadata
 import logging
 import os
 import re
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -490,6 +492,7 @@ def _add(registry: Registry, owners: dict[tuple[str, str], PluginInfo], info: Pl
 
 
 _default: Registry | None = None
+_building: contextvars.ContextVar[Registry | None] = contextvars.ContextVar("grpo_building_from", default=None)
 
 
 def get_registry(*, reload: bool = False, strict: bool | None = None) -> Registry:
@@ -499,3 +502,20 @@ def get_registry(*, reload: bool = False, strict: bool | None = None) -> Registr
     if _default is None or reload:
         _default = load_registry(strict=strict)
     return _default
+
+
+def current_registry() -> Registry:
+    """The registry a reward is being built from (``reward(name, registry=...)``, a TOML composition given
+    one), else the process-wide one: where a reward factory looks up what else it uses (a code reward, its
+    sandbox backend), so a registry given per call reaches it."""
+    return _building.get() or get_registry()
+
+
+@contextlib.contextmanager
+def building_from(registry: Registry) -> Iterator[Registry]:
+    """Within the block, :func:`current_registry` is ``registry`` (in this thread or task)."""
+    token = _building.set(registry)
+    try:
+        yield registry
+    finally:
+        _building.reset(token)

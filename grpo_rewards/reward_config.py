@@ -28,7 +28,7 @@ from grpo_rewards.errors import ConfigError, Problem
 from grpo_rewards.extraction import METHODS
 from grpo_rewards.extras import MissingExtra
 from grpo_rewards.local_rewards import local_spec, looks_local
-from grpo_rewards.plugins import PluginError, Registry, get_registry
+from grpo_rewards.plugins import PluginError, Registry, building_from, get_registry
 from grpo_rewards.specs import (
     RESERVED_PARAMS,
     VERIFIER_REWARD_KEYS,
@@ -89,7 +89,13 @@ def reward_spec(use: str, registry: Registry, base_dir: str = ".") -> RewardSpec
 
 
 def build_reward_fn(use: str, params: dict[str, Any], registry: Registry, base_dir: str = ".") -> Any:
-    """Build one reward function from a registered name (or ``verify:<name>``, or a local reward) and its parameters."""
+    """Build one reward function from a registered name (or ``verify:<name>``, or a local reward) and its
+    parameters; its factory sees ``registry`` as :func:`~grpo_rewards.plugins.current_registry`."""
+    with building_from(registry):
+        return _build_reward_fn(use, params, registry, base_dir)
+
+
+def _build_reward_fn(use: str, params: dict[str, Any], registry: Registry, base_dir: str) -> Any:
     if use.startswith(VERIFIER_PREFIX):
         spec = registry.verifier(use[len(VERIFIER_PREFIX):])
         reward_params = {k: params[k] for k in VERIFIER_REWARD_KEYS if k in params}

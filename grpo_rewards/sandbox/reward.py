@@ -16,6 +16,7 @@ import atexit
 import contextlib
 import inspect
 import logging
+import pickle
 import threading
 from collections import Counter
 from typing import Any
@@ -40,18 +41,24 @@ _backends: dict[tuple[Any, ...], Any] = {}
 _backends_lock = threading.Lock()
 
 
-def shared_backend(name: str, **options: Any) -> Any:
-    """One backend per (name, options) in this process, so several code rewards share one pool.
+def shared_backend(name: str, factory: Any = None, **options: Any) -> Any:
+    """One backend per (name, factory, options) in this process, so several code rewards share one pool.
 
+    ``factory`` is the backend's registered factory (default: ``name``'s in the process-wide registry).
     Limits are not options: each program carries its own, so a pass-fraction and a
     binary reward with different limits still share the same slots.
     """
-    key = (name, *sorted((k, repr(v)) for k, v in options.items()))
+    if factory is None:
+        from grpo_rewards.plugins import get_registry
+
+        factory = get_registry().get("sandbox_backends", name)
+    try:
+        same: Any = hash(factory) and factory
+    except TypeError:  # an unhashable callable: the object itself
+        same = id(factory)
+    key = (name, same, *sorted((k, repr(v)) for k, v in options.items()))
     with _backends_lock:
         if key not in _backends:
-            from grpo_rewards.plugins import get_registry
-
-            factory = get_registry().get("sandbox_backends", name)
             _backends[key] = factory(**options)
         return _backends[key]
 
@@ -70,7 +77,7 @@ class CodeExecutionReward:
 
     def __init__(self, *, binary: bool, tests_column: str, language: str, backend: str, limits: Limits,
                  backend_options: dict[str, Any], max_tests: int, float_tolerance: float = 0.0,
-                 weak_tests: str = "exclude"):
+                 weak_tests: str = "exclude", backend_factory: Any = None):
         self.__name__ = "code_execution_binary" if binary else "code_execution"
         self.binary = binary
         self.tests_column = tests_column
@@ -84,18 +91,25 @@ class CodeExecutionReward:
         self.last_details: list[dict[str, Any]] = []
         self._counts: Counter[str] = Counter()
         self._backend: Any = None
+        self._backend_factory = backend_factory  # from the registry it was built from; not pickled
 
     @property
     def backend(self) -> Any:
         """The backend (started on first use; shared with other code rewards of the same options)."""
         if self._backend is None:
             # limits travel with each program, so rewards with different limits share one pool
-            self._backend = shared_backend(self.backend_name, **self.backend_options)
+            self._backend = shared_backend(self.backend_name, self._backend_factory, **self.backend_options)
         return self._backend
 
     def __getstate__(self) -> dict[str, Any]:
-        """Pickled without its backend (a pool of processes): a copy in another process starts, or shares, its own."""
-        return {**self.__dict__, "_backend": None}
+        """Pickled without its backend (a pool of processes): a copy in another process starts, or shares, its
+        own, with the same factory (or, when the factory does not pickle, the one of that process's registry)."""
+        try:
+            pickle.dumps(self._backend_factory)
+            factory = self._backend_factory
+        except Exception:  # a closure or lambda: looked up by name where the copy runs
+            factory = None
+        return {**self.__dict__, "_backend": None, "_backend_factory": factory}
 
     def __call__(self, completions: list[Any], **columns: Any) -> list[float | None]:
         cells = columns.get(self.tests_column)
@@ -203,9 +217,10 @@ def _build(
 ) -> CodeExecutionReward:
     limits = Limits(cpu_seconds=cpu_seconds, wall_seconds=wall_seconds, memory_mb=memory_mb,
                     output_bytes=int(output_kb) * 1024)
-    from grpo_rewards.plugins import get_registry
+    from grpo_rewards.plugins import current_registry
 
-    get_registry().get("sandbox_backends", backend)  # an unknown name is a config error now, not at step 1
+    # the registry this reward is built from (reward(..., registry=...)); an unknown name is a config error now
+    factory = current_registry().get("sandbox_backends", backend)
     options: dict[str, Any] = {}
     if weak_tests not in ("exclude", "include"):
         raise ValueError(f"weak_tests must be \"exclude\" or \"include\", got {weak_tests!r}")
@@ -231,7 +246,7 @@ def _build(
         raise ValueError(f"float_tolerance must be in [0, 1) (0: exact text), got {float_tolerance}")
     return CodeExecutionReward(binary=binary, tests_column=tests_column, language=language, backend=backend,
                                limits=limits, backend_options=options, max_tests=max_tests,
-                               float_tolerance=float_tolerance, weak_tests=weak_tests)
+                               float_tolerance=float_tolerance, weak_tests=weak_tests, backend_factory=factory)
 
 
 def make_code_execution(**params: Any) -> CodeExecutionReward:

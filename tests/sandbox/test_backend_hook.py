@@ -38,17 +38,15 @@ PLUGIN = types.SimpleNamespace(grpo_register_sandbox_backends=hookimpl(
 
 
 @pytest.fixture
-def registry(monkeypatch):
-    import grpo_rewards.plugins as plugins
-
-    reg = load_registry(extra_plugins=[("last_line_plugin", PLUGIN)])
-    monkeypatch.setattr(plugins, "_default", reg)
+def registry():
+    """A registry holding the plugin, given per call: the process-wide one does not know ``last_line``."""
     LastLineBackend.made.clear()
-    return reg
+    return load_registry(extra_plugins=[("last_line_plugin", PLUGIN)])
 
 
 def test_a_registered_sandbox_backend_runs_the_code_rewards_programs(registry):
-    code = reward("code_execution", backend="last_line", url="http://sandbox.invalid:1", concurrency=3)
+    code = reward("code_execution", backend="last_line", url="http://sandbox.invalid:1", concurrency=3,
+                  registry=registry)
     tests = json.dumps({"inputs": ["1 2\n", "2 2\n"], "outputs": ["3", "4"]})
     completions = ["```python\nprint('x')\n3\n```", "```python\n4\n```", "no code"]
     assert code(completions, verification_info=[tests] * 3) == [0.5, 0.5, 0.0]
@@ -63,4 +61,19 @@ def test_an_unregistered_sandbox_backend_is_refused_with_a_did_you_mean(registry
     from grpo_rewards.plugins import PluginError
 
     with pytest.raises(PluginError, match="unknown sandbox backend 'last_lin'; did you mean 'last_line'"):
-        reward("code_execution", backend="last_lin", url="http://sandbox.invalid:1")
+        reward("code_execution", backend="last_lin", url="http://sandbox.invalid:1", registry=registry)
+
+
+def test_a_toml_composition_given_a_registry_finds_its_sandbox_backend(registry, tmp_path):
+    from grpo_rewards.plugins import PluginError
+    from grpo_rewards.reward_config import load_rewards
+
+    path = tmp_path / "rewards.toml"
+    path.write_text('[rewards.code]\nuse = "code_execution"\nbackend = "last_line"\nurl = "http://sandbox.invalid:2"\n'
+                    'concurrency = 5\n')
+    composed = load_rewards(str(path), registry)
+    tests = json.dumps({"inputs": ["1 2\n"], "outputs": ["3"]})
+    # scored by last_line (the code's last line is its output), in the reward's worker process
+    assert composed(["```python\n3\n```", "```python\n4\n```"], verification_info=[tests] * 2) == [1.0, 0.0]
+    with pytest.raises(PluginError, match="unknown sandbox backend 'last_line'"):
+        reward("code_execution", backend="last_line", url="http://sandbox.invalid:2")  # the process-wide registry
