@@ -20,8 +20,11 @@ compared with the row's reference.
 
 Scores: ``value`` when equivalent; ``wrong_value`` when not, when the completion
 has no answer, when its answer does not parse, and when the policy made its
-answer unscorable: longer than :data:`MAX_ANSWER_CHARS` (or twice the reference),
-nested deeper than :data:`MAX_NESTING`, a tower of powers or a huge power or
+answer unscorable: longer than :data:`MAX_ANSWER_CHARS` (or twice the reference; with
+``extract = "none"`` the cap applies to what math-verify parses, each ``\\boxed{}`` and math
+span ``$...$``, ``\\(...\\)``, ``\\[...\\]`` of the completion, and the whole completion is
+capped at :data:`MAX_COMPLETION_CHARS`, so long reasoning still scores), nested deeper
+than :data:`MAX_NESTING`, a tower of powers or a huge power or
 factorial the reference does not have, or a comparison that timed out or failed
 against a reference that verifies against itself in time. An unscorable answer
 never scores better than a wrong one. ``None`` (the row does not count) only when
@@ -63,6 +66,7 @@ from grpo_rewards.verdict import Status, Verdict, explanation
 
 NO_EXTRACTION = "none"
 MAX_ANSWER_CHARS = 1000  # or twice the reference's length, when that is more
+MAX_COMPLETION_CHARS = 32_000  # extract = "none": the whole completion; its math spans as MAX_ANSWER_CHARS
 MAX_NESTING = 24  # braces, brackets and parentheses
 GOLD_CACHE = 4096  # references remembered as scorable (or not) after a timeout made us ask
 log = logging.getLogger("grpo.rewards.math")
@@ -70,6 +74,9 @@ log = logging.getLogger("grpo.rewards.math")
 _NESTED_POWER = re.compile(r"\^\s*\{[^{}]*\^|\^\s*[\w.]+\s*\^|\^\s*\{[^{}]*\{[^{}]*\^")
 _HUGE_POWER = re.compile(r"\^\s*\{?\s*\d{5,}|\d{4,}\s*!|\\(?:tbinom|dbinom|binom)\s*\{\s*\d{5,}")
 _BRACKETS = re.compile(r"[{}()\[\]]")
+_MATH_SPAN = re.compile(r"\$\$.+?\$\$|\$.+?\$|\\\(.+?\\\)|\\\[.+?\\\]", re.DOTALL)
+_BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
+_BRACES = re.compile(r"[{}]")
 _gold_scorable: OrderedDict[str, bool] = OrderedDict()
 
 
@@ -92,10 +99,38 @@ def _nesting(text: str) -> int:
     return deepest
 
 
-def unscorable(gold: str, answer: str) -> str | None:
-    """Why ``answer`` is refused before any parsing (too long, too deep, an explosive power), else None."""
-    if len(answer) > max(MAX_ANSWER_CHARS, 2 * len(gold)):
-        return f"the answer is longer than {max(MAX_ANSWER_CHARS, 2 * len(gold))} characters"
+def _longest_math(text: str) -> int:
+    """The length of the longest math span of ``text``: a ``\\boxed{}`` content (to its closing brace,
+    or the end) or a ``$...$``, ``$$...$$``, ``\\(...\\)``, ``\\[...\\]`` span."""
+    longest = max((len(span.group()) for span in _MATH_SPAN.finditer(text)), default=0)
+    pos = 0
+    while (box := _BOX.search(text, pos)) is not None:
+        depth, end = 1, len(text)
+        for brace in _BRACES.finditer(text, box.end()):
+            depth += 1 if brace.group() == "{" else -1
+            if depth == 0:
+                end = brace.start()
+                break
+        longest = max(longest, end - box.end())
+        pos = box.end()
+    return longest
+
+
+def unscorable(gold: str, answer: str, whole_text: bool = False) -> str | None:
+    """Why ``answer`` is refused before any parsing (too long, too deep, an explosive power), else None.
+
+    ``whole_text``: ``answer`` is a whole completion (``extract = "none"``): the length cap
+    applies to its math spans (what math-verify parses), the whole text to
+    :data:`MAX_COMPLETION_CHARS`; the nesting and power guards to the whole text.
+    """
+    cap = max(MAX_ANSWER_CHARS, 2 * len(gold))
+    if whole_text:
+        if len(answer) > max(MAX_COMPLETION_CHARS, cap):
+            return f"the completion is longer than {max(MAX_COMPLETION_CHARS, cap)} characters"
+        if len(answer) > cap and _longest_math(answer) > cap:
+            return f"a math span of the completion is longer than {cap} characters"
+    elif len(answer) > cap:
+        return f"the answer is longer than {cap} characters"
     if ("{" in answer or "(" in answer or "[" in answer) and _nesting(answer) > max(MAX_NESTING, _nesting(gold)):
         return f"the answer is nested deeper than {MAX_NESTING} levels"
     if "^" in answer and _NESTED_POWER.search(answer) and not _NESTED_POWER.search(gold):
@@ -138,7 +173,7 @@ def verify_pairs(
         if quick is not None:
             verdicts[pair] = _verdict(Outcome("ok", quick))
             continue
-        refused = unscorable(*pair)
+        refused = unscorable(*pair, whole_text=whole_text)
         if refused:
             verdicts[pair] = Verdict.wrong({"reference": "", "answer": ""}, refused)
             continue

@@ -208,6 +208,26 @@ def test_explosive_answers_are_refused_before_the_pool_as_wrong(answer):
     assert time.perf_counter() - start < 20  # refused at once, not after the 30 s limit
 
 
+@pytest.mark.parametrize("answer", [HANG, "9^{9^{9}}", "2^{123456789}", "100000!", "{" * 40 + "1" + "}" * 40,
+                                    "1+" * 600 + "1"])
+def test_explosive_answers_are_refused_in_a_whole_completion_too(answer):
+    reward = math_equivalence(timeout_seconds=30.0, workers=2, wrong_value=-1.0, require_literal=False, extract="none")
+    reasoning = "We work it out step by step.\n" * 60  # longer than the answer cap: the cap reads the math spans
+    start = time.perf_counter()
+    completions = [f"{reasoning}So it is $\\boxed{{{answer}}}$.", f"{reasoning}So it is $\\boxed{{\\sqrt{{2}}}}$."]
+    assert reward(completions, answer=["\\sqrt{2}"] * 2) == [-1.0, 1.0]
+    assert time.perf_counter() - start < 20  # refused at once, not after the 30 s limit
+
+
+def test_a_long_completion_is_scored_on_its_answer_with_extract_none():
+    reward = math_equivalence(workers=2, extract="none", require_literal=False)
+    reasoning = "".join(f"Step {i}: we add $x_{{{i}}}$ to the total and keep going.\n" for i in range(200))
+    assert len(reasoning) > 10_000
+    completions = [f"{reasoning}The answer is $\\boxed{{\\frac{{1}}{{2}}}}$.", f"{reasoning}The answer is $\\boxed{{3}}$.",
+                   "a" * 40_000 + " $\\boxed{0.5}$"]  # past MAX_COMPLETION_CHARS: refused
+    assert reward(completions, answer=["0.5"] * 3) == [1.0, 0.0, 0.0]
+
+
 SLOW = "(x+1)^{999}"  # not refused before the pool (no tower, no huge power), but sympy takes ~25 s on it
 
 

@@ -62,9 +62,6 @@ DELIBERATE = {
                   "string match",
     },
 }
-LENGTH_CAP = ("math_equivalence with extract = 'none' applies the answer length cap (1000 characters or twice "
-              "the reference, math_equivalence.unscorable) to the whole completion, so a long completion scores "
-              "wrong whatever its answer")
 ANNOTATIONS: dict[str, dict[str, object]] = {
     "test_all.py::test_number_extraction[17]": {
         "xfail": "the number grammar (grpo_rewards/numbers.py) reads 0,111 as 111, a thousands group after a "
@@ -83,16 +80,6 @@ ANNOTATIONS: dict[str, dict[str, object]] = {
     "test_all.py::test_float_precision[0]": {"deliberate": "require_literal", "ours": 0.0},
     "test_open_thoughts.py::test_open_thoughts[7]": {"deliberate": "text_reference", "ours": None},
     "test_strict.py::test_strict_variable_comparison[1]": {"deliberate": "peer_options", "ours": 0.0},
-    **{case: {"xfail": LENGTH_CAP} for case in (
-        "test_all.py::test_latex_notation_math[3]", "test_all.py::test_latex_notation_math[24]",
-        "test_all.py::test_matrix_extraction[0]", "test_all.py::test_math_extraction_edge_cases[2]",
-        "test_all.py::test_math_extraction_edge_cases[5]", "test_all.py::test_math_extraction_edge_cases[6]",
-        "test_all.py::test_math_extraction_edge_cases[8]", "test_all.py::test_math_extraction_edge_cases[9]",
-        "test_all.py::test_math_extraction_edge_cases[11]", "test_all.py::test_math_extraction_edge_cases[13]",
-        "test_all.py::test_math_extraction_additional_cases[1]",
-        "test_all.py::test_math_extraction_additional_cases[2]",
-        "test_all.py::test_math_extraction_additional_cases[12]",
-        "test_all.py::test_math_extraction_additional_cases[28]", "test_open_thoughts.py::test_open_thoughts[17]")},
 }
 BROKEN_BOX = ("a box broken by math delimiters (\\boxed{12 $ and $13 }) is extracted as '12 $ and $13', which "
               "math-verify reads as 13 alone; the peer reads the whole completion, '12 and 13' as a set")
