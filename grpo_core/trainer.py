@@ -641,9 +641,12 @@ class Trainer:
         if threading.current_thread() is not threading.main_thread():
             return None
 
+        signals = []  # this process's own Ctrl-Cs (with several ranks, another rank's may have set _stop first)
+
         def handler(signum: int, frame: Any) -> None:
-            if self._stop.is_set():  # a second Ctrl-C: stop now
+            if signals:  # a second Ctrl-C: stop now
                 raise KeyboardInterrupt
+            signals.append(signum)
             self._stop.set()
             self.logger.console_print("[yellow]SIGINT: finishing this step, then checkpoint and exit "
                                       "(Ctrl-C again to stop now)")

@@ -53,3 +53,24 @@ def test_weighted_reduction_of_per_rank_metrics() -> None:
              ({"gap/mean": 0.0, "ratio/min": 0.0, "ratio/max": 0.0}, {})]  # a rank with nothing to say
     assert reduce_weighted(parts) == {"gap/mean": 2.0, "ratio/min": 0.1, "ratio/max": 2.0}
     assert reduce_weighted([({"x/mean": 0.0}, {})]) == {"x/mean": 0.0}
+
+
+def test_a_ctrl_c_arriving_after_another_rank_stopped_the_run_is_not_a_second_one() -> None:
+    import os
+    import signal
+    import threading
+
+    from grpo_core.trainer import Trainer, _NoLogger
+
+    trainer = Trainer.__new__(Trainer)  # only the signal handling, no model
+    trainer._stop, trainer.logger = threading.Event(), _NoLogger()
+    previous = trainer._install_sigint()
+    try:
+        trainer._stop.set()  # the ranks agreed to stop: another rank got the Ctrl-C first
+        os.kill(os.getpid(), signal.SIGINT)  # this rank's copy of the same Ctrl-C, late: finish as asked
+        assert trainer._stop.is_set()
+        with pytest.raises(KeyboardInterrupt):  # a second Ctrl-C: stop now
+            os.kill(os.getpid(), signal.SIGINT)  # (the handler runs before the next statement)
+            threading.Event().wait(1.0)
+    finally:
+        trainer._restore_sigint(previous)
