@@ -15,7 +15,9 @@ Choosing plugins
     a comma-separated list of distribution or entry-point names, only those load (plus
     the built-ins of ``grpo-toolkit``); empty, only the built-ins. ``GRPO_DISABLE_PLUGINS``
     (pytest's ``-p no:NAME``): a comma-separated list of names never loaded, built-in
-    entry points included. Names compare case-insensitively, ``-``/``_``/``.`` alike.
+    entry points included. Names compare case-insensitively, ``-``/``_``/``.`` alike. A built-in
+    left out still adds the hooks it specifies (``grpo_add_hookspecs``: the trainer's), so a plugin
+    implementing them loads; none of its own hooks run and nothing it registers is kept.
 
 Names
     Two plugins registering the same name make that name ambiguous: using it raises an
@@ -311,6 +313,8 @@ def load_registry(
                 left_out = bool(names & disabled) or (only is not None and not info.builtin and not names & only)
             if left_out:
                 registry.skipped.append(info.label)
+                if info.builtin:
+                    _add_builtin_hookspecs(pm, info, ep, registry)
                 continue
             candidates.append((info, ep.load))
         for name in sorted(((only if exactly is None else exactly) or set()) - seen_names):
@@ -368,6 +372,20 @@ def load_registry(
         if strict:
             raise PluginError(problem)
     return registry
+
+
+def _add_builtin_hookspecs(pm: pluggy.PluginManager, info: PluginInfo, ep: importlib.metadata.EntryPoint,
+                           registry: Registry) -> None:
+    """The hooks a built-in plugin left out (``only=``, ``GRPO_DISABLE_PLUGINS``) specifies are still known, so
+    a plugin implementing the trainer's hooks loads in a registry without the trainer's registrations."""
+    try:
+        module = ep.load()
+        if pm.parse_hookimpl_opts(module, "grpo_add_hookspecs") is not None:
+            module.grpo_add_hookspecs(pluginmanager=pm)
+    except Exception as exc:
+        problem = f"plugin {info.label}: its hook specifications could not be added: {type(exc).__name__}: {exc}"
+        registry.problems.append(problem)
+        log.warning(problem)
 
 
 class _Refused(Exception):

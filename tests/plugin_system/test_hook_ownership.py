@@ -120,3 +120,19 @@ def test_a_registry_without_the_trainer_plugin_reports_rather_than_crashes() -> 
     with pytest.raises(ConfigError, match=r"data.source: unknown dataset source 'demo' \(registered: none\)"):
         config_from_dict({"model": {"name_or_path": "m"}, "data": {"source": "demo:arithmetic"},
                           "rewards": {"r": {"use": "exact_match"}}}, registry=bare)
+
+
+def test_the_trainers_hooks_are_known_when_its_plugin_is_left_out(monkeypatch: Any) -> None:
+    class StepListener:
+        @hookimpl
+        def grpo_on_step_end(self, context: Any, step: int) -> str:
+            return f"step {step}"
+
+    only_mine = load_registry(only=[], extra_plugins=[("steps", StepListener())])  # as the kit's grpo_registry
+    monkeypatch.setenv("GRPO_DISABLE_PLUGINS", "builtin_trainer")
+    disabled = load_registry(extra_plugins=[("steps", StepListener())])
+    for registry in (only_mine, disabled):
+        assert [p.error for p in registry.plugins if p.name == "steps"] == [None]
+        assert registry.hook.grpo_on_step_end(context=None, step=2, metrics={}, trainer=None) == ["step 2"]
+        assert registry.trainer_backends == {}  # the hooks are known, the left-out plugin registered nothing
+        assert any(label.startswith("grpo-toolkit") and "builtin_trainer" in label for label in registry.skipped)
