@@ -17,7 +17,7 @@ import platform
 import sys
 import traceback
 
-from grpo_rewards.errors import UserError
+from grpo_rewards.errors import ServiceError, UserError
 from grpo_rewards.extras import MissingExtra
 from grpo_rewards.plugins import OWN_DISTRIBUTION, PluginError, get_registry
 
@@ -74,6 +74,9 @@ def main(argv: list[str] | None = None) -> int:
     except (PluginError, MissingExtra) as exc:  # MissingExtra: "... pip install 'grpo-toolkit[math]'"
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except ServiceError as exc:  # not bad input, not a bug: a server the run used stopped answering
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # a bug, not bad input: one line, the traceback on request

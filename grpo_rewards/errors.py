@@ -10,6 +10,9 @@ problem. The ``grpo`` command line prints them and exits with status 2, never a 
       RunFolderError    (``grpo_core.checkpoint``) a run folder: an earlier run, a file in the way, no access
 
 ``file`` is a path, or a label for where else the value came from (``--set grpo.beta=x``, ``--batch-size``).
+
+:class:`ServiceError` is the one failure that is neither bad input nor a bug: a service the run depends on
+(a vLLM server) stopped answering while it ran. ``grpo`` prints it in one line and exits with status 1.
 """
 
 from __future__ import annotations
@@ -45,3 +48,7 @@ class ConfigError(UserError):
 
 class RewardInputError(UserError):
     """A reward input file (``grpo rewards score --input``) or its output that cannot be used."""
+
+
+class ServiceError(Exception):
+    """A service the run depends on failed while it ran (a generation server stopped answering); one line."""

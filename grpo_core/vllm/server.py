@@ -42,6 +42,7 @@ import torch
 from grpo_core.vllm.engine import Completion
 from grpo_core.vllm.support import server_url
 from grpo_core.vllm.weights import block
+from grpo_rewards.errors import ServiceError
 
 if TYPE_CHECKING:
     from grpo_core.config import RunConfig
@@ -61,8 +62,8 @@ def serve_command(model: str, *, host: str = "127.0.0.1", port: int = 8000, dtyp
             "--generation-config", "vllm", *extra]
 
 
-class ServerError(RuntimeError):
-    """The server answered with an error (status and its message, one line)."""
+class ServerError(ServiceError):
+    """The server answered with an error or stopped answering (status and its message, one line)."""
 
 
 def _shm_folder() -> str:

@@ -101,3 +101,26 @@ def test_pushes_keep_blocks_whole() -> None:
     blocks = [[("a.q", t(10)), ("a.k", t(10))], [("b.x", t(35))], [("c.y", t(5))], [("d.z", t(100))]]
     chunks = [[name for name, _ in chunk] for chunk in _chunks(blocks, limit=200)]
     assert chunks == [["a.q", "a.k"], ["b.x", "c.y"], ["d.z"]]  # 80 B; 140 + 20 B; 400 B alone
+
+
+def test_a_server_that_stops_answering_mid_run_is_one_line_and_exit_1(monkeypatch, capsys) -> None:
+    import argparse
+
+    from grpo_core.vllm.server import ServerError
+    from grpo_rewards import cli
+
+    engine = object.__new__(ServerEngine)  # as after a good start: the server then went away
+    engine.url, engine.model = f"http://127.0.0.1:{free_port()}", "m"
+    with pytest.raises(ServerError) as info:
+        engine.generate([[1, 2]], [{"max_tokens": 2}])
+
+    def train(args: argparse.Namespace) -> int:
+        raise info.value
+
+    parser = argparse.ArgumentParser()
+    parser.set_defaults(func=train)
+    monkeypatch.setattr(cli, "build_parser", lambda: parser)
+    assert cli.main([]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: /v1/completions: no answer from the vLLM server at http://127.0.0.1:")
+    assert err.count("\n") == 1 and "a bug" not in err
