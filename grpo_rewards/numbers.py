@@ -12,7 +12,8 @@ A number literal is, after wrappers are peeled (``$...$``, ``\\(...\\)``, ``\\[.
 trailing sentence period):
 
 * digits with thousands groups: ``1,234,567``, ``1 000 000`` (space, no-break or thin
-  space), LaTeX ``1{,}234`` and ``1\\,234``; only well-formed groups of three
+  space), LaTeX ``1{,}234`` and ``1\\,234``; only well-formed groups of three after a
+  leading group that does not start with 0 (``0,111`` is no thousands number)
 * a sign, including the unicode minus ``−`` and en dash ``–``; ``+5``
 * currency ``$``, ``\\$``, ``€``, ``£``, ``¥`` before the number or after the sign
 * decimals ``4.0``, ``.5``, ``5.``; exponents ``1.5e3`` (``|exponent| <= 400``)
@@ -51,7 +52,7 @@ _LATEX_NOISE = re.compile(r"\\[,;:! ]|\{,\}")
 _THOUSANDS_SPACE = "[ \u00a0\u202f\u2009]"
 CURRENCY = "$€£¥"
 #: an unsigned decimal: thousands groups (comma or space), plain digits, fraction part
-PLAIN = rf"(?:\d{{1,3}}(?:,\d{{3}})+|\d{{1,3}}(?:{_THOUSANDS_SPACE}\d{{3}})+|\d+)(?:\.\d*)?|\.\d+"
+PLAIN = rf"(?:[1-9]\d{{0,2}}(?:,\d{{3}})+|[1-9]\d{{0,2}}(?:{_THOUSANDS_SPACE}\d{{3}})+|\d+)(?:\.\d*)?|\.\d+"
 _NUMBER = re.compile(
     rf"(?P<sign>[-+]?)[ \t]*(?:[{re.escape(CURRENCY)}][ \t]*)?(?P<sign2>[-+]?)(?P<body>{PLAIN})"
     rf"(?:[eE](?P<exp>[-+]?\d+))?",
@@ -69,7 +70,7 @@ NUMBER_IN_TEXT = re.compile(
     r"(?:"
     r"(?:[-+−][ \t]?)?\\[dtc]?frac\{\d+\}\{\d+\}"
     r"|(?:[-+−][ \t]?)?(?:\\?[$€£¥][ \t]?)?"
-    r"(?:\d{1,3}(?:,\d{3})+(?![\d])|\d{1,3}(?:[ \u00a0\u202f\u2009]\d{3})+(?![\d])|\d+)(?:\.\d+)?"
+    r"(?:[1-9]\d{0,2}(?:,\d{3})+(?![\d])|[1-9]\d{0,2}(?:[ \u00a0\u202f\u2009]\d{3})+(?![\d])|\d+)(?:\.\d+)?"
     r"(?:[eE][-+]?\d+)?(?:/\d+(?:\.\d+)?)?"
     r"|(?:[-+−])?\.\d+"
     r")(?:[ \t]?\\?%)?"

@@ -50,6 +50,8 @@ F = Fraction
         ("1{,}000", F(1000)),
         ("1\\,000", F(1000)),
         ("007", F(7)),
+        ("10,000", F(10000)),  # a leading group may hold a 0 after its first digit
+        ("100 000", F(100000)),
     ],
 )
 def test_parses(text, value):
@@ -58,7 +60,7 @@ def test_parses(text, value):
 
 @pytest.mark.parametrize(
     "text",
-    ["", "   ", "abc", "72 apples", "seventy-two", "12,34", "1,2,3", "--5", "-$-5", "1/0", "\\frac{1}{0}",
+    ["", "   ", "abc", "72 apples", "seventy-two", "12,34", "1,2,3", "0,111", "-0,111", "0 111", "$0,500", "0,111,222", "--5", "-$-5", "1/0", "\\frac{1}{0}",
      "1e999", "٣", "７２", "1..2", "5-3", "3 4", "$", "%", "1/", ".", "e5", "x" * 1000, "1" * 20_001],
 )
 def test_rejects(text):

@@ -63,9 +63,6 @@ DELIBERATE = {
     },
 }
 ANNOTATIONS: dict[str, dict[str, object]] = {
-    "test_all.py::test_number_extraction[17]": {
-        "xfail": "the number grammar (grpo_rewards/numbers.py) reads 0,111 as 111, a thousands group after a "
-                 "leading 0; it is no number literal (math-verify reads 0.111)"},
     "test_all.py::test_latex_notation[4]": {"deliberate": "require_literal", "ours": 0.0},
     "test_all.py::test_latex_notation[5]": {"deliberate": "peer_options", "ours": 1.0},
     "test_all.py::test_latex_notation[6]": {"deliberate": "peer_options", "ours": 1.0},
