@@ -11,6 +11,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from grpo_rewards.errors import ConfigError
+
 REFERENCE = "42"
 PROMPT = "What is 6 * 7?"
 HONEST_WRONG = "<reasoning>\n6 * 7 is 6 + 6 + ... which I count as 41.\n</reasoning>\n<answer>\n41\n</answer>\n"
@@ -34,17 +36,26 @@ TRICKS: dict[str, str] = {
 
 
 def check(name: str, **params: Any) -> dict[str, tuple[float | None, float | None]]:
-    """The tricks that beat the honest wrong answer: ``{trick: (trick score, honest wrong score)}``."""
+    """The tricks that beat the honest wrong answer: ``{trick: (trick score, honest wrong score)}``.
+
+    A reward that needs a column the sample row does not have (``json_schema`` without a
+    ``schema`` parameter) raises :class:`~grpo_rewards.errors.ConfigError` naming it.
+    """
     from grpo_rewards import reward
 
     fn = reward(name, **params)
     texts = [HONEST_WRONG, *TRICKS.values()]
     cols = {"answer": [REFERENCE] * len(texts), "prompts": [PROMPT] * len(texts)}
     try:
-        scores = list(fn(texts, **cols))
-    except TypeError:
-        cols.pop("prompts")
-        scores = list(fn(texts, **cols))
+        try:
+            scores = list(fn(texts, **cols))
+        except TypeError:
+            cols.pop("prompts")
+            scores = list(fn(texts, **cols))
+    except KeyError as exc:  # a column the sample row does not have: the reward's parameters must supply it
+        raise ConfigError(f"{exc.args[0] if exc.args else exc}; the probes' sample row has only the columns "
+                          "answer and prompts (give the reward what it needs as a parameter)",
+                          key=name) from None
     base = scores[0]
     return {
         trick: (s, base)

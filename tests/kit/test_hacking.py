@@ -43,3 +43,19 @@ def test_the_cli_command_exits_by_the_verdict() -> None:
                          capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert "no trick beats" in run.stdout
+
+
+def test_a_reward_needing_a_column_the_sample_row_lacks_is_a_one_line_error() -> None:
+    import subprocess
+    import sys
+
+    pytest.importorskip("grpo_rewards_json")
+    run = subprocess.run([sys.executable, "-m", "grpo_rewards", "rewards", "check", "json_schema"],
+                         capture_output=True, text=True)
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.strip().splitlines() == [
+        "error: json_schema: column 'schema' is missing and no schema parameter is set; the probes' sample row "
+        "has only the columns answer and prompts (give the reward what it needs as a parameter)"]
+    given = subprocess.run([sys.executable, "-m", "grpo_rewards", "rewards", "check", "json_schema",
+                            'schema={type="object"}'], capture_output=True, text=True)
+    assert given.returncode == 0, given.stderr
