@@ -3,7 +3,11 @@
 The answer is extracted from each completion (``extract``/``pattern``, see
 :mod:`grpo_rewards.extraction`; ``extract = "none"`` hands the whole completion to
 math-verify, which looks for ``\\boxed{}``, LaTeX and numbers itself), then
-compared with the row's reference.
+compared with the row's reference. Only the extraction reads several answers as a
+hedge (a list, see :mod:`grpo_rewards.extraction`): with ``extract = "none"`` math-verify
+takes one of them, so several answer tags, or an answer in the reasoning, can win
+(``grpo rewards check math_equivalence extract='"none"'`` shows it); train with an
+extraction, and keep ``"none"`` for comparing with TRL's and open-r1's ``accuracy_reward``.
 
 * A reference that is a number literal (:mod:`grpo_rewards.numbers`: ``72``,
   ``1,234``, ``0.5``, ``\\frac{3}{4}``, ``50%``) is compared by the number grammar,
