@@ -110,6 +110,14 @@ def test_sigkill_then_resume_matches_an_uninterrupted_two_process_run(tmp_path: 
     assert not (killed_dir / "model").exists()  # it really died before the end
     assert (killed_dir / "checkpoints" / "step-00000002" / "rng-rank1.pt").exists()
 
+    one = grpo("train", str(config), "--resume")  # another number of processes: refused, nothing changed
+    out, _ = one.communicate(timeout=300)
+    assert one.returncode == 2, out[-4000:]
+    assert out.strip().splitlines()[-1] == (f"error: --resume: {killed_dir / 'checkpoints' / 'step-00000002'} was "
+                                            "written by 2 process(es); resume it with the same number (this run "
+                                            "has 1)")
+    assert (killed_dir / "metrics.jsonl").read_text() == logged
+
     resumed = grpo("train", str(config), "--nproc", "2", "--resume")
     out, _ = resumed.communicate(timeout=400)
     assert resumed.returncode == 0, out[-4000:]
