@@ -15,7 +15,8 @@ Methods, tried in this order by ``auto``:
                    number literal or the last line of the text, and no ``\\boxed{}`` follows:
                    a Markdown heading ``#### Step 1: ...`` is not an answer
 ``boxed``          the content of the ``\\boxed{...}`` / ``\\fbox{...}`` (nested braces matched;
-                   an unbalanced last box gives no answer); ``\\boxed 5`` too
+                   an unbalanced last box gives no answer); ``\\boxed 5`` too; ``$...$``
+                   inside a box is text (``\\boxed{12 $ and $13}`` is ``12 \\text{ and }13``)
 ``answer_prefix``  the answer announced in words, strongest first: ``Final answer: X`` (or a
                    ``Final Answer`` heading with X on the next line, or "the final answer is X"),
                    then ``Answer: X`` / "the answer is X", then a line starting ``A: X``
@@ -142,6 +143,19 @@ def _gsm8k(text: str) -> str | None:
     return found.group(1).strip() if found else None
 
 
+_TEXT_MODE = re.compile(r"\$([^$]*)\$")
+
+
+def _box_text(value: str) -> str:
+    """A box's content with ``$...$`` inside it read as what it is there, text: ``\\boxed{12 $ and $13}``
+    (a box in math mode, its ``$`` leaving it) is ``12 \\text{ and } 13``. A content wholly in ``$...$``
+    (``\\boxed{$42$}``, a box written in text mode) stays as it is."""
+    bare = value.replace("\\$", "\0")  # an escaped \\$ is a dollar sign, not a delimiter
+    if "$" not in bare or bare.startswith("$"):
+        return value
+    return _TEXT_MODE.sub(lambda m: f"\\text{{{m.group(1)}}}", bare).replace("$", "").replace("\0", "\\$")
+
+
 def _boxed(text: str) -> str | None:
     if "\\boxed" not in text and "\\fbox" not in text:  # fast path
         return None
@@ -156,7 +170,7 @@ def _boxed(text: str) -> str | None:
         for brace in _BRACES.finditer(text, found.end()):
             depth += 1 if brace.group() == "{" else -1
             if depth == 0:
-                values.append(text[found.end():brace.start()].strip())
+                values.append(_box_text(text[found.end():brace.start()].strip()))
                 pos = brace.end()  # a box inside this one is part of its answer
                 break
         else:

@@ -28,7 +28,10 @@ How text is read:
   groups joined by one comma (``1,22``) are a list in an extracted answer (as in a box)
   but a decimal comma in a reference or a whole completion (``extract = "none"``),
   which are plain text, as math-verify reads them (1.22).
-* Anything else (numbers ``1,234``, ``3/4``, ``12:00``) is read as it is.
+* A bare ratio or clock time ``a:b`` (``7:32``, ``12:30``) is LaTeX too, the ratio a/b (``$7:32$``
+  is 7/32, as math-verify reads it): read as plain text it would be the number a, so ``12`` would
+  score right against ``12:30``. A whole hour (``12:00``) has no value and equals only its own text.
+* Anything else (numbers ``1,234``, ``3/4``) is read as it is.
 * A lone amount of money (``$12``, ``-$1,234.50``, ``\\$5``, ``$1e3``) is read as its number, by
   the number grammar (:mod:`grpo_rewards.numbers`).
 * A gold with ``####`` (GSM8K) is compared on the text after its last ``####``.
@@ -60,6 +63,7 @@ FUNCTIONS = frozenset((
 ))
 _MATRIX = re.compile(r"\\begin\{[pbvBV]?matrix\}.*\\end\{[pbvBV]?matrix\}\Z", re.DOTALL)
 _DECIMAL_COMMA = re.compile(r"-?\d+,\d+\Z")
+_COLON_FORM = re.compile(r"\d+\s*:\s*\d+\Z")  # 7:32, 12:30: a ratio (or a time), never the number before the colon
 _VARIABLE_IS = re.compile(r"^\s*\$?\s*[A-Za-z]\s*=\s*")  # "x = 5": the value 5
 REPR_CHARS = 120
 WARM_UP = ("$x^2+\\frac{1}{2}$", "$\\frac{1}{2}+x^2$")
@@ -152,8 +156,8 @@ def _parse(text: str, plain_text: bool = True) -> list[Any]:
     from sympy import Basic, MatrixBase
 
     text = _money_free(text.strip())
-    if is_formula(text) or is_structure(text, plain_text):
-        text = f"${text}$"  # bare LaTeX, algebra or a list: "x + 1" read as plain text would give 1, "-2,1" -2.1
+    if is_formula(text) or is_structure(text, plain_text) or _COLON_FORM.match(text):
+        text = f"${text}$"  # bare LaTeX, algebra, a list or a ratio: as plain text "x + 1" gives 1, "-2,1" -2.1, "7:32" 7
     found = parse(text, parsing_timeout=None)
     return [x for x in found if isinstance(x, (Basic, MatrixBase, str))]
 

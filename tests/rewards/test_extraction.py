@@ -236,3 +236,19 @@ def test_last_number_finds_only_literals_of_the_number_grammar():
 )
 def test_auto_final_answer_after_the_last_box_wins(text, expected):
     assert extract_answer(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("located between $\\boxed{12 $ and $13 }. $", "12 \\text{ and }13"),  # Math-Verify's latex_notation_math[4]
+        ("\\boxed{$42$}", "$42$"),  # a box written in text mode keeps its math
+        ("\\boxed{x $ for all $ x > 0}", "x \\text{ for all } x > 0"),
+    ],
+)
+def test_dollar_signs_inside_a_box_leave_math_mode(text, expected):
+    assert extract_answer(text, "boxed") == expected
+
+
+def test_an_escaped_dollar_in_a_box_is_a_dollar_sign():
+    assert extract_answer("worth $\\boxed{\\$16,\\!386.20}$ at the end", "boxed") == "\\$16,\\!386.20"

@@ -140,6 +140,23 @@ def test_lists_tuples_intervals_and_matrices_are_latex(correct, completion, gold
     assert score(correct, completion, gold) == expected
 
 
+@pytest.mark.parametrize(
+    ("completion", "gold", "expected"),
+    [
+        ("<answer>12</answer>", "12:30", 0.0),  # the hour alone is not the time (plain text read 12:30 as 12)
+        ("<answer>7</answer>", "7:32", 0.0),  # nor the ratio's first term
+        ("<answer>12:30</answer>", "12:30", 1.0),
+        ("<answer>7:32</answer>", "$S_{MBCN}:S=7:32$", 1.0),  # Math-Verify's numina case: the ratio 7/32
+        ("<answer>7/32</answer>", "7:32", 1.0),
+        ("<answer>12:00</answer>", "12:00", 1.0),  # no value (12/0): its own text only
+        ("<answer>13:00</answer>", "12:00", 0.0),
+        ("<answer>7:32</answer>", "7", 0.0),
+    ],
+)
+def test_a_bare_ratio_or_time_is_not_the_number_before_its_colon(correct, completion, gold, expected):
+    assert score(correct, completion, gold) == expected
+
+
 def test_a_whole_completion_is_plain_text_where_a_comma_is_a_decimal_comma():
     whole = math_equivalence(workers=2, extract="none", require_literal=False)
     assert whole(["1000,99", "1000,98", "so $-2,1$"], answer=["1000.99", "1000.99", "$-2,1$"]) == [1.0, 0.0, 1.0]

@@ -78,16 +78,10 @@ ANNOTATIONS: dict[str, dict[str, object]] = {
     "test_open_thoughts.py::test_open_thoughts[7]": {"deliberate": "text_reference", "ours": None},
     "test_strict.py::test_strict_variable_comparison[1]": {"deliberate": "peer_options", "ours": 0.0},
 }
-BROKEN_BOX = ("a box broken by math delimiters (\\boxed{12 $ and $13 }) is extracted as '12 $ and $13', which "
-              "math-verify reads as 13 alone; the peer reads the whole completion, '12 and 13' as a set")
-RATIO = ("a bare boxed ratio (\\boxed{7:32}) is read as plain text, where math-verify reads 7: math_check does not take "
-         "a:b for LaTeX (12:00 is a time); read as $7:32$ it is 7/32 and agrees")
 ANNOTATIONS.update({
     **{f"test_all.py::test_percent_notation[{i}]@auto": {"deliberate": "require_literal", "ours": 0.0}
        for i in (6, 7, 8)},
     "test_open_thoughts.py::test_open_thoughts[7]@auto": {"deliberate": "text_reference", "ours": None},
-    "test_all.py::test_latex_notation_math[4]@auto": {"xfail": BROKEN_BOX},
-    "test_numina_cases.py::test_numina_cases[7]@auto": {"xfail": RATIO},
 })
 NOT_COVERED = {
     "tests/test_all.py::test_precision": "math-verify's grader (sympy_expr_eq) with float_rounding 3 and 4; "
