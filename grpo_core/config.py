@@ -18,14 +18,13 @@ import json
 import math
 import os
 import re
+import tomllib
 import types
 import typing
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import tomllib
 
 from grpo_core.vllm.support import vllm_problems
 from grpo_rewards.compose import ComposedReward

@@ -9,11 +9,10 @@ Validators collect *every* problem before raising one :class:`ConfigError` (see
 from __future__ import annotations
 
 import re
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import tomllib
 
 from grpo_rewards.errors import ConfigError, Problem
 from grpo_rewards.files import read_text

@@ -26,7 +26,7 @@ from grpo_rewards.extraction import check_extraction, extract_answer, strip_reas
 from grpo_rewards.numbers import format_number, int_text
 
 
-class Status(str, enum.Enum):
+class Status(str, enum.Enum):  # noqa: UP042 (str() and format() of a member stay as they are)
     OK = "ok"
     WRONG = "wrong"
     UNDECIDED = "undecided"

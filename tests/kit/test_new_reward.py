@@ -93,7 +93,6 @@ def test_the_package_has_every_part(tmp_path: Path) -> None:
 def test_the_templates_ship_with_the_package() -> None:
     """pyproject.toml's package data covers every template file (a wheel without them cannot create packages)."""
     import fnmatch
-
     import tomllib
 
     root = Path(__file__).resolve().parents[2]

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import argparse
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
-import tomllib
 
 ROOT = Path(__file__).resolve().parents[2]
 ADDS_COMMANDS = re.compile(r"\bsubparsers\.add_parser\(")

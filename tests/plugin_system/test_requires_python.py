@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import ast
 import sys
+import tomllib
 from pathlib import Path
 
-import tomllib
 from packaging.specifiers import SpecifierSet
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,9 +8,8 @@ import json
 import re
 import subprocess
 import sys
-from pathlib import Path
-
 import tomllib
+from pathlib import Path
 
 from grpo_rewards.extras import EXTRAS
 
