@@ -90,6 +90,10 @@ def launch(args: argparse.Namespace) -> int:
     for override in args.overrides:
         command += ["--set", override]
     command += ["--resume"] if args.resume else ["--overwrite"] if args.overwrite else []
+    import threading
+
+    if threading.current_thread() is threading.main_thread():  # started with SIGINT ignored (a shell's background
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # job, CI), Ctrl-C still stops it as it does a rank
     proc = subprocess.Popen(command, env={**os.environ, LAUNCHED: "1"},
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     interrupted = False

@@ -74,10 +74,11 @@ reference_extract = "none"
     return path
 
 
-def grpo(*args: str) -> subprocess.Popen:
+def grpo(*args: str, sigint_ignored: bool = False) -> subprocess.Popen:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None
     return subprocess.Popen([sys.executable, "-m", "grpo_rewards", *args], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True, preexec_fn=ignore)
 
 
 def records(run_dir: Path) -> list[dict]:
@@ -142,9 +143,14 @@ def test_a_config_two_processes_cannot_run_is_refused_in_one_line(tmp_path: Path
     assert not (tmp_path / "odd").exists()
 
 
-def test_ctrl_c_finishes_the_step_on_every_rank_checkpoints_and_exits(tmp_path: Path, model_dir: Path) -> None:
+@pytest.mark.parametrize("sigint_ignored", [False, True], ids=["terminal", "started-with-sigint-ignored"])
+def test_ctrl_c_finishes_the_step_on_every_rank_checkpoints_and_exits(tmp_path: Path, model_dir: Path,
+                                                                      sigint_ignored: bool) -> None:
+    # started with SIGINT ignored, as a shell starts a background job (and so CI runners): a Ctrl-C sent to the
+    # process group still stops the run the same way
     run_dir = tmp_path / "interrupted"
-    run = grpo("train", str(write_config(tmp_path, model_dir, run_dir, max_steps=500, every=0)), "--nproc", "2")
+    run = grpo("train", str(write_config(tmp_path, model_dir, run_dir, max_steps=500, every=0)), "--nproc", "2",
+               sigint_ignored=sigint_ignored)
     metrics = run_dir / "metrics.jsonl"
     deadline = time.monotonic() + 300
     while not (metrics.exists() and metrics.read_text().count("\n") >= 2):
