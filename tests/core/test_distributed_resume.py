@@ -18,60 +18,10 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-TIMING_KEYS = {"time", "step_time", "tokens_per_s", "peak_memory_gb"}
+from tests.core import test_trainer_resume as resume  # noqa: E402  (its tiny model and run config)
 
-
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from grpo_core.demo.task import completion, make_split
-    from grpo_core.demo.tiny import TinySpec, build_tiny_model
-
-    rows = make_split("train", max_operand=9, size=100)
-    out = tmp_path_factory.mktemp("tiny-model")
-    build_tiny_model(out, [r["prompt"] + completion(r) for r in rows], TinySpec(hidden=32, intermediate=64))
-    return out
-
-
-def write_config(tmp_path: Path, model_dir: Path, run_dir: Path, prompts_per_step: int = 4, max_steps: int = 4,
-                 every: int = 2) -> Path:
-    path = tmp_path / f"{run_dir.name}.toml"
-    path.write_text(f"""
-[model]
-name_or_path = "{model_dir}"
-dtype = "float32"
-gradient_checkpointing = false
-[data]
-source = "demo:arithmetic?max_operand=9"
-prompt_field = "prompt"
-answer_field = "answer"
-chat_template = false
-[generation]
-num_generations = 4
-max_completion_length = 8
-[grpo]
-learning_rate = 1e-3
-prompts_per_step = {prompts_per_step}
-max_steps = {max_steps}
-num_iterations = 2
-beta = 0.04
-gradient_accumulation_steps = 2
-seed = 3
-[logging]
-output_dir = "{run_dir}"
-progress = false
-plot = false
-sample_every = 2
-[checkpoint]
-every = {every}
-keep_last = 2
-[rewards.correct]
-use = "exact_match"
-reference_extract = "none"
-[rewards.near]
-use = "numeric_proximity"
-reference_extract = "none"
-""")
-    return path
+model_dir = resume.model_dir  # a fixture
+write_config, TIMING_KEYS = resume.write_config, resume.TIMING_KEYS
 
 
 def grpo(*args: str, sigint_ignored: bool = False) -> subprocess.Popen:

@@ -31,7 +31,8 @@ def model_dir(tmp_path_factory) -> Path:
     return out
 
 
-def write_config(tmp_path: Path, model_dir: Path, run_dir: Path, *, max_steps: int, every: int) -> Path:
+def write_config(tmp_path: Path, model_dir: Path, run_dir: Path, *, max_steps: int = 4, every: int = 2,
+                 prompts_per_step: int = 4) -> Path:
     path = tmp_path / f"{run_dir.name}.toml"
     path.write_text(f"""
 [model]
@@ -48,7 +49,7 @@ num_generations = 4
 max_completion_length = 8
 [grpo]
 learning_rate = 1e-3
-prompts_per_step = 4
+prompts_per_step = {prompts_per_step}
 max_steps = {max_steps}
 num_iterations = 2
 beta = 0.04
