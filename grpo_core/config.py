@@ -158,6 +158,7 @@ class LoggingConfig:
     log_every: int = 1
     sample_every: int = 10
     eval_every: int = 0  # steps between held-out evaluations (and one at the end); 0 = never
+    eval_on_start: bool = False  # also evaluate before the first update (logged as step 0): the curve's baseline
     num_samples: int = 4
     plot: bool = True
     wandb: bool = False
@@ -580,6 +581,8 @@ def _cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None
 
     if lg.eval_every > 0 and not d.eval_source and not d.eval_size:
         doc.problem(("logging", "eval_every"), "needs held-out rows: set [data] eval_size or eval_source")
+    if lg.eval_on_start and not d.eval_source and not d.eval_size:
+        doc.problem(("logging", "eval_on_start"), "needs held-out rows: set [data] eval_size or eval_source")
     if ck.save_merged and not lo.enabled:
         doc.problem(("checkpoint", "save_merged"), "only meaningful with [lora] enabled = true")
     _choice(doc, ("distributed", "engine"), ds.engine, DISTRIBUTED_ENGINES)

@@ -8,7 +8,8 @@
         5. policy update             ``num_iterations`` optimizer steps on this batch, each over
                                      ``gradient_accumulation_steps`` micro-batches (grpo_core.loss)
         then metrics, samples, checkpoint; every ``eval_every`` steps (and at the end) the held-out
-        rows get one greedy completion each, scored by the same rewards (``eval/...`` metrics)
+        rows get one greedy completion each, scored by the same rewards (``eval/...`` metrics);
+        ``eval_on_start`` adds one before the first update (step 0)
 
 Memory: each forward/backward sees at most ``micro_batch_tokens`` padded tokens (whole rows; a row
 longer than that runs alone), so activation memory is bounded by that budget, not by the group size.
@@ -259,6 +260,8 @@ class Trainer:
         if main:
             hook.grpo_on_train_start(context=self._context(), trainer=self)
         metrics: dict[str, Any] = {}
+        if cfg.logging.eval_on_start and self.eval_rows and self.step == 0:
+            self.logger.log(0, self._evaluate())  # the untrained policy: the baseline of the eval curve
         previous_handler = self._install_sigint()
         try:
             while self.step < g.max_steps and not self._stop.is_set():

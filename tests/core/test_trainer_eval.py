@@ -73,3 +73,30 @@ def test_eval_every_without_held_out_rows_is_a_config_error(model_dir):
     with pytest.raises(ConfigError, match="logging.eval_every: needs held-out rows"):
         config_from_dict({"model": {"name_or_path": str(model_dir)}, "data": {"source": "demo:arithmetic"},
                           "logging": {"eval_every": 10}, "rewards": {"c": {"use": "exact_match"}}})
+
+
+def test_eval_on_start_logs_the_untrained_policy_as_step_zero(model_dir, tmp_path):
+    """``eval_on_start``: one more evaluation before the first update, logged as step 0; it is the greedy score
+    of the policy as loaded, and the training numbers stay those of a run without it."""
+    from grpo_core import Trainer
+    from grpo_rewards import reward
+
+    trainer, rows = _run(model_dir, tmp_path / "start", eval_every=5, eval_on_start=True)
+    _, without = _run(model_dir, tmp_path / "plain")
+    assert rows[0]["step"] == 0 and "loss" not in rows[0]
+    assert [row["step"] for row in rows if "eval/reward/mean" in row] == [0, 5]
+    untrained = Trainer(trainer.cfg)  # the same config, nothing trained: its greedy completions are step 0's
+    greedy = untrained.backend.generate(untrained.eval_prompts, 1, greedy=True).completions_text
+    correct = reward("exact_match")(greedy, answer=[r["answer"] for r in untrained.eval_rows])
+    assert rows[0]["eval/rewards/correct"] == pytest.approx(sum(correct) / len(correct))
+    for a, b in zip(rows[1:], without, strict=True):
+        assert (a["loss"], a["reward/mean"]) == (b["loss"], b["reward/mean"])
+
+
+def test_eval_on_start_without_held_out_rows_is_a_config_error(model_dir):
+    from grpo_core import config_from_dict
+    from grpo_core.config import ConfigError
+
+    with pytest.raises(ConfigError, match="logging.eval_on_start: needs held-out rows"):
+        config_from_dict({"model": {"name_or_path": str(model_dir)}, "data": {"source": "demo:arithmetic"},
+                          "logging": {"eval_on_start": True}, "rewards": {"c": {"use": "exact_match"}}})
