@@ -1,6 +1,7 @@
-"""``grpo train CONFIG [--set k=v]... [--resume] [--dry-run] [--nproc N]``, ``grpo config validate CONFIG`` and
-``grpo plot RUN_DIR``; a plugin of its own (entry point ``builtin_trainer_cli``), adding its commands through
-the ``grpo_register_commands`` hook as any third party does. Heavy imports stay inside the commands.
+"""``grpo train CONFIG [--set k=v]... [--resume] [--dry-run] [--nproc N]``, ``grpo config validate CONFIG``,
+``grpo signal CONFIG [--prompts N]`` (grpo_core.reward_signal) and ``grpo plot RUN_DIR``; a plugin of its own
+(entry point ``builtin_trainer_cli``), adding its commands through the ``grpo_register_commands`` hook as any
+third party does. Heavy imports stay inside the commands.
 
 Bad input raises the layer's error (``ConfigError``, ``DataError``, ``RunFolderError``); the ``grpo`` shell
 prints one line per problem and exits 2. Everything a run would trip over that can be known without the
@@ -51,10 +52,28 @@ def grpo_register_commands(subparsers: Any) -> None:
                    help="also load rows from the hub or a plugin source (a local file's rows are always checked)")
     p.set_defaults(func=cmd_config_validate)
 
+    p = subparsers.add_parser("signal", help="sample groups from the run's model and show which rewards vary "
+                                             "within a group (what GRPO can learn from); trains nothing")
+    p.add_argument("config")
+    _add_overrides(p)
+    p.add_argument("--prompts", type=_positive, default=8, metavar="N", help="groups to sample [8]")
+    p.add_argument("--show", type=int, default=0, metavar="N", help="also print the first N completions")
+    p.set_defaults(func=cmd_signal)
+
     p = subparsers.add_parser("plot", help="draw a run's metric curves to a PNG")
     p.add_argument("run_dir")
     p.add_argument("--out", help="PNG path (default RUN_DIR/curves.png)")
     p.set_defaults(func=cmd_plot)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return value
 
 
 def _process_count(text: str) -> int:
@@ -378,6 +397,27 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(f"done{f' at step {steps}' if steps is not None else ''}: {cfg.logging.output_dir}", file=sys.stderr)
     interrupted = isinstance(result, dict) and result.get("interrupted")
     return 130 if interrupted and not os.environ.get(LAUNCHED) else 0  # under `--nproc` the launcher says 130
+
+
+def cmd_signal(args: argparse.Namespace) -> int:
+    """``grpo signal CONFIG``: grpo_core.reward_signal's table; exit 1 when no reward varies in any group."""
+    from grpo_core.config import load_config
+    from grpo_core.reward_signal import measure_signal, no_signal, signal_table
+    from grpo_core.trainer import Trainer
+
+    cfg = load_config(args.config, args.overrides)
+    preflight(cfg, model=True, run_folder=False)
+    trainer = Trainer(cfg)
+    signals, texts = measure_signal(trainer, args.prompts)
+    for text in texts[: args.show]:
+        print(f"--- {text!r}")
+    print(signal_table(signals, args.prompts, cfg.generation.num_generations))
+    flat = no_signal(signals)
+    for name in flat:
+        if name != "total":
+            print(f"warning: {name} took the same value across every group: it gives GRPO nothing to learn "
+                  "on this model", file=sys.stderr)
+    return 1 if "total" in flat else 0
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
