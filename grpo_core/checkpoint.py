@@ -164,9 +164,13 @@ def save_checkpoint(
     state: dict[str, Any] | None = None,
     keep_last: int = 2,
     rank_rng: list[dict[str, Any]] | None = None,
+    model_state: dict[str, Any] | None = None,
+    optimizer_state: dict[str, Any] | None = None,
 ) -> Path:
     """Write checkpoint ``step`` atomically and delete all but the newest ``keep_last``; returns its folder.
-    ``rank_rng``: every rank's :func:`rng_state` when several processes train (rank 0's goes to ``rng.pt``)."""
+    ``rank_rng``: every rank's :func:`rng_state` when several processes train (rank 0's goes to ``rng.pt``).
+    ``model_state``, ``optimizer_state``: full state dicts to write instead of the model's parameters and
+    ``optimizer.state_dict()`` (a sharded model's, gathered: grpo_core.fsdp)."""
     import torch
     from safetensors.torch import save_file
 
@@ -176,11 +180,12 @@ def save_checkpoint(
     tmp = root / f".tmp-step-{step:08d}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
-    weights = {n: p.detach().to("cpu").contiguous() for n, p in _trainable(model).items()}
+    source = _trainable(model) if model_state is None else {n: model_state[n] for n in _trainable(model)}
+    weights = {n: p.detach().to("cpu").contiguous() for n, p in source.items()}
     save_file(weights, tmp / "weights.safetensors")
     if hasattr(model, "peft_config") and hasattr(model, "save_pretrained"):
-        model.save_pretrained(tmp / "adapter")
-    torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+        model.save_pretrained(tmp / "adapter", **({} if model_state is None else {"state_dict": model_state}))
+    torch.save(optimizer.state_dict() if optimizer_state is None else optimizer_state, tmp / "optimizer.pt")
     if scheduler is not None:
         torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
     torch.save(rank_rng[0] if rank_rng else rng_state(), tmp / "rng.pt")
@@ -211,9 +216,10 @@ def save_checkpoint(
 
 
 def restore(checkpoint: Checkpoint, model: Any, optimizer: Any = None, scheduler: Any = None, *,
-            rank: int = 0) -> dict[str, Any]:
+            rank: int = 0, load_state: Any = None) -> dict[str, Any]:
     """Load weights, optimizer, scheduler and RNG states (``rank``'s) from ``checkpoint``; returns the saved
-    ``state``."""
+    ``state``. ``load_state(weights, optimizer_state)``, when given, loads the first two (a sharded model's:
+    grpo_core.fsdp)."""
     import torch
     from safetensors.torch import load_file
 
@@ -224,11 +230,16 @@ def restore(checkpoint: Checkpoint, model: Any, optimizer: Any = None, scheduler
     if missing or unexpected:
         raise CheckpointError(f"{path}: checkpoint does not match the model's trainable parameters "
                          f"(missing {missing[:3]}, unexpected {unexpected[:3]}); was the [lora] config changed?")
-    with torch.no_grad():
-        for name, param in params.items():
-            param.copy_(weights[name].to(param.device, param.dtype))
-    if optimizer is not None:
-        optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=True, map_location="cpu"))
+    optimizer_state = (torch.load(path / "optimizer.pt", weights_only=True, map_location="cpu")
+                       if optimizer is not None else None)
+    if load_state is not None:
+        load_state(weights, optimizer_state)
+    else:
+        with torch.no_grad():
+            for name, param in params.items():
+                param.copy_(weights[name].to(param.device, param.dtype))
+        if optimizer is not None:
+            optimizer.load_state_dict(optimizer_state)
     if scheduler is not None and (path / "scheduler.pt").exists():
         scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=True))
     rng_file = path / ("rng.pt" if rank == 0 else f"rng-rank{rank}.pt")

@@ -44,7 +44,7 @@ LR_SCHEDULERS = ("linear", "cosine", "cosine_with_restarts", "polynomial", "cons
                  "inverse_sqrt", "cosine_with_min_lr", "warmup_stable_decay")
 OVERLONG_PROMPTS = ("drop", "error", "truncate")
 DISTRIBUTED_ENGINES = ("ddp", "fsdp2", "deepspeed")
-SUPPORTED_ENGINES = ("ddp",)
+SUPPORTED_ENGINES = ("ddp", "fsdp2")
 DISTRIBUTED_BACKENDS = ("auto", "gloo", "nccl")
 LOCAL_DATA_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
 SOURCE_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9_\-]+):(?!//)")  # 2+ characters: "C:\\data" is a path
@@ -184,7 +184,10 @@ class DistributedConfig:
     """Multi-process training (``torchrun --nproc_per_node N -m grpo_core train`` or ``grpo train --nproc N``);
     a single process ignores it."""
 
-    engine: str = "ddp"  # ddp (DistributedDataParallel); fsdp2 and deepspeed are refused (not supported yet)
+    # ddp: DistributedDataParallel, each process holds the whole model; fsdp2: torch's fully_shard (parameters,
+    # gradients and optimizer state sharded over the processes, each decoder layer gathered in its turn;
+    # grpo_core.fsdp); deepspeed is refused (not supported yet)
+    engine: str = "ddp"
     backend: str = "auto"  # the torch.distributed backend: auto = nccl on CUDA, gloo otherwise
 
 

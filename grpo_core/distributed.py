@@ -69,6 +69,9 @@ def world_problems(cfg: Any, size: int) -> list[tuple[str, str]]:
     if cfg.trainer.backend != "grpo_core":
         out.append(("trainer.backend", f"{cfg.trainer.backend!r} runs in one process only for now, not {size} "
                                        "(multi-process training is the grpo_core trainer's)"))
+    if cfg.distributed.engine == "fsdp2" and cfg.quantization.load_in_4bit:
+        out.append(("quantization.load_in_4bit", "4-bit weights cannot be sharded by engine = \"fsdp2\"; use "
+                                                 "engine = \"ddp\" or 16-bit weights"))
     return out
 
 

@@ -42,6 +42,13 @@ before it). Metrics are reduced over the ranks; only rank 0 logs, writes samples
 rank's RNG state) and the model, and calls the plugin hooks; a SIGINT on any rank stops all of them after
 the same step. ``Trainer(cfg, resume=True)`` restores weights, optimizer, scheduler, RNG and the
 data position from the newest checkpoint, so the run continues as if never stopped.
+
+``[distributed] engine = "fsdp2"`` shards the model with torch's ``fully_shard`` instead of DDP (grpo_core.fsdp;
+:meth:`Trainer._wrap` is the one place choosing): the gradients are reduce-scattered, summed, on every backward,
+and since each sharded forward/backward is a collective, a rank with fewer passes in an optimizer step adds
+passes that contribute nothing; generation, evaluation and the old/reference log-probs run on the whole model,
+gathered once around them (:meth:`Trainer._whole_model`); checkpoints and the saved model hold the full,
+unsharded weights, gathered on rank 0.
 """
 
 from __future__ import annotations
@@ -61,6 +68,7 @@ from grpo_core.advantages import compute_advantages
 from grpo_core.config import RunConfig
 from grpo_core.context import TrainingContext
 from grpo_core.distributed import all_gather_objects, all_reduce, barrier, share
+from grpo_core.fsdp import full_value, passes_to_add
 from grpo_core.generation import Generation, build_backend
 from grpo_core.logprobs import completion_logprobs
 from grpo_core.loss import grpo_loss
@@ -215,6 +223,10 @@ class Trainer:
             d.max_prompt_length, d.overlong_prompts, special, "held-out")
 
         g = config.grpo
+        self._sharded = self.world.enabled and config.distributed.engine == "fsdp2"
+        # the module whose forward computes the training log-probs: DDP's, or FSDP2's root (one process: none);
+        # before the optimizer, which FSDP2's sharded parameters replace the model's own for
+        self._parallel: Any = self._wrap() if self.world.enabled else None
         self.params = trainable_parameters(self.model)
         self.optimizer = torch.optim.AdamW(
             self.params, lr=g.learning_rate, betas=(g.adam_beta1, g.adam_beta2), weight_decay=g.weight_decay
@@ -231,13 +243,35 @@ class Trainer:
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=uses_fp16(self.model))
         self.step, self.epoch, self.position = 0, 0, 0
         self._stop = threading.Event()
-        self._ddp: Any = None
-        if self.world.enabled:
-            from grpo_core.distributed import LogProbModule, wrap_ddp
+        if self.world.rank > 0:  # rank 0 draws as one process would; the others from their own streams
+            torch.manual_seed(g.seed + self.world.rank)
 
-            self._ddp = wrap_ddp(LogProbModule(self.model, completion_logprobs), self.world)
-            if self.world.rank > 0:  # rank 0 draws as one process would; the others from their own streams
-                torch.manual_seed(g.seed + self.world.rank)
+    def _wrap(self) -> Any:
+        """The engine's wrapping of the log-prob computation: DDP, or FSDP2's sharding (grpo_core.fsdp)."""
+        from grpo_core.distributed import LogProbModule, wrap_ddp
+
+        module = LogProbModule(self.model, completion_logprobs)
+        if self.cfg.distributed.engine == "fsdp2":
+            from grpo_core.fsdp import shard
+
+            return shard(module, self.world)
+        return wrap_ddp(module, self.world)
+
+    def _whole_model(self) -> Any:
+        """A block in which ranks may run different numbers of forwards (generation, no-grad passes): FSDP2
+        gathers the whole model for it (every rank enters together); nothing to do otherwise."""
+        if not self._sharded:
+            return contextlib.nullcontext()
+        from grpo_core.fsdp import gathered
+
+        return gathered(self._parallel)
+
+    def _accumulating(self, last: bool) -> Any:
+        """The context of one backward: DDP keeps the gradients local (``no_sync``) but on the optimizer step's
+        last backward; FSDP2 reduce-scatters each backward (its passes are as many on every rank)."""
+        if last or self._parallel is None or self._sharded:
+            return contextlib.nullcontext()
+        return self._parallel.no_sync()
 
     def _check_world(self) -> None:
         """Refuse, before anything loads, what N processes cannot run (one line naming the key)."""
@@ -269,7 +303,8 @@ class Trainer:
                 start = time.perf_counter()
                 rows = self._next_rows()                                      # 1. sample prompts
                 rows = rows[share(len(rows), self.world)]                     #    (this rank's share)
-                batch = self.backend.generate([self.prompts[i] for i in rows], k)  # 2. a group per prompt
+                with self._whole_model():
+                    batch = self.backend.generate([self.prompts[i] for i in rows], k)  # 2. a group per prompt
                 rows_data = [self.rows[i] for i in rows]
                 rewards, columns = self._score(rows_data, batch)              # 3. composed rewards
                 all_rewards, all_columns = self._gather_rewards(rewards, columns)
@@ -403,7 +438,7 @@ class Trainer:
         was_training = self.model.training
         self.model.eval()  # no dropout (LoRA's included) in the old-policy and reference passes
         try:
-            with torch.no_grad():  # one [rows, K] tensor each, computed slice by slice
+            with torch.no_grad(), self._whole_model():  # one [rows, K] tensor each, computed slice by slice
                 everything = [part for parts in slices for part in parts]
                 # a sampler that reports its log-probs (vLLM) is corrected against the trainer's own
                 sampled = batch.sampling_logps is not None and cfg.generation.importance_sampling != "none"
@@ -433,12 +468,14 @@ class Trainer:
                 is_metrics = reduce_weighted(all_gather_objects((is_metrics, weights), self.world))
 
         def policy_logps(idx: torch.Tensor, with_entropy: bool) -> tuple[torch.Tensor, Any]:
-            if self._ddp is None:
+            if self._parallel is None:
                 return logps(self.model, idx, with_entropy)
-            with sampling_autocast(self.model):  # through DDP, which syncs the gradients on the last backward
-                return self._ddp(input_ids[idx], attention_mask[idx], k, temperature=cfg.generation.temperature,
+            with sampling_autocast(self.model):  # through DDP or FSDP2, which reduce the gradients
+                return self._parallel(input_ids[idx], attention_mask[idx], k, temperature=cfg.generation.temperature,
                                  chunk_size=g.logprob_chunk_size, with_entropy=with_entropy)
 
+        # FSDP2: each forward/backward is a collective; a rank with fewer passes adds passes that contribute nothing
+        idle = passes_to_add(sum(len(parts) for parts in slices), self.world) if self._sharded else 0
         records: list[dict[str, float]] = []  # per (iteration, micro-batch): this rank's share of its metrics
         grad_norms: list[float] = []
         for iteration in range(g.num_iterations):
@@ -446,8 +483,7 @@ class Trainer:
                 group_rows, group_tokens = group_sizes[i]
                 micro_metrics: dict[str, float] = {}
                 for j, part in enumerate(parts):
-                    sync = self._ddp is None or (i, j) == last_pass
-                    with contextlib.nullcontext() if sync else self._ddp.no_sync():
+                    with self._accumulating((i, j) == last_pass):
                         lp, entropy = policy_logps(part, with_entropy=iteration == 0)
                         loss, m = grpo_loss(
                             lp, mask[part], advantages[part],
@@ -468,9 +504,12 @@ class Trainer:
                         micro_metrics[key] = micro_metrics.get(key, 0.0) + float(value) * (
                             1.0 if key == "policy_loss" else part_share)
                 records.append(micro_metrics)
+            for _ in range(idle):
+                lp, _ = policy_logps(slices[last_micro][0][:1], with_entropy=False)
+                (lp.sum() * 0.0).backward()
             self.scaler.unscale_(self.optimizer)
             grad_norm = torch.nn.utils.clip_grad_norm_(self.params, g.max_grad_norm)
-            grad_norms.append(float(grad_norm))
+            grad_norms.append(float(full_value(grad_norm)))  # FSDP2: a DTensor
             self.scaler.step(self.optimizer)  # skipped (and the scale lowered) on inf/NaN gradients
             self.scaler.update()
             self.scheduler.step()
@@ -508,13 +547,14 @@ class Trainer:
         totals: list[float] = []
         columns: dict[str, list] = {}
         lengths: list[float] = []
-        for start in range(0, len(rows), per_call):
-            batch = self.backend.generate(prompts[start : start + per_call], 1, greedy=True)
-            total, cols = self._score(rows[start : start + per_call], batch, k=1)
-            totals += total.tolist()
-            lengths += batch.completion_mask.sum(1).float().tolist()
-            for alias, values in cols.items():
-                columns.setdefault(alias, []).extend(values)
+        with self._whole_model():  # the ranks' shares may take different numbers of calls
+            for start in range(0, len(rows), per_call):
+                batch = self.backend.generate(prompts[start : start + per_call], 1, greedy=True)
+                total, cols = self._score(rows[start : start + per_call], batch, k=1)
+                totals += total.tolist()
+                lengths += batch.completion_mask.sum(1).float().tolist()
+                for alias, values in cols.items():
+                    columns.setdefault(alias, []).extend(values)
         if self.world.enabled:
             parts = all_gather_objects((totals, lengths, columns), self.world)
             totals, lengths = _concat([p[0] for p in parts]), _concat([p[1] for p in parts])
@@ -605,11 +645,16 @@ class Trainer:
         from grpo_core.checkpoint import rng_state, save_checkpoint
 
         states = all_gather_objects(rng_state(), self.world) if self.world.enabled else None
+        model_state = optimizer_state = None
+        if self._sharded:  # full state dicts, gathered on rank 0
+            from grpo_core.fsdp import full_state
+
+            model_state, optimizer_state = full_state(self.model, self.optimizer)
         if self.world.is_main:
             state = {"epoch": self.epoch, "position": self.position, "world_size": self.world.size}
             path = save_checkpoint(self.run_dir, self.step, model=self.model, optimizer=self.optimizer,
                                    scheduler=self.scheduler, state=state, keep_last=self.cfg.checkpoint.keep_last,
-                                   rank_rng=states)
+                                   rank_rng=states, model_state=model_state, optimizer_state=optimizer_state)
             self.registry.hook.grpo_on_checkpoint(context=self._context(), step=self.step, path=str(path), trainer=self)
         barrier(self.world)
 
@@ -624,7 +669,15 @@ class Trainer:
         checkpoint = load_latest_checkpoint(self.run_dir)
         if checkpoint is None:
             raise FileNotFoundError(f"--resume: no checkpoint in {self.run_dir / 'checkpoints'}")
-        state = restore(checkpoint, self.model, self.optimizer, self.scheduler, rank=self.world.rank)
+        load_state = None
+        if self._sharded:
+            import functools
+
+            from grpo_core.fsdp import load_full_state
+
+            load_state = functools.partial(load_full_state, self.model, self.optimizer)
+        state = restore(checkpoint, self.model, self.optimizer, self.scheduler, rank=self.world.rank,
+                        load_state=load_state)
         written_by = int(state.get("world_size", 1))
         if written_by != self.world.size:
             raise CheckpointError(f"{checkpoint.path} was written by {written_by} process(es); resume it with the "
@@ -634,10 +687,15 @@ class Trainer:
     def _save_model(self) -> None:
         from grpo_core.models import save_model
 
+        model = self.model
+        if self._sharded:  # rank 0: a plain copy of the model holding the full weights
+            from grpo_core.fsdp import plain_model
+
+            model = plain_model(self.model, self.cfg, self.world)
         if self.world.is_main:
-            save_model(self.model, self.tokenizer, self.run_dir / "model")
+            save_model(model, self.tokenizer, self.run_dir / "model")
             if self.cfg.checkpoint.save_merged:
-                save_model(self.model, self.tokenizer, self.run_dir / "merged", merged=True)
+                save_model(model, self.tokenizer, self.run_dir / "merged", merged=True)
         barrier(self.world)
 
     def _install_sigint(self) -> Any:

@@ -10,6 +10,7 @@ the two runs can be compared weight for weight.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import zlib
 from typing import Any
@@ -64,10 +65,27 @@ class SeededBackend:
         return merge(parts, self.pad_id)
 
 
+class RaggedBackend(SeededBackend):
+    """The ``seeded`` backend, its completions right-padded with 16 masked columns on rank 1 alone: the ranks'
+    sequences differ in length (so do their forward counts), the loss does not (causal attention)."""
+
+    def generate(self, prompts: list[str], num_generations: int, *, greedy: bool = False) -> Any:
+        batch = super().generate(prompts, num_generations, greedy=greedy)
+        if os.environ.get("RANK") != "1":
+            return batch
+        from grpo_core.generation import Generation
+
+        pad = torch.nn.functional.pad
+        return Generation(batch.prompt_ids, batch.prompt_mask, pad(batch.completion_ids, (0, 16), value=self.pad_id),
+                          pad(batch.completion_mask, (0, 16), value=0), batch.completions_text, batch.truncated,
+                          None if batch.sampling_logps is None else pad(batch.sampling_logps, (0, 16), value=0.0))
+
+
 class _Plugin:
     @hookimpl
     def grpo_register_generation_backends(self, register: Any) -> None:
         register("seeded", SeededBackend)
+        register("ragged", RaggedBackend)
 
     @hookimpl
     def grpo_register_rewards(self, register: Any) -> None:

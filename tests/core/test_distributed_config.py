@@ -1,4 +1,5 @@
-"""The ``[distributed]`` section: defaults, the engines not supported yet refused with one line (exit 2)."""
+"""The ``[distributed]`` section: defaults, the engines not supported yet refused with one line (exit 2), what
+``engine = "fsdp2"`` cannot shard."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ def test_defaults_are_ddp_and_an_automatic_backend(core_registry: Any) -> None:
     assert cfg.to_dict()["distributed"] == {"engine": "ddp", "backend": "auto"}
 
 
-@pytest.mark.parametrize("engine", ["fsdp2", "deepspeed"])
+@pytest.mark.parametrize("engine", ["deepspeed"])
 def test_engines_not_supported_yet_are_refused(core_registry: Any, engine: str) -> None:
     with pytest.raises(ConfigError) as info:
         config_from_dict({**BASE, "distributed": {"engine": engine}}, registry=core_registry)
@@ -42,7 +43,19 @@ def test_unknown_engine_and_backend_are_named(core_registry: Any) -> None:
     assert found[1].startswith("<dict>: distributed.backend: must be one of auto, gloo, nccl, got 'mpi'")
 
 
-def test_the_command_line_refuses_fsdp2_in_one_line(tmp_path: Path) -> None:
+def test_fsdp2_is_accepted_and_refuses_4bit_weights_with_several_processes(core_registry: Any) -> None:
+    from grpo_core.distributed import world_problems
+
+    cfg = config_from_dict({**BASE, "distributed": {"engine": "fsdp2"}}, registry=core_registry)
+    assert cfg.distributed.engine == "fsdp2" and world_problems(cfg, 2) == []
+    qlora = config_from_dict({**BASE, "distributed": {"engine": "fsdp2"}, "lora": {"enabled": True},
+                              "quantization": {"load_in_4bit": True}}, registry=core_registry)
+    assert world_problems(qlora, 1) == []
+    assert world_problems(qlora, 2) == [("quantization.load_in_4bit", "4-bit weights cannot be sharded by engine = "
+                                                                      "\"fsdp2\"; use engine = \"ddp\" or 16-bit weights")]
+
+
+def test_the_command_line_refuses_deepspeed_in_one_line(tmp_path: Path) -> None:
     data = tmp_path / "rows.jsonl"
     data.write_text('{"prompt": "1+1", "answer": "2"}\n')
     run = tmp_path / "run.toml"
@@ -51,7 +64,7 @@ name_or_path = "some/model"
 [data]
 source = "{data}"
 [distributed]
-engine = "fsdp2"
+engine = "deepspeed"
 [rewards.exact]
 use = "exact_match"
 """)
@@ -59,5 +72,5 @@ use = "exact_match"
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().splitlines() == [
-        f"{run}:6: distributed.engine: 'fsdp2' is not supported yet; use \"ddp\" (data-parallel, each process "
+        f"{run}:6: distributed.engine: 'deepspeed' is not supported yet; use \"ddp\" (data-parallel, each process "
         "holds the whole model)"]
