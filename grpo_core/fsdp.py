@@ -43,6 +43,17 @@ def fsdp_modules(root: torch.nn.Module) -> list[Any]:
     return [m for m in root.modules() if isinstance(m, FSDPModule)]
 
 
+def check_precision(model: torch.nn.Module, cfg: Any) -> None:
+    """Refuse (``ConfigError`` naming ``model.dtype``) gradients through fp16: their loss scaling would skip or
+    take a step on each rank's own shard of the gradients, not on all of them."""
+    from grpo_core.models import uses_fp16
+    from grpo_rewards.errors import ConfigError, Problem
+
+    if uses_fp16(model):
+        raise ConfigError([Problem(cfg.path, None, "model.dtype", "float16 training needs loss scaling, which "
+                                   "engine = \"fsdp2\" does not shard; use bfloat16 or float32, or engine = \"ddp\"")])
+
+
 def shard(module: torch.nn.Module, world: Any) -> Any:
     """``fully_shard`` each decoder layer of ``module.model``, then ``module`` (the root); gradients summed
     across ranks. Returns ``module`` (now an ``FSDPModule``). Parameters are replaced by sharded ones: build the

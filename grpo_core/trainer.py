@@ -252,8 +252,9 @@ class Trainer:
 
         module = LogProbModule(self.model, completion_logprobs)
         if self.cfg.distributed.engine == "fsdp2":
-            from grpo_core.fsdp import shard
+            from grpo_core.fsdp import check_precision, shard
 
+            check_precision(self.model, self.cfg)
             return shard(module, self.world)
         return wrap_ddp(module, self.world)
 

@@ -74,3 +74,19 @@ use = "exact_match"
     assert proc.stderr.strip().splitlines() == [
         f"{run}:6: distributed.engine: 'deepspeed' is not supported yet; use \"ddp\" (data-parallel, each process "
         "holds the whole model)"]
+
+
+def test_fsdp2_refuses_float16_training_in_one_line(core_registry: Any) -> None:
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from grpo_core.fsdp import check_precision
+
+    cfg = config_from_dict({**BASE, "distributed": {"engine": "fsdp2"}}, registry=core_registry)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=16, hidden_size=8, intermediate_size=16, num_hidden_layers=1,
+                                         num_attention_heads=2, num_key_value_heads=1))
+    check_precision(model, cfg)  # float32: accepted
+    with pytest.raises(ConfigError) as info:
+        check_precision(model.to(torch.float16), cfg)
+    assert problems(info) == ["<dict>: model.dtype: float16 training needs loss scaling, which engine = \"fsdp2\" "
+                              "does not shard; use bfloat16 or float32, or engine = \"ddp\""]
