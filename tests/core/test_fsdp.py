@@ -29,11 +29,19 @@ TOLERANCE = ddp.TOLERANCE
 # (each pass is a collective), and more old/reference passes (on the gathered model)
 CASES = [("grpo", True, {}), ("grpo", False, {"model.gradient_checkpointing": True}),
          ("dapo", True, {"data.eval_size": 5, "logging.eval_every": 1}), ("dapo", False, {}),
-         ("bnpo", True, {}), ("dr_grpo", False, {"generation.backend": "ragged"})]
+         ("bnpo", True, {"checkpoint.save_merged": True}), ("dr_grpo", False, {"generation.backend": "ragged"})]
 
 
 def fsdp2(config: dict[str, Any]) -> dict[str, Any]:
     return {**config, "distributed": {"engine": "fsdp2", "backend": "gloo"}}
+
+
+def run_config(model_dir: Path, run_dir: Path, loss: str, lora: bool, extra: dict[str, Any]) -> dict[str, Any]:
+    """tests/core/test_distributed.py's run config; ``extra`` may name sections it lacks (``checkpoint``)."""
+    config = ddp.run_config(model_dir, run_dir, loss_type=loss, lora=lora,
+                            **{k: v for k, v in extra.items() if not k.startswith("checkpoint.")})
+    config["checkpoint"] = {k.split(".")[1]: v for k, v in extra.items() if k.startswith("checkpoint.")}
+    return config
 
 
 def resume_config(model_dir: Path, run_dir: Path, max_steps: int) -> dict[str, Any]:
@@ -58,7 +66,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory, model_dir: Path) -> dict[str,
         name = ddp.case_name(loss, lora)
         one, two = root / f"{name}-1", root / f"{name}-2"
         out[name] = (one, two)
-        spec.append({"config": fsdp2(ddp.run_config(model_dir, two, loss_type=loss, lora=lora, **extra))})
+        spec.append({"config": fsdp2(run_config(model_dir, two, loss, lora, extra))})
     whole, stopped = root / "resume-whole", root / "resume-stopped"
     out["resume"] = (whole, stopped)
     spec += [{"config": resume_config(model_dir, whole, 2)}, {"config": resume_config(model_dir, stopped, 1)},
@@ -72,7 +80,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory, model_dir: Path) -> dict[str,
     try:
         for loss, lora, extra in CASES:
             one = out[ddp.case_name(loss, lora)][0]
-            config = ddp.run_config(model_dir, one, loss_type=loss, lora=lora, **extra)
+            config = run_config(model_dir, one, loss, lora, extra)
             Trainer(config_from_dict(config, registry=registry), registry=registry).train()
     finally:
         torch.set_num_threads(threads)
@@ -104,11 +112,12 @@ def test_the_saved_model_holds_the_full_trained_weights(runs: dict[str, Any]) ->
     a, b = (load_file(d / "model" / "model.safetensors") for d in (one, two))
     assert a.keys() == b.keys() and a
     assert max((a[n] - b[n]).abs().max().item() for n in a) <= TOLERANCE  # full shapes, not a rank's shard
-    one, two = runs[ddp.case_name("dapo", True)]
-    for where in ("model", "checkpoints/step-00000001/adapter"):  # the LoRA adapter in the peft layout
-        adapters = [load_file(d / where / "adapter_model.safetensors") for d in (one, two)]
-        assert adapters[0].keys() == adapters[1].keys() and adapters[0]
-        assert max((adapters[0][n] - adapters[1][n]).abs().max().item() for n in adapters[0]) <= TOLERANCE
+    for case, where, name in [("dapo", "model", "adapter_model"), ("dapo", "checkpoints/step-00000001/adapter",
+                               "adapter_model"), ("bnpo", "merged", "model")]:  # LoRA: the peft layout, merged
+        one, two = runs[ddp.case_name(case, True)]
+        a, b = (load_file(d / where / f"{name}.safetensors") for d in (one, two))
+        assert a.keys() == b.keys() and a, where
+        assert max((a[n] - b[n]).abs().max().item() for n in a) <= TOLERANCE, where
 
 
 def test_the_ranks_completions_differ_in_length(runs: dict[str, Any]) -> None:
