@@ -436,16 +436,17 @@ class Trainer:
                                            temperature=cfg.generation.temperature, chunk_size=g.logprob_chunk_size,
                                            with_entropy=with_entropy)
 
+        # a sampler that reports its log-probs (vLLM) is corrected against the trainer's own
+        sampled = batch.sampling_logps is not None and cfg.generation.importance_sampling != "none"
+        old = ref = None
         was_training = self.model.training
         self.model.eval()  # no dropout (LoRA's included) in the old-policy and reference passes
         try:
-            with torch.no_grad(), self._whole_model():  # one [rows, K] tensor each, computed slice by slice
-                everything = [part for parts in slices for part in parts]
-                # a sampler that reports its log-probs (vLLM) is corrected against the trainer's own
-                sampled = batch.sampling_logps is not None and cfg.generation.importance_sampling != "none"
-                old = (torch.cat([logps(self.model, i)[0] for i in everything])
-                       if g.num_iterations > 1 or sampled else None)
-                ref = None
+            needed = g.num_iterations > 1 or sampled or g.beta != 0.0
+            with torch.no_grad(), self._whole_model() if needed else contextlib.nullcontext():
+                everything = [part for parts in slices for part in parts]  # one [rows, K] tensor each
+                if g.num_iterations > 1 or sampled:
+                    old = torch.cat([logps(self.model, i)[0] for i in everything])
                 if g.beta != 0.0:
                     from grpo_core.models import reference_model
 

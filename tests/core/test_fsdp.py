@@ -46,10 +46,11 @@ def run_config(model_dir: Path, run_dir: Path, loss: str, lora: bool, extra: dic
 
 def resume_config(model_dir: Path, run_dir: Path, max_steps: int) -> dict[str, Any]:
     """Two steps sampled by the transformers backend (each rank from its own restored random stream), a
-    constant learning rate (so that stopping after step 1 changes no schedule), Adam's state carried over."""
+    constant learning rate (so that stopping after step 1 changes no schedule), Adam's state carried over; one
+    optimizer step per batch and no KL term, so no old or reference pass (nothing gathered before the update)."""
     return fsdp2(ddp.run_config(model_dir, run_dir, loss_type="dapo", lora=True, **{
         "generation.backend": "transformers", "grpo.max_steps": max_steps, "grpo.lr_scheduler": "constant",
-        "grpo.num_iterations": 1}))
+        "grpo.num_iterations": 1, "grpo.beta": 0.0}))
 
 
 @pytest.fixture(scope="module")
