@@ -42,7 +42,8 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def run_config(model_dir: Path, run_dir: Path, *, loss_type: str, lora: bool, **extra: Any) -> dict[str, Any]:
-    """6 prompts x 4 completions in 3 micro-batches of 8 rows: the middle one straddles the two ranks
+    """6 prompts x 4 completions in 3 micro-batches of 8 rows (learning rate 1e-3: Adam's first steps turn
+    rounding differences in tiny gradients into weight differences proportional to it): the middle one straddles the two ranks
     (rows 0-11 on rank 0, 12-23 on rank 1); slices of 2-3 rows (micro_batch_tokens); two optimizer steps on
     the batch (num_iterations) with a KL term, so old and reference log-probs are used as well. ``extra``:
     ``{"section.key": value}``."""
@@ -51,7 +52,7 @@ def run_config(model_dir: Path, run_dir: Path, *, loss_type: str, lora: bool, **
         "data": {"source": "demo:arithmetic?max_operand=9", "prompt_field": "prompt", "answer_field": "answer",
                  "chat_template": False},
         "generation": {"backend": "seeded", "num_generations": 4, "max_completion_length": 8},
-        "grpo": {"learning_rate": 1e-2, "prompts_per_step": 6, "max_steps": 1, "gradient_accumulation_steps": 3,
+        "grpo": {"learning_rate": 1e-3, "prompts_per_step": 6, "max_steps": 1, "gradient_accumulation_steps": 3,
                  "num_iterations": 2, "beta": 0.04, "loss_type": loss_type, "micro_batch_tokens": 40, "seed": 5},
         "lora": {"enabled": lora, "r": 4, "alpha": 8},
         "logging": {"output_dir": str(run_dir), "progress": False, "plot": False, "sample_every": 1,
@@ -89,6 +90,20 @@ def weights(run_dir: Path) -> dict[str, Any]:
     from safetensors.torch import load_file
 
     return load_file(run_dir / "checkpoints" / "step-00000001" / "weights.safetensors")
+
+
+def update_size(run_dir: Path, trained: dict[str, Any]) -> float:
+    """The largest change one step made to a weight: LoRA's B starts at zero; a full model starts from the
+    checkpoint the run config names."""
+    from safetensors.torch import load_file
+
+    if any("lora_" in name for name in trained):
+        return max(w.abs().max().item() for name, w in trained.items() if "lora_B" in name)
+    config = json.loads((run_dir / "config.json").read_text())
+    start = load_file(Path(config["model"]["name_or_path"]) / "model.safetensors")
+    common = [name for name in trained if name in start]
+    assert common, "no weight of the checkpoint matches the starting model's names"
+    return max((trained[name] - start[name]).abs().max().item() for name in common)
 
 
 def records(path: Path) -> list[dict[str, Any]]:
@@ -143,6 +158,7 @@ def test_two_processes_make_the_update_of_one(runs: dict[str, tuple[Path, Path]]
     worst = max((a[n] - b[n]).abs().max().item() for n in a)
     print(f"{case_name(loss, lora)}: largest weight difference {worst:.3g}")
     assert worst <= TOLERANCE
+    assert update_size(one, a) >= 50 * TOLERANCE  # the update itself is far larger than the tolerance
 
     first, second = records(one / "metrics.jsonl"), records(two / "metrics.jsonl")
     assert len(first) == len(second) == 1  # rank 0 alone wrote the metrics
