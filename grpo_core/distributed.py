@@ -214,8 +214,13 @@ def wrap_ddp(module: torch.nn.Module, world: World) -> Any:
     if hasattr(DDP, "_set_params_and_buffers_to_ignore_for_model"):
         DDP._set_params_and_buffers_to_ignore_for_model(module, frozen)
     device = next(module.parameters()).device
-    ddp = DDP(module, device_ids=[device.index] if device.type == "cuda" else None, broadcast_buffers=False,
-              find_unused_parameters=False)
+    import inspect
+
+    # buffers are ignored above (never synced); newer torch names the switch forward_sync_buffers
+    no_sync = ("forward_sync_buffers" if "forward_sync_buffers" in inspect.signature(DDP.__init__).parameters
+               else "broadcast_buffers")
+    ddp = DDP(module, device_ids=[device.index] if device.type == "cuda" else None, find_unused_parameters=False,
+              **{no_sync: False})
     import torch.distributed as dist
 
     # DDP checks the hook's annotations as objects (this module's are strings: postponed evaluation)
