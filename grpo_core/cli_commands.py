@@ -319,6 +319,7 @@ def memory_estimate(cfg: Any) -> Any:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from grpo_core.config import load_config
+    from grpo_core.deepspeed_engine import check_trainable
     from grpo_core.distributed import check_world, world_from_env
     from grpo_rewards.errors import ConfigError
 
@@ -336,6 +337,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     if world.enabled and args.nproc > 1:
         raise ConfigError(f"already one of {world.size} processes started by torchrun (WORLD_SIZE is set)",
                           file="--nproc")
+    check_trainable(cfg)  # engine = "deepspeed": refused with the reason before --nproc starts anything
     check_world(cfg, max(world.size, args.nproc))
     import os
 

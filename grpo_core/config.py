@@ -44,8 +44,9 @@ LR_SCHEDULERS = ("linear", "cosine", "cosine_with_restarts", "polynomial", "cons
                  "inverse_sqrt", "cosine_with_min_lr", "warmup_stable_decay")
 OVERLONG_PROMPTS = ("drop", "error", "truncate")
 DISTRIBUTED_ENGINES = ("ddp", "fsdp2", "deepspeed")
-SUPPORTED_ENGINES = ("ddp", "fsdp2")
+SUPPORTED_ENGINES = ("ddp", "fsdp2", "deepspeed")  # deepspeed: validated and mapped, training refused (grpo_core.deepspeed_engine)
 DISTRIBUTED_BACKENDS = ("auto", "gloo", "nccl")
+OFFLOAD_DEVICES = ("none", "cpu")
 LOCAL_DATA_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
 SOURCE_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9_\-]+):(?!//)")  # 2+ characters: "C:\\data" is a path
 
@@ -186,9 +187,13 @@ class DistributedConfig:
 
     # ddp: DistributedDataParallel, each process holds the whole model; fsdp2: torch's fully_shard (parameters,
     # gradients and optimizer state sharded over the processes, each decoder layer gathered in its turn;
-    # grpo_core.fsdp); deepspeed is refused (not supported yet)
+    # grpo_core.fsdp); deepspeed: the config maps onto DeepSpeed's (grpo_core.deepspeed_engine), training with it
+    # is refused with the reason (DeepSpeed's engine is not wired into the trainer yet)
     engine: str = "ddp"
     backend: str = "auto"  # the torch.distributed backend: auto = nccl on CUDA, gloo otherwise
+    zero_stage: int = 2  # engine = "deepspeed": ZeRO stage 0-3
+    offload_optimizer: str = "none"  # engine = "deepspeed": "cpu" keeps the optimizer state (and its step) on the CPU
+    deepspeed_config: str = ""  # engine = "deepspeed": a user's own DeepSpeed JSON; its keys override the mapped ones
 
 
 SECTIONS: dict[str, type] = {
@@ -219,6 +224,7 @@ LIMITS: dict[tuple[str, str], tuple[float | None, float | None]] = {
     ("generation", "temperature"): (1e-6, 100),
     ("generation", "top_k"): (0, 10**7),
     ("generation", "repetition_penalty"): (1e-6, 100),
+    ("distributed", "zero_stage"): (0, 3),
     ("grpo", "learning_rate"): (1e-12, 1),
     ("grpo", "prompts_per_step"): (1, 10**6),
     ("grpo", "gradient_accumulation_steps"): (1, 10**6),
@@ -593,6 +599,11 @@ def _cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None
         doc.problem(("distributed", "engine"), f"{ds.engine!r} is not supported yet; use \"ddp\" (data-parallel, "
                                                "each process holds the whole model)")
     _choice(doc, ("distributed", "backend"), ds.backend, DISTRIBUTED_BACKENDS)
+    _choice(doc, ("distributed", "offload_optimizer"), ds.offload_optimizer, OFFLOAD_DEVICES)
+    if ds.engine != "deepspeed":
+        for key, default in (("zero_stage", 2), ("offload_optimizer", "none"), ("deepspeed_config", "")):
+            if getattr(ds, key) != default:
+                doc.problem(("distributed", key), f'only meaningful with engine = "deepspeed", not {ds.engine!r}')
 
 
 def config_from_doc(doc: TomlDoc, overrides: Sequence[str] = (), registry: Registry | None = None) -> RunConfig:

@@ -276,8 +276,10 @@ class Trainer:
 
     def _check_world(self) -> None:
         """Refuse, before anything loads, what N processes cannot run (one line naming the key)."""
+        from grpo_core.deepspeed_engine import check_trainable
         from grpo_core.distributed import check_world, world_from_env
 
+        check_trainable(self.cfg)  # engine = "deepspeed": mapped, not trainable yet (one process too)
         check_world(self.cfg, world_from_env().size)
 
     # ------------------------------------------------------------------ the loop ----

@@ -1,4 +1,4 @@
-"""The ``[distributed]`` section: defaults, the engines not supported yet refused with one line (exit 2), what
+"""The ``[distributed]`` section: defaults, training with engine = "deepspeed" refused with one line (exit 2), what
 ``engine = "fsdp2"`` cannot shard."""
 
 from __future__ import annotations
@@ -23,15 +23,19 @@ def problems(info: pytest.ExceptionInfo) -> list[str]:
 def test_defaults_are_ddp_and_an_automatic_backend(core_registry: Any) -> None:
     cfg = config_from_dict(BASE, registry=core_registry)
     assert (cfg.distributed.engine, cfg.distributed.backend) == ("ddp", "auto")
-    assert cfg.to_dict()["distributed"] == {"engine": "ddp", "backend": "auto"}
+    assert cfg.to_dict()["distributed"] == {"engine": "ddp", "backend": "auto", "zero_stage": 2,
+                                            "offload_optimizer": "none", "deepspeed_config": ""}
 
 
-@pytest.mark.parametrize("engine", ["deepspeed"])
-def test_engines_not_supported_yet_are_refused(core_registry: Any, engine: str) -> None:
+def test_training_with_deepspeed_is_refused_before_anything_loads(core_registry: Any, tmp_path: Path) -> None:
+    from grpo_core.deepspeed_engine import WHY_NOT_TRAINABLE
+    from grpo_core.trainer import Trainer
+
+    cfg = config_from_dict({**BASE, "distributed": {"engine": "deepspeed"},
+                            "logging": {"output_dir": str(tmp_path / "run")}}, registry=core_registry)
     with pytest.raises(ConfigError) as info:
-        config_from_dict({**BASE, "distributed": {"engine": engine}}, registry=core_registry)
-    assert problems(info) == [f"<dict>: distributed.engine: {engine!r} is not supported yet; use \"ddp\" "
-                              "(data-parallel, each process holds the whole model)"]
+        Trainer(cfg, registry=core_registry)
+    assert problems(info) == [f"<dict>: distributed.engine: {WHY_NOT_TRAINABLE}"]
 
 
 def test_unknown_engine_and_backend_are_named(core_registry: Any) -> None:
@@ -55,7 +59,9 @@ def test_fsdp2_is_accepted_and_refuses_4bit_weights_with_several_processes(core_
                                                                       "\"fsdp2\"; use engine = \"ddp\" or 16-bit weights")]
 
 
-def test_the_command_line_refuses_deepspeed_in_one_line(tmp_path: Path) -> None:
+def test_the_command_line_validates_deepspeed_and_refuses_to_train_with_it(tmp_path: Path) -> None:
+    from grpo_core.deepspeed_engine import WHY_NOT_TRAINABLE
+
     data = tmp_path / "rows.jsonl"
     data.write_text('{"prompt": "1+1", "answer": "2"}\n')
     run = tmp_path / "run.toml"
@@ -70,10 +76,11 @@ use = "exact_match"
 """)
     proc = subprocess.run([sys.executable, "-m", "grpo_rewards", "config", "validate", str(run)],
                           capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "grpo_rewards", "train", str(run)],
+                          capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.strip().splitlines() == [
-        f"{run}:6: distributed.engine: 'deepspeed' is not supported yet; use \"ddp\" (data-parallel, each process "
-        "holds the whole model)"]
+    assert proc.stderr.strip().splitlines() == [f"{run}: distributed.engine: {WHY_NOT_TRAINABLE}"]
 
 
 def test_fsdp2_refuses_float16_training_in_one_line(core_registry: Any) -> None:
