@@ -25,6 +25,12 @@ from typing import Any
 import torch
 
 
+def cache_argument(output: Any) -> str:
+    """The name the installed transformers gives the KV cache, on a model output and as a forward argument:
+    ``cache`` (newer releases, where ``past_key_values`` is deprecated) or ``past_key_values``."""
+    return "cache" if "cache" in getattr(output, "__dataclass_fields__", {}) else "past_key_values"
+
+
 def supports_shared_prefill(cache: Any) -> bool:
     """Whether a KV cache object can be repeated per group and shrunk as rows finish."""
     return hasattr(cache, "batch_repeat_interleave") and hasattr(cache, "batch_select_indices")
@@ -51,7 +57,8 @@ def sample_groups(
     position = (prompt_mask.long().cumsum(-1) - 1).clamp(min=0)
     out = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=position, use_cache=True,
                 logits_to_keep=1)
-    cache = out.past_key_values
+    cache_arg = cache_argument(out)
+    cache = getattr(out, cache_arg)
     if not supports_shared_prefill(cache):
         return None
     cache.batch_repeat_interleave(k)
@@ -77,7 +84,7 @@ def sample_groups(
             rows, token, mask, next_pos = rows[keep], token[keep], mask[keep], next_pos[keep]
         mask = torch.cat([mask, mask.new_ones(mask.size(0), 1)], dim=1)
         out = model(input_ids=token.unsqueeze(1), attention_mask=mask, position_ids=next_pos.unsqueeze(1),
-                    past_key_values=cache, use_cache=True)
+                    use_cache=True, **{cache_arg: cache})
         logits = out.logits[:, -1].float()
         next_pos = next_pos + 1
     return ids[:, :steps], logps[:, :steps]
