@@ -56,8 +56,8 @@ def grpo_register_commands(subparsers: Any) -> None:
                                              "within a group (what GRPO can learn from); trains nothing")
     p.add_argument("config")
     _add_overrides(p)
-    p.add_argument("--prompts", type=_positive, default=8, metavar="N", help="groups to sample [8]")
-    p.add_argument("--show", type=int, default=0, metavar="N", help="also print the first N completions")
+    p.add_argument("--prompts", type=_at_least(1), default=8, metavar="N", help="groups to sample [8]")
+    p.add_argument("--show", type=_at_least(0), default=0, metavar="N", help="also print the first N completions")
     p.set_defaults(func=cmd_signal)
 
     p = subparsers.add_parser("plot", help="draw a run's metric curves to a PNG")
@@ -66,14 +66,17 @@ def grpo_register_commands(subparsers: Any) -> None:
     p.set_defaults(func=cmd_plot)
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return value
+def _at_least(minimum: int) -> Any:
+    """An argparse type: a whole number >= ``minimum`` (argparse prints the one-line error, exit 2)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = minimum - 1
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected a whole number >= {minimum}, got {text!r}")
+        return value
+    return parse
 
 
 def _process_count(text: str) -> int:

@@ -444,12 +444,12 @@ class Trainer:
         was_training = self.model.training
         self.model.eval()  # no dropout (LoRA's included) in the old-policy and reference passes
         try:
-            needed = g.num_iterations > 1 or sampled or g.beta != 0.0
-            with torch.no_grad(), self._whole_model() if needed else contextlib.nullcontext():
+            need_old, need_ref = g.num_iterations > 1 or sampled, g.beta != 0.0
+            with torch.no_grad(), self._whole_model() if need_old or need_ref else contextlib.nullcontext():
                 everything = [part for parts in slices for part in parts]  # one [rows, K] tensor each
-                if g.num_iterations > 1 or sampled:
+                if need_old:
                     old = torch.cat([logps(self.model, i)[0] for i in everything])
-                if g.beta != 0.0:
+                if need_ref:
                     from grpo_core.models import reference_model
 
                     with reference_model(self.model, cfg) as ref_model:

@@ -97,3 +97,12 @@ def test_grpo_signal_exits_1_when_no_reward_varies(model_dir: Path, tmp_path: Pa
                    + '[rewards.tags]\nuse = "strict_format"\n')
     assert main(["signal", str(run), "--prompts", "2"]) == 1
     assert "warning: tags took the same value" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args", [["--prompts", "0"], ["--show", "-1"], ["--prompts", "many"]])
+def test_grpo_signal_refuses_bad_counts_before_loading_anything(args: list[str], tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["signal", str(tmp_path / "absent.toml"), *args])
+    assert exit_info.value.code == 2
+    assert "expected a whole number >= " in capsys.readouterr().err
