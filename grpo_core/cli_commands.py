@@ -340,7 +340,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     if world.enabled and args.nproc > 1:
         raise ConfigError(f"already one of {world.size} processes started by torchrun (WORLD_SIZE is set)",
                           file="--nproc")
-    check_trainable(cfg)  # engine = "deepspeed": refused with the reason before --nproc starts anything
+    check_trainable(cfg)  # engine = "deepspeed" without DeepSpeed, or with 4-bit weights: before --nproc starts anything
     check_world(cfg, max(world.size, args.nproc))
     import os
 

@@ -44,7 +44,6 @@ LR_SCHEDULERS = ("linear", "cosine", "cosine_with_restarts", "polynomial", "cons
                  "inverse_sqrt", "cosine_with_min_lr", "warmup_stable_decay")
 OVERLONG_PROMPTS = ("drop", "error", "truncate")
 DISTRIBUTED_ENGINES = ("ddp", "fsdp2", "deepspeed")
-SUPPORTED_ENGINES = ("ddp", "fsdp2", "deepspeed")  # deepspeed: validated and mapped, training refused (grpo_core.deepspeed_engine)
 DISTRIBUTED_BACKENDS = ("auto", "gloo", "nccl")
 OFFLOAD_DEVICES = ("none", "cpu")
 LOCAL_DATA_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
@@ -187,11 +186,11 @@ class DistributedConfig:
 
     # ddp: DistributedDataParallel, each process holds the whole model; fsdp2: torch's fully_shard (parameters,
     # gradients and optimizer state sharded over the processes, each decoder layer gathered in its turn;
-    # grpo_core.fsdp); deepspeed: the config maps onto DeepSpeed's (grpo_core.deepspeed_engine), training with it
-    # is refused with the reason (DeepSpeed's engine is not wired into the trainer yet)
+    # grpo_core.fsdp); deepspeed: DeepSpeed's ZeRO engine (optimizer state and gradients partitioned, the
+    # optimizer optionally on the CPU; one process too; grpo_core.deepspeed_engine)
     engine: str = "ddp"
     backend: str = "auto"  # the torch.distributed backend: auto = nccl on CUDA, gloo otherwise
-    zero_stage: int = 2  # engine = "deepspeed": ZeRO stage 0-3
+    zero_stage: int = 2  # engine = "deepspeed": ZeRO stage 0-2 (3 shards the weights, which generation needs whole)
     offload_optimizer: str = "none"  # engine = "deepspeed": "cpu" keeps the optimizer state (and its step) on the CPU
     deepspeed_config: str = ""  # engine = "deepspeed": a user's own DeepSpeed JSON; its keys override the mapped ones
 
@@ -224,7 +223,7 @@ LIMITS: dict[tuple[str, str], tuple[float | None, float | None]] = {
     ("generation", "temperature"): (1e-6, 100),
     ("generation", "top_k"): (0, 10**7),
     ("generation", "repetition_penalty"): (1e-6, 100),
-    ("distributed", "zero_stage"): (0, 3),
+    ("distributed", "zero_stage"): (0, 2),
     ("grpo", "learning_rate"): (1e-12, 1),
     ("grpo", "prompts_per_step"): (1, 10**6),
     ("grpo", "gradient_accumulation_steps"): (1, 10**6),
@@ -595,9 +594,9 @@ def _cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None
     if ck.save_merged and not lo.enabled:
         doc.problem(("checkpoint", "save_merged"), "only meaningful with [lora] enabled = true")
     _choice(doc, ("distributed", "engine"), ds.engine, DISTRIBUTED_ENGINES)
-    if ds.engine in DISTRIBUTED_ENGINES and ds.engine not in SUPPORTED_ENGINES:
-        doc.problem(("distributed", "engine"), f"{ds.engine!r} is not supported yet; use \"ddp\" (data-parallel, "
-                                               "each process holds the whole model)")
+    if ds.engine == "deepspeed" and tr.backend != "grpo_core":
+        doc.problem(("distributed", "engine"), f'"deepspeed" runs the grpo_core trainer\'s update, not the '
+                                               f"{tr.backend!r} backend's; leave it out with that backend")
     _choice(doc, ("distributed", "backend"), ds.backend, DISTRIBUTED_BACKENDS)
     _choice(doc, ("distributed", "offload_optimizer"), ds.offload_optimizer, OFFLOAD_DEVICES)
     if ds.engine != "deepspeed":

@@ -91,6 +91,14 @@ def resolve_backend(backend: str) -> str:
     return backend
 
 
+def usable_backend(backend: str) -> str:
+    """:func:`resolve_backend`, refusing nccl without CUDA (``ValueError`` naming ``distributed.backend``)."""
+    name = resolve_backend(backend)
+    if name == "nccl" and not torch.cuda.is_available():
+        raise ValueError("distributed.backend: \"nccl\" needs CUDA devices; use \"gloo\" (or \"auto\") on CPU")
+    return name
+
+
 def die_with_parent() -> None:
     """Linux: have this process killed when its parent (torchrun's agent) dies, so that a launcher killed with
     SIGKILL leaves no rank training on its own (torchrun starts each rank in a session of its own, out of
@@ -111,14 +119,15 @@ def die_with_parent() -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def init_process_group(backend: str = "auto") -> tuple[World, bool]:
+def init_process_group(backend: str = "auto", *, alone: bool = False) -> tuple[World, bool]:
     """Join the process group torchrun set up (a no-op for one process, or when a group already exists);
     returns the world and whether this call created the group (its creator destroys it). With CUDA, each
     process uses the device of its local rank. Each rank dies with its launcher (:func:`die_with_parent`).
-    Raises ``ValueError`` naming ``distributed.backend`` for nccl without CUDA."""
+    ``alone``: a single process still gets a group, of one (an engine that needs one: DeepSpeed's); its world
+    stays :data:`SINGLE`. Raises ``ValueError`` naming ``distributed.backend`` for nccl without CUDA."""
     world = world_from_env()
     if not world.enabled:
-        return world, False
+        return world, alone and _group_of_one(backend)
     import torch.distributed as dist
 
     die_with_parent()
@@ -127,11 +136,21 @@ def init_process_group(backend: str = "auto") -> tuple[World, bool]:
         torch.cuda.set_device(world.local_rank)
     if dist.is_initialized():
         return World(dist.get_rank(), dist.get_world_size(), world.local_rank, world.local_size), False
-    name = resolve_backend(backend)
-    if name == "nccl" and not torch.cuda.is_available():
-        raise ValueError("distributed.backend: \"nccl\" needs CUDA devices; use \"gloo\" (or \"auto\") on CPU")
+    name = usable_backend(backend)
     dist.init_process_group(backend=name)
     return world, True
+
+
+def _group_of_one(backend: str) -> bool:
+    """A process group holding only this process (an in-memory store: nothing listens on a port); whether it
+    was created here (False when a group already exists)."""
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        return False
+    name = usable_backend(backend)
+    dist.init_process_group(backend=name, store=dist.HashStore(), rank=0, world_size=1)
+    return True
 
 
 def destroy_process_group() -> None:

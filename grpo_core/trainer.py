@@ -49,6 +49,13 @@ and since each sharded forward/backward is a collective, a rank with fewer passe
 passes that contribute nothing; generation, evaluation and the old/reference log-probs run on the whole model,
 gathered once around them (:meth:`Trainer._whole_model`); checkpoints and the saved model hold the full,
 unsharded weights, gathered on rank 0.
+
+``[distributed] engine = "deepspeed"`` (one process or several) runs the update through DeepSpeed's ZeRO engine
+(grpo_core.deepspeed_engine): its optimizer (partitioned over the ranks, optionally on the CPU) clips, steps and
+steps the schedule; each backward goes through the engine with the loss times the number of processes (DeepSpeed
+averages), the last one of an optimizer step marked as its accumulation boundary, and every rank runs as many
+passes (ZeRO-2 reduces on each backward). The weights stay whole on every rank (stages 0-2), so generation and
+the no-grad passes use the model as they do without an engine; checkpoints gather each rank's optimizer partition.
 """
 
 from __future__ import annotations
@@ -202,7 +209,8 @@ class Trainer:
         self._check_world()
         from grpo_core.distributed import init_process_group
 
-        self.world, self._owns_group = init_process_group(config.distributed.backend)
+        self._deepspeed = config.distributed.engine == "deepspeed"  # one process too (ZeRO's CPU offload)
+        self.world, self._owns_group = init_process_group(config.distributed.backend, alone=self._deepspeed)
         torch.manual_seed(config.grpo.seed)  # LoRA init and the first sampling draws (the same on every rank)
 
         self.model, self.tokenizer = load_model_and_tokenizer(config)
@@ -224,19 +232,17 @@ class Trainer:
 
         g = config.grpo
         self._sharded = self.world.enabled and config.distributed.engine == "fsdp2"
-        # the module whose forward computes the training log-probs: DDP's, or FSDP2's root (one process: none);
-        # before the optimizer, which FSDP2's sharded parameters replace the model's own for
-        self._parallel: Any = self._wrap() if self.world.enabled else None
+        # the module whose forward computes the training log-probs: DDP's, FSDP2's root or DeepSpeed's engine (one
+        # process: none); before the optimizer, which FSDP2's sharded parameters replace the model's own for
+        self._parallel: Any = self._wrap() if self.world.enabled or self._deepspeed else None
         self.params = trainable_parameters(self.model)
-        self.optimizer = torch.optim.AdamW(
-            self.params, lr=g.learning_rate, betas=(g.adam_beta1, g.adam_beta2), weight_decay=g.weight_decay
-        )
-        from transformers import get_scheduler
-
-        total = g.max_steps * g.num_iterations
-        self.scheduler = get_scheduler(
-            g.lr_scheduler, self.optimizer, num_warmup_steps=math.ceil(g.warmup_ratio * total), num_training_steps=total
-        )
+        if self._deepspeed:  # the engine's optimizer (partitioned) and the schedule it steps
+            self.optimizer, self.scheduler = self._parallel.optimizer, self._parallel.lr_scheduler
+        else:
+            self.optimizer = torch.optim.AdamW(
+                self.params, lr=g.learning_rate, betas=(g.adam_beta1, g.adam_beta2), weight_decay=g.weight_decay
+            )
+            self.scheduler = self._schedule(self.optimizer)
         from grpo_core.models import uses_fp16
 
         # fp16 gradients underflow without loss scaling (bf16 and fp32 need none)
@@ -246,9 +252,20 @@ class Trainer:
         if self.world.rank > 0:  # rank 0 draws as one process would; the others from their own streams
             torch.manual_seed(g.seed + self.world.rank)
 
+    def _schedule(self, optimizer: Any) -> Any:
+        """The learning-rate schedule of ``optimizer`` over the run's optimizer steps."""
+        from transformers import get_scheduler
+
+        g = self.cfg.grpo
+        total = g.max_steps * g.num_iterations
+        return get_scheduler(g.lr_scheduler, optimizer, num_warmup_steps=math.ceil(g.warmup_ratio * total),
+                             num_training_steps=total)
+
     def _wrap(self) -> Any:
-        """The engine's wrapping of the log-prob computation: DDP, or FSDP2's sharding (grpo_core.fsdp)."""
+        """The engine's wrapping of the log-prob computation: DDP, FSDP2's sharding (grpo_core.fsdp), or
+        DeepSpeed's engine (grpo_core.deepspeed_engine)."""
         from grpo_core.distributed import LogProbModule, wrap_ddp
+        from grpo_core.models import trainable_parameters
 
         module = LogProbModule(self.model, completion_logprobs)
         if self.cfg.distributed.engine == "fsdp2":
@@ -256,6 +273,11 @@ class Trainer:
 
             check_precision(self.model, self.cfg)
             return shard(module, self.world)
+        if self._deepspeed:
+            from grpo_core.deepspeed_engine import check_precision, initialize
+
+            check_precision(self.model, self.cfg)
+            return initialize(module, trainable_parameters(self.model), self.cfg, self.world.size, self._schedule)
         return wrap_ddp(module, self.world)
 
     def _whole_model(self) -> Any:
@@ -268,18 +290,49 @@ class Trainer:
         return gathered(self._parallel)
 
     def _accumulating(self, last: bool) -> Any:
-        """The context of one backward: DDP keeps the gradients local (``no_sync``) but on the optimizer step's
-        last backward; FSDP2 reduce-scatters each backward (its passes are as many on every rank)."""
+        """The context of one forward/backward: DDP keeps the gradients local (``no_sync``) but on the optimizer
+        step's last backward; DeepSpeed is told which backward is the last; FSDP2 reduce-scatters each backward
+        (its passes are as many on every rank)."""
+        if self._deepspeed:
+            self._parallel.set_gradient_accumulation_boundary(last)
+            return contextlib.nullcontext()
         if last or self._parallel is None or self._sharded:
             return contextlib.nullcontext()
         return self._parallel.no_sync()
+
+    def _backward(self, loss: torch.Tensor) -> None:
+        """One backward. DeepSpeed averages the ranks' gradients (and would divide by the accumulation): the loss
+        times the number of processes makes them the sum, as each rank's loss is its share of the step's."""
+        if self._deepspeed:
+            self._parallel.backward(loss * self.world.size, scale_wrt_gas=False)
+        else:
+            self.scaler.scale(loss).backward()
+
+    def _optimizer_step(self) -> float:
+        """Clip, step the optimizer and the schedule, clear the gradients; returns the gradient norm before
+        clipping (DeepSpeed does all of it in its own step)."""
+        g = self.cfg.grpo
+        if self._deepspeed:
+            engine, norm = self._parallel, None
+            if not engine.zero_optimization():  # stage 0 clips without reporting the norm: the summed gradients'
+                norm = torch.nn.utils.get_total_norm([p.grad for p in self.params if p.grad is not None])
+            engine.step()
+            norm = engine.get_global_grad_norm() if norm is None else norm
+            return float("nan") if norm is None else float(norm)
+        self.scaler.unscale_(self.optimizer)
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.params, g.max_grad_norm)
+        self.scaler.step(self.optimizer)  # skipped (and the scale lowered) on inf/NaN gradients
+        self.scaler.update()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return float(full_value(grad_norm))  # FSDP2: a DTensor
 
     def _check_world(self) -> None:
         """Refuse, before anything loads, what N processes cannot run (one line naming the key)."""
         from grpo_core.deepspeed_engine import check_trainable
         from grpo_core.distributed import check_world, world_from_env
 
-        check_trainable(self.cfg)  # engine = "deepspeed": mapped, not trainable yet (one process too)
+        check_trainable(self.cfg)  # engine = "deepspeed": installed, no 4-bit weights
         check_world(self.cfg, world_from_env().size)
 
     # ------------------------------------------------------------------ the loop ----
@@ -428,7 +481,6 @@ class Trainer:
         slices = [idx.split(rows_per_slice(input_ids.size(1), g.micro_batch_tokens)) if len(idx) else ()
                   for idx in micro]
         last_micro = max(i for i, parts in enumerate(slices) if parts)
-        last_pass = (last_micro, len(slices[last_micro]) - 1)  # the backward that syncs the gradients
 
         from grpo_core.generation import sampling_autocast
 
@@ -474,20 +526,24 @@ class Trainer:
         def policy_logps(idx: torch.Tensor, with_entropy: bool) -> tuple[torch.Tensor, Any]:
             if self._parallel is None:
                 return logps(self.model, idx, with_entropy)
-            with sampling_autocast(self.model):  # through DDP or FSDP2, which reduce the gradients
+            with sampling_autocast(self.model):  # through DDP, FSDP2 or DeepSpeed, which reduce the gradients
                 return self._parallel(input_ids[idx], attention_mask[idx], k, temperature=cfg.generation.temperature,
                                  chunk_size=g.logprob_chunk_size, with_entropy=with_entropy)
 
-        # FSDP2: each forward/backward is a collective; a rank with fewer passes adds passes that contribute nothing
-        idle = passes_to_add(sum(len(parts) for parts in slices), self.world) if self._sharded else 0
+        # FSDP2 and ZeRO: each forward/backward is a collective; a rank with fewer passes adds passes that
+        # contribute nothing
+        passes = sum(len(parts) for parts in slices)
+        idle = passes_to_add(passes, self.world) if self._sharded or self._deepspeed else 0
         records: list[dict[str, float]] = []  # per (iteration, micro-batch): this rank's share of its metrics
         grad_norms: list[float] = []
         for iteration in range(g.num_iterations):
+            done = 0  # backwards so far in this optimizer step; the last one syncs the gradients
             for i, parts in enumerate(slices):
                 group_rows, group_tokens = group_sizes[i]
                 micro_metrics: dict[str, float] = {}
-                for j, part in enumerate(parts):
-                    with self._accumulating((i, j) == last_pass):
+                for part in parts:
+                    done += 1
+                    with self._accumulating(done == passes + idle):
                         lp, entropy = policy_logps(part, with_entropy=iteration == 0)
                         loss, m = grpo_loss(
                             lp, mask[part], advantages[part],
@@ -499,7 +555,7 @@ class Trainer:
                             group_rows=group_rows, group_tokens=group_tokens,
                             importance_sampling_ratio=None if is_ratio is None else is_ratio[part],
                         )
-                        self.scaler.scale(loss).backward()
+                        self._backward(loss)
                     if entropy is not None:
                         m["entropy"] = (entropy * mask[part]).sum() / mask[part].sum().clamp(min=1)
                     # the slices' losses add up to the micro-batch's; the other metrics are token means
@@ -509,15 +565,11 @@ class Trainer:
                             1.0 if key == "policy_loss" else part_share)
                 records.append(micro_metrics)
             for _ in range(idle):
-                lp, _ = policy_logps(slices[last_micro][0][:1], with_entropy=False)
-                (lp.sum() * 0.0).backward()
-            self.scaler.unscale_(self.optimizer)
-            grad_norm = torch.nn.utils.clip_grad_norm_(self.params, g.max_grad_norm)
-            grad_norms.append(float(full_value(grad_norm)))  # FSDP2: a DTensor
-            self.scaler.step(self.optimizer)  # skipped (and the scale lowered) on inf/NaN gradients
-            self.scaler.update()
-            self.scheduler.step()
-            self.optimizer.zero_grad(set_to_none=True)
+                done += 1
+                with self._accumulating(done == passes + idle):
+                    lp, _ = policy_logps(slices[last_micro][0][:1], with_entropy=False)
+                    self._backward(lp.sum() * 0.0)
+            grad_norms.append(self._optimizer_step())
         sums: dict[str, float] = {}
         counts_of: dict[str, int] = {}
         for record in self._reduce_records(records):
@@ -654,6 +706,10 @@ class Trainer:
             from grpo_core.fsdp import full_state
 
             model_state, optimizer_state = full_state(self.model, self.optimizer)
+        elif self._deepspeed:  # the weights are whole on every rank; the optimizer's partitions gathered
+            from grpo_core.deepspeed_engine import optimizer_states
+
+            optimizer_state = optimizer_states(self._parallel, self.world)
         if self.world.is_main:
             state = {"epoch": self.epoch, "position": self.position, "world_size": self.world.size}
             path = save_checkpoint(self.run_dir, self.step, model=self.model, optimizer=self.optimizer,
@@ -680,6 +736,12 @@ class Trainer:
             from grpo_core.fsdp import load_full_state
 
             load_state = functools.partial(load_full_state, self.model, self.optimizer)
+        elif self._deepspeed:
+            import functools
+
+            from grpo_core.deepspeed_engine import load_state as load_deepspeed
+
+            load_state = functools.partial(load_deepspeed, self._parallel, self.model, self.world.rank)
         state = restore(checkpoint, self.model, self.optimizer, self.scheduler, rank=self.world.rank,
                         load_state=load_state)
         written_by = int(state.get("world_size", 1))

@@ -1,5 +1,5 @@
-"""The ``[distributed]`` section: defaults, training with engine = "deepspeed" refused with one line (exit 2), what
-``engine = "fsdp2"`` cannot shard."""
+"""The ``[distributed]`` section: defaults, what engine = "deepspeed" cannot train refused with one line (exit 2)
+before anything loads, what ``engine = "fsdp2"`` cannot shard."""
 
 from __future__ import annotations
 
@@ -27,15 +27,20 @@ def test_defaults_are_ddp_and_an_automatic_backend(core_registry: Any) -> None:
                                             "offload_optimizer": "none", "deepspeed_config": ""}
 
 
-def test_training_with_deepspeed_is_refused_before_anything_loads(core_registry: Any, tmp_path: Path) -> None:
-    from grpo_core.deepspeed_engine import WHY_NOT_TRAINABLE
+WHY_NOT_4BIT = "quantization.load_in_4bit: 4-bit weights do not go through DeepSpeed's engine; use engine = \"ddp\" " \
+               "or 16-bit weights"
+
+
+def test_deepspeed_with_4bit_weights_is_refused_before_anything_loads(core_registry: Any, tmp_path: Path) -> None:
     from grpo_core.trainer import Trainer
 
-    cfg = config_from_dict({**BASE, "distributed": {"engine": "deepspeed"},
+    cfg = config_from_dict({**BASE, "distributed": {"engine": "deepspeed"}, "lora": {"enabled": True},
+                            "quantization": {"load_in_4bit": True},
                             "logging": {"output_dir": str(tmp_path / "run")}}, registry=core_registry)
     with pytest.raises(ConfigError) as info:
-        Trainer(cfg, registry=core_registry)
-    assert problems(info) == [f"<dict>: distributed.engine: {WHY_NOT_TRAINABLE}"]
+        Trainer(cfg, registry=core_registry)  # the model "m" does not exist: nothing was loaded
+    assert problems(info) == [f"<dict>: {WHY_NOT_4BIT}"]
+    assert not (tmp_path / "run").exists()
 
 
 def test_unknown_engine_and_backend_are_named(core_registry: Any) -> None:
@@ -59,9 +64,7 @@ def test_fsdp2_is_accepted_and_refuses_4bit_weights_with_several_processes(core_
                                                                       "\"fsdp2\"; use engine = \"ddp\" or 16-bit weights")]
 
 
-def test_the_command_line_validates_deepspeed_and_refuses_to_train_with_it(tmp_path: Path) -> None:
-    from grpo_core.deepspeed_engine import WHY_NOT_TRAINABLE
-
+def test_the_command_line_validates_deepspeed_and_refuses_4bit_weights_with_it(tmp_path: Path) -> None:
     data = tmp_path / "rows.jsonl"
     data.write_text('{"prompt": "1+1", "answer": "2"}\n')
     run = tmp_path / "run.toml"
@@ -71,6 +74,10 @@ name_or_path = "some/model"
 source = "{data}"
 [distributed]
 engine = "deepspeed"
+[lora]
+enabled = true
+[quantization]
+load_in_4bit = true
 [rewards.exact]
 use = "exact_match"
 """)
@@ -80,7 +87,7 @@ use = "exact_match"
     proc = subprocess.run([sys.executable, "-m", "grpo_rewards", "train", str(run)],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.strip().splitlines() == [f"{run}: distributed.engine: {WHY_NOT_TRAINABLE}"]
+    assert proc.stderr.strip().splitlines() == [f"{run}: {WHY_NOT_4BIT}"]
 
 
 def test_fsdp2_refuses_float16_training_in_one_line(core_registry: Any) -> None:
