@@ -152,10 +152,17 @@ def initialize(module: torch.nn.Module, params: list[torch.nn.Parameter], cfg: A
 
     import deepspeed
 
-    if world_size == 1:  # a process group of one (not torchrun's): DeepSpeed still reads its local rank here
-        os.environ.setdefault("LOCAL_RANK", "0")
-    engine, *_ = deepspeed.initialize(model=module, model_parameters=params, config=deepspeed_config(cfg, world_size),
-                                      lr_scheduler=schedule, dist_init_required=False)
+    # a process group of one (not torchrun's): DeepSpeed still checks for a local rank in the environment; set it
+    # for the call only (left set, it would tell other libraries, accelerate's for one, that torchrun started us)
+    lent = world_size == 1 and "LOCAL_RANK" not in os.environ
+    if lent:
+        os.environ["LOCAL_RANK"] = "0"
+    try:
+        engine, *_ = deepspeed.initialize(model=module, model_parameters=params, lr_scheduler=schedule,
+                                          config=deepspeed_config(cfg, world_size), dist_init_required=False)
+    finally:
+        if lent:
+            del os.environ["LOCAL_RANK"]
     return engine
 
 

@@ -119,15 +119,14 @@ def die_with_parent() -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def init_process_group(backend: str = "auto", *, alone: bool = False) -> tuple[World, bool]:
+def init_process_group(backend: str = "auto") -> tuple[World, bool]:
     """Join the process group torchrun set up (a no-op for one process, or when a group already exists);
     returns the world and whether this call created the group (its creator destroys it). With CUDA, each
     process uses the device of its local rank. Each rank dies with its launcher (:func:`die_with_parent`).
-    ``alone``: a single process still gets a group, of one (an engine that needs one: DeepSpeed's); its world
-    stays :data:`SINGLE`. Raises ``ValueError`` naming ``distributed.backend`` for nccl without CUDA."""
+    Raises ``ValueError`` naming ``distributed.backend`` for nccl without CUDA."""
     world = world_from_env()
     if not world.enabled:
-        return world, alone and _group_of_one(backend)
+        return world, False
     import torch.distributed as dist
 
     die_with_parent()
@@ -141,9 +140,10 @@ def init_process_group(backend: str = "auto", *, alone: bool = False) -> tuple[W
     return world, True
 
 
-def _group_of_one(backend: str) -> bool:
-    """A process group holding only this process (an in-memory store: nothing listens on a port); whether it
-    was created here (False when a group already exists)."""
+def group_of_one(backend: str) -> bool:
+    """A process group holding only this process, for an engine that needs one in a single process (DeepSpeed's;
+    the world stays :data:`SINGLE`; an in-memory store: nothing listens on a port); whether it was created here
+    (False when a group already exists)."""
     import torch.distributed as dist
 
     if dist.is_initialized():

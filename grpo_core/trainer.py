@@ -210,7 +210,7 @@ class Trainer:
         from grpo_core.distributed import init_process_group
 
         self._deepspeed = config.distributed.engine == "deepspeed"  # one process too (ZeRO's CPU offload)
-        self.world, self._owns_group = init_process_group(config.distributed.backend, alone=self._deepspeed)
+        self.world, self._owns_group = init_process_group(config.distributed.backend)
         torch.manual_seed(config.grpo.seed)  # LoRA init and the first sampling draws (the same on every rank)
 
         self.model, self.tokenizer = load_model_and_tokenizer(config)
@@ -275,9 +275,17 @@ class Trainer:
             return shard(module, self.world)
         if self._deepspeed:
             from grpo_core.deepspeed_engine import check_precision, initialize
+            from grpo_core.distributed import destroy_process_group, group_of_one
 
             check_precision(self.model, self.cfg)
-            return initialize(module, trainable_parameters(self.model), self.cfg, self.world.size, self._schedule)
+            if not self.world.enabled:  # DeepSpeed needs a process group: one of this process alone
+                self._owns_group = group_of_one(self.cfg.distributed.backend)
+            try:
+                return initialize(module, trainable_parameters(self.model), self.cfg, self.world.size, self._schedule)
+            except BaseException:
+                if self._owns_group:
+                    destroy_process_group()
+                raise
         return wrap_ddp(module, self.world)
 
     def _whole_model(self) -> Any:
@@ -396,15 +404,15 @@ class Trainer:
         finally:
             self._restore_sigint(previous_handler)
             plot = self.logger.close()
+            if self._owns_group:
+                from grpo_core.distributed import destroy_process_group
+
+                destroy_process_group()
         interrupted = self._stop.is_set() and self.step < g.max_steps
         summary = {**metrics, "step": self.step, "interrupted": interrupted, "run_dir": str(self.run_dir),
                    "plot": str(plot) if plot else None}
         if main:
             hook.grpo_on_train_end(context=self._context(), metrics=summary, trainer=self)
-        if self._owns_group:
-            from grpo_core.distributed import destroy_process_group
-
-            destroy_process_group()
         return summary
 
     # ------------------------------------------------------------------ the steps ----

@@ -12,6 +12,7 @@ those of tests/core/test_distributed.py. Skipped where DeepSpeed is not installe
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +88,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory, model_dir: Path) -> dict[str,
         config = deepspeed(test_fsdp.run_config(model_dir, alone, "grpo", True, bf16), zero_stage=2,
                            offload_optimizer="cpu")
         Trainer(config_from_dict(config, registry=registry), registry=registry).train()
+        # nothing left behind that would make other libraries take this process for a torchrun rank
+        assert "LOCAL_RANK" not in os.environ and not torch.distributed.is_initialized()
     finally:
         torch.set_num_threads(threads)
     return out
