@@ -103,6 +103,24 @@ def peak_memory_gb(device: Any = None) -> float:
     return rss / (2**30 if sys.platform == "darwin" else 2**20)
 
 
+def held_state_gb(model: Any, optimizer: Any) -> tuple[float, float]:
+    """GiB of training state this process holds itself: ``(parameters, optimizer)``. A sharded parameter
+    (FSDP2's DTensor) counts its local shard; the optimizer counts its state and any weights of its own (the
+    fp32 partitions of DeepSpeed's ZeRO optimizer, wherever they live: offloaded to the CPU too), not the model's.
+    What sharding saves per rank, measured rather than estimated."""
+
+    def size(t: Any) -> int:
+        local = t.to_local() if hasattr(t, "to_local") else t
+        return local.numel() * local.element_size()
+
+    params = {id(p): p for p in model.parameters()}
+    inner = getattr(optimizer, "optimizer", optimizer)  # a ZeRO optimizer wraps the one that steps
+    own = {id(p): p for group in inner.param_groups for p in group["params"] if id(p) not in params}
+    state = [v for per_param in inner.state.values() for v in per_param.values() if hasattr(v, "numel")]
+    return (sum(map(size, params.values())) / 2**30,
+            (sum(map(size, own.values())) + sum(map(size, state))) / 2**30)
+
+
 TEXT_KEYS = ("prompt", "completion", "answer")
 
 

@@ -27,7 +27,8 @@ Prompts longer than ``data.max_prompt_length`` tokens are counted at load and dr
 refused, or cut from the left, as ``data.overlong_prompts`` says.
 
 ``peak_memory_gb`` in the metrics is the peak of that step alone (CUDA peak statistics, or the peak
-resident set size on Linux, both reset at the start of each step).
+resident set size on Linux, both reset at the start of each step); ``memory/parameters_gb`` and
+``memory/optimizer_gb`` are the training state one process holds (``metrics.held_state_gb``: what sharding saves).
 
 SIGINT finishes the current step, writes a checkpoint and returns (``interrupted: True``); a second
 SIGINT stops at once.
@@ -79,6 +80,7 @@ from grpo_core.fsdp import full_value, passes_to_add
 from grpo_core.generation import Generation, build_backend
 from grpo_core.logprobs import completion_logprobs
 from grpo_core.loss import grpo_loss
+from grpo_core.metrics import held_state_gb
 
 
 def reward_means(total: torch.Tensor, columns: dict[str, list]) -> dict[str, float]:
@@ -644,15 +646,17 @@ class Trainer:
         truncated = batch.truncated.float()
         tokens = batch.num_tokens + int(batch.prompt_mask.sum())
         peak = peak_memory_since_reset_gb(self.device)
+        held = held_state_gb(self.model, self.optimizer)
         health = self._reward_health()
-        if self.world.enabled:  # the whole step's numbers; the slowest rank's time, the largest peak
-            parts = all_gather_objects((lengths.tolist(), truncated.tolist(), tokens, seconds, peak, health),
+        if self.world.enabled:  # the whole step's numbers; the slowest rank's time, the largest peak and state
+            parts = all_gather_objects((lengths.tolist(), truncated.tolist(), tokens, seconds, peak, health, held),
                                        self.world)
             lengths = torch.tensor(_concat([p[0] for p in parts]))
             truncated = torch.tensor(_concat([p[1] for p in parts]))
             tokens, seconds, peak = sum(p[2] for p in parts), max(p[3] for p in parts), max(p[4] for p in parts)
             health = {key: (sum if key.endswith("/failures") else lambda v: sum(v) / len(v))(
                 [p[5][key] for p in parts if key in p[5]]) for key in health}
+            held = (max(p[6][0] for p in parts), max(p[6][1] for p in parts))
         scored = rewards[~torch.isnan(rewards)]
         means = reward_means(rewards, columns)
         out: dict[str, Any] = {"reward/mean": means.pop("reward/mean"),
@@ -672,6 +676,8 @@ class Trainer:
             "step_time": seconds,
             "tokens_per_s": tokens / max(seconds, 1e-9),
             "peak_memory_gb": peak,
+            "memory/parameters_gb": held[0],  # held by one process (the largest): a shard under FSDP2
+            "memory/optimizer_gb": held[1],  # its optimizer state (a partition under FSDP2 and ZeRO)
             "epoch": self.epoch,
         })
         return out

@@ -115,8 +115,15 @@ def test_deepspeed_makes_the_update_of_the_plain_trainer(runs: dict[str, Any], c
     (m1,), (m2,) = ddp.records(one / "metrics.jsonl"), ddp.records(two / "metrics.jsonl")
     assert m1["grad_norm"] > 0 and m1["kl"] > 0  # a real update, through the reference passes too
     for key, value in m1.items():
-        if key not in ddp.TIMING_KEYS and isinstance(value, float):
+        if key not in ddp.TIMING_KEYS and key not in ddp.HELD and isinstance(value, float):
             assert m2[key] == pytest.approx(value, rel=1e-4, abs=1e-6), key
+    # the weights stay whole. The plain trainer's optimizer holds AdamW's two moments; ZeRO 1-2 hold an fp32 copy
+    # of the weights too (3/2 of it), partitioned over the 2 ranks (3/4); stage 0 partitions nothing
+    params, optimizer = (m2[key] / m1[key] for key in ddp.HELD)
+    print(f"deepspeed {case}: parameters x{params:.3f}, optimizer state x{optimizer:.3f} of the plain trainer's")
+    assert params == pytest.approx(1.0)
+    expected = 1.0 if "-z0" in case else 1.5 if case == "alone" else 0.75
+    assert optimizer == pytest.approx(expected, rel=0.1), case
 
 
 def test_the_saved_model_holds_the_trained_weights(runs: dict[str, Any]) -> None:

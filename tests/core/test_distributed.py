@@ -28,6 +28,7 @@ import ddp_worker  # noqa: E402
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
 TOLERANCE = 1e-5
 TIMING_KEYS = {"time", "step_time", "tokens_per_s", "peak_memory_gb"}
+HELD = ("memory/parameters_gb", "memory/optimizer_gb")  # one process's training state: what sharding changes
 
 
 @pytest.fixture(scope="module")

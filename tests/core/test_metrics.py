@@ -190,3 +190,25 @@ def test_render_sample_shows_scores_prompt_end_and_completion() -> None:
     assert "step 4 sample 1: correct=2  fmt=None  total=2" in text
     assert "How many [clips]?" in text and "<answer>72</answer>" in text and "#### 72" in text
     assert text.count("x") < 200  # only the end of a long prompt
+
+
+def test_held_state_counts_the_parameters_and_the_optimizers_own_tensors() -> None:
+    import torch
+
+    from grpo_core.metrics import held_state_gb
+
+    model = torch.nn.Linear(64, 32)  # 64*32 + 32 = 2080 fp32 numbers
+    optimizer = torch.optim.AdamW(model.parameters())
+    assert held_state_gb(model, optimizer) == (2080 * 4 / 2**30, 0.0)  # no state before the first step
+    model(torch.ones(2, 64)).sum().backward()
+    optimizer.step()
+    params, state = held_state_gb(model, optimizer)
+    steps = sum(s["step"].numel() * s["step"].element_size() for s in optimizer.state.values())
+    assert params == 2080 * 4 / 2**30 and state == (2 * 2080 * 4 + steps) / 2**30  # AdamW's two moments
+
+    class Wrapper:  # an optimizer stepping weights of its own (an fp32 copy), as DeepSpeed's ZeRO wraps one
+        def __init__(self) -> None:
+            self.copy = [p.detach().clone().requires_grad_() for p in model.parameters()]
+            self.optimizer = torch.optim.SGD(self.copy, lr=0.1)
+
+    assert held_state_gb(model, Wrapper()) == (params, 2080 * 4 / 2**30)
