@@ -1,5 +1,9 @@
-"""Data-parallel scaling: steps/s of ``grpo train`` on 1 and on N processes (``--nproc N``, torchrun) over the
-same global batch (the same prompts per step, generations and micro-batches), on the same model and data.
+"""Scaling out: steps/s of ``grpo train`` on 1 and on N processes (``--nproc N``, torchrun) over the same global
+batch (the same prompts per step, generations and micro-batches), on the same model and data, with the engine
+``--engine`` names (``[distributed] engine``: ``ddp``, ``fsdp2`` or ``deepspeed``; ``--offload cpu`` puts
+DeepSpeed's optimizer on the CPU). One process runs the plain trainer for ``ddp`` and ``fsdp2`` (they only
+apply to several) and DeepSpeed's engine for ``deepspeed``. Beside the speed it prints the training state one
+process holds (the runs' ``memory/parameters_gb`` and ``memory/optimizer_gb``): what sharding saves per process.
 
 Steps/s comes from the runs' own ``step_time`` (the slowest rank's, generation and update included; the
 first step is left out as warm-up); the wall time with start-up is reported beside it. By default each run
@@ -12,9 +16,12 @@ overhead of running data-parallel (collectives, per-rank padding, smaller matrix
 a speed-up needs one accelerator (or enough cores) per process.
 
     .venv/bin/python benchmarks/scale.py                          # a tiny Llama built on the spot, 2 processes
+    .venv/bin/python benchmarks/scale.py --engine fsdp2
+    .venv/bin/python benchmarks/scale.py --engine deepspeed --offload cpu
     .venv/bin/python benchmarks/scale.py --model DIR --nproc 4 --steps 8 --prompts 16
 
-Last line: ``summary nproc=N steps_per_s_1=.. steps_per_s_N=.. ratio=.. cpus=.. device=..`` (ratio: N over 1).
+Last line: ``summary engine=.. nproc=N steps_per_s_1=.. steps_per_s_N=.. ratio=.. params_ratio=..
+optimizer_ratio=.. cpus=.. device=..`` (ratios: N over 1; the state ratios per process).
 """
 
 from __future__ import annotations
@@ -62,6 +69,8 @@ loss_type = "dapo"
 output_dir = "{run_dir}"
 progress = false
 plot = false
+[distributed]
+engine = "{a.engine}"{offload(a)}
 [rewards.correct]
 use = "exact_match"
 reference_extract = "none"
@@ -72,6 +81,10 @@ reference_extract = "none"
     return path
 
 
+def offload(a: argparse.Namespace) -> str:
+    return f'\noffload_optimizer = "{a.offload}"' if a.engine == "deepspeed" else ""
+
+
 def run(nproc: int, config: Path, threads: int) -> dict[str, float]:
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONUNBUFFERED": "1"}
     start = time.perf_counter()
@@ -80,15 +93,18 @@ def run(nproc: int, config: Path, threads: int) -> dict[str, float]:
     wall = time.perf_counter() - start
     if proc.returncode:
         raise SystemExit(f"--nproc {nproc} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    lines = (config.parent / f"run-{nproc}" / "metrics.jsonl").read_text().splitlines()
-    times = [json.loads(line)["step_time"] for line in lines][1:]  # the first step warms up
-    return {"steps_per_s": 1.0 / statistics.mean(times), "wall_s": wall, "steps": len(times) + 1}
+    records = [json.loads(line) for line in (config.parent / f"run-{nproc}" / "metrics.jsonl").read_text().splitlines()]
+    times = [r["step_time"] for r in records][1:]  # the first step warms up
+    return {"steps_per_s": 1.0 / statistics.mean(times), "wall_s": wall, "steps": len(times) + 1,
+            "params_gb": records[-1]["memory/parameters_gb"], "optimizer_gb": records[-1]["memory/optimizer_gb"]}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", help="a model folder (default: a tiny Llama built on the spot)")
     ap.add_argument("--nproc", type=int, default=2)
+    ap.add_argument("--engine", choices=("ddp", "fsdp2", "deepspeed"), default="ddp")
+    ap.add_argument("--offload", choices=("none", "cpu"), default="none", help="deepspeed: the optimizer's device")
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--prompts", type=int, default=8, help="prompts per step, the whole step's (global)")
     ap.add_argument("--generations", type=int, default=4)
@@ -97,6 +113,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=0,
                     help="threads per process (default: the CPUs divided by the number of processes)")
     a = ap.parse_args()
+    if a.offload != "none" and a.engine != "deepspeed":
+        ap.error("--offload is DeepSpeed's (--engine deepspeed)")
 
     import torch
 
@@ -113,12 +131,16 @@ def main() -> None:
             r = results[n]
             print(f"nproc={n}: {r['steps_per_s']:.3f} steps/s (steps 2-{r['steps']:.0f}), wall {r['wall_s']:.1f} s "
                   f"with start-up; {a.prompts} prompts x {a.generations} generations per step; "
-                  f"OMP_NUM_THREADS={threads}")
+                  f"OMP_NUM_THREADS={threads}; one process holds {r['params_gb'] * 1024:.1f} MiB of parameters "
+                  f"and {r['optimizer_gb'] * 1024:.1f} MiB of optimizer state")
     ratio = results[a.nproc]["steps_per_s"] / results[1]["steps_per_s"]
+    held = {key: results[a.nproc][f"{key}_gb"] / results[1][f"{key}_gb"] for key in ("params", "optimizer")}
     if device == "cpu" and cpus < 2 * a.nproc:
         print(f"note: {cpus} CPUs shared by {a.nproc} processes: this is the data-parallel overhead, not a speed-up")
-    print(f"summary nproc={a.nproc} steps_per_s_1={results[1]['steps_per_s']:.3f} "
-          f"steps_per_s_{a.nproc}={results[a.nproc]['steps_per_s']:.3f} ratio={ratio:.3f} cpus={cpus} "
+    engine = a.engine + ("+offload" if a.offload != "none" else "")
+    print(f"summary engine={engine} nproc={a.nproc} steps_per_s_1={results[1]['steps_per_s']:.3f} "
+          f"steps_per_s_{a.nproc}={results[a.nproc]['steps_per_s']:.3f} ratio={ratio:.3f} "
+          f"params_ratio={held['params']:.3f} optimizer_ratio={held['optimizer']:.3f} cpus={cpus} "
           f"threads_per_process={a.threads or 'share'} device={device.replace(' ', '_')}")
 
 
