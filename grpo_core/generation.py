@@ -179,6 +179,8 @@ class TransformersBackend:
 
     @torch.no_grad()
     def generate(self, prompts: list[str], num_generations: int, *, greedy: bool = False) -> Generation:
+        from grpo_core.lean_lora import lean_lora
+
         prompt_ids, prompt_mask = self._tokenize(prompts)
         plain = greedy or (self.gen.top_p == 1 and self.gen.top_k == 0 and self.gen.repetition_penalty == 1)
         if plain and self.shared_prefill:
@@ -195,7 +197,7 @@ class TransformersBackend:
         self.model.eval()
         try:
             with clean_generation_config(self.model, self.eos_ids, self.tokenizer.pad_token_id) as gen_cfg, \
-                    sampling_autocast(self.model):
+                    sampling_autocast(self.model), lean_lora(self.model):
                 gen_cfg.update(max_new_tokens=self.gen.max_completion_length, use_cache=True, **sampling)
                 out = self.model.generate(input_ids=prompt_ids, attention_mask=prompt_mask, generation_config=gen_cfg)
         finally:
@@ -205,11 +207,12 @@ class TransformersBackend:
     def _sample_groups(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, k: int,
                        greedy: bool) -> Generation | None:
         from grpo_core.group_sampling import sample_groups
+        from grpo_core.lean_lora import lean_lora
 
         was_training = self.model.training
         self.model.eval()
         try:
-            with sampling_autocast(self.model):
+            with sampling_autocast(self.model), lean_lora(self.model):  # the same bits, less per-call work
                 out = sample_groups(self.model, prompt_ids, prompt_mask, k,
                                     max_new_tokens=self.gen.max_completion_length, eos_ids=self.eos_ids,
                                     pad_id=self.tokenizer.pad_token_id, temperature=self.gen.temperature,
