@@ -58,9 +58,8 @@ def measure_signal(trainer: Any, prompts: int) -> tuple[list[RewardSignal], list
     texts: list[str] = []
     done = 0
     while done < prompts:
-        rows = trainer._next_rows()[: prompts - done]
-        batch = trainer.backend.generate([trainer.prompts[i] for i in rows], k)
-        rewards, columns = trainer._score([trainer.rows[i] for i in rows], batch)
+        rows = trainer.next_rows()[: prompts - done]
+        batch, rewards, columns = trainer.sample_and_score(rows)
         for alias, values in columns.items():
             signals.setdefault(alias, []).extend(values)
         total.extend(rewards.tolist())

@@ -367,12 +367,10 @@ class Trainer:
             while self.step < g.max_steps and not self._stop.is_set():
                 reset_peak_memory(self.device)
                 start = time.perf_counter()
-                rows = self._next_rows()                                      # 1. sample prompts
+                rows = self.next_rows()                                       # 1. sample prompts
                 rows = rows[share(len(rows), self.world)]                     #    (this rank's share)
-                with self._whole_model():
-                    batch = self.backend.generate([self.prompts[i] for i in rows], k)  # 2. a group per prompt
+                batch, rewards, columns = self.sample_and_score(rows)         # 2. a group per prompt, 3. rewards
                 rows_data = [self.rows[i] for i in rows]
-                rewards, columns = self._score(rows_data, batch)              # 3. composed rewards
                 all_rewards, all_columns = self._gather_rewards(rewards, columns)
                 advantages, adv_stats = compute_advantages(                   # 4. group-relative advantages
                     all_rewards, all_columns, cfg.rewards.weights, k, g.scale_rewards, g.multi_objective_aggregation,
@@ -419,8 +417,9 @@ class Trainer:
 
     # ------------------------------------------------------------------ the steps ----
 
-    def _next_rows(self) -> list[int]:
-        """The next ``prompts_per_step`` row indices of the seeded per-epoch order (a resume recomputes it)."""
+    def next_rows(self) -> list[int]:
+        """The next ``prompts_per_step`` training row indices of the seeded per-epoch order (a resume recomputes
+        it), the data position moving past them."""
         from grpo_core.data import epoch_order
 
         d, n = self.cfg.data, self.cfg.grpo.prompts_per_step
@@ -433,6 +432,15 @@ class Trainer:
             if self.position >= len(order):
                 self.epoch, self.position = self.epoch + 1, 0
         return out
+
+    def sample_and_score(self, rows: list[int]) -> tuple[Generation, torch.Tensor, dict[str, list]]:
+        """Steps 2 and 3 of the loop for the training rows ``rows`` (indices): a group of ``num_generations``
+        completions per prompt from the generation backend, the total reward of each (NaN: unscored) and each
+        reward's column. No update (``grpo signal`` measures the rewards' signal with it)."""
+        with self._whole_model():
+            batch = self.backend.generate([self.prompts[i] for i in rows], self.cfg.generation.num_generations)
+        rewards, columns = self._score([self.rows[i] for i in rows], batch)
+        return batch, rewards, columns
 
     def _score(self, rows: list[dict[str, Any]], batch: Generation, k: int | None = None
                ) -> tuple[torch.Tensor, dict[str, list]]:
