@@ -80,6 +80,9 @@ def deepspeed_config(cfg: Any, world_size: int = 1) -> dict[str, Any]:
         adamw["torch_adam"] = True  # torch's AdamW (DeepSpeed's fused one needs a CUDA build)
     if ds.deepspeed_config:
         _overlay(cfg, out, _read_json(cfg, ds.deepspeed_config))
+    if not isinstance(out["zero_optimization"], dict):
+        raise _refuse(cfg, "distributed.deepspeed_config", "zero_optimization must be a JSON object, got "
+                                                           f"{out['zero_optimization']!r}")
     if out["zero_optimization"].get("stage") == 3:
         raise _refuse(cfg, "distributed.deepspeed_config", "zero_optimization.stage 3 shards the weights, which "
                                                            "generation needs whole on every rank; use 0-2, or engine = "

@@ -126,7 +126,8 @@ def test_keys_the_trainer_owns_and_zero3_are_refused(core_registry: Any, tmp_pat
                       ({"scheduler": {"type": "WarmupLR"}}, "scheduler = {'type': 'WarmupLR'} contradicts the "
                                                             "trainer's own (grpo.lr_scheduler)"),
                       ({"zero_optimization": {"stage": 3}}, "zero_optimization.stage 3 shards the weights, which "
-                                                            "generation needs whole on every rank")]:
+                                                            "generation needs whole on every rank"),
+                      ({"zero_optimization": 2}, "zero_optimization must be a JSON object, got 2")]:
         own.write_text(json.dumps(user))
         with pytest.raises(ConfigError) as info:
             deepspeed_config(cfg)
