@@ -139,16 +139,8 @@ def test_the_saved_model_holds_the_trained_weights(runs: dict[str, Any]) -> None
 
 def test_a_deepspeed_run_resumed_after_a_stop_ends_as_an_uninterrupted_one(runs: dict[str, Any]) -> None:
     import torch
-    from safetensors.torch import load_file
 
     whole, stopped = runs["resume"]
-    drop = {*ddp.TIMING_KEYS}
-    first, second = ([{k: v for k, v in r.items() if k not in drop} for r in ddp.records(d / "metrics.jsonl")]
-                     for d in (whole, stopped))
-    assert [r["step"] for r in second] == [1, 2] and second == first
-    a, b = (load_file(d / "checkpoints" / "step-00000002" / "weights.safetensors") for d in (whole, stopped))
-    assert a.keys() == b.keys() and a
-    for name in a:
-        torch.testing.assert_close(a[name], b[name], rtol=0, atol=0, msg=name)
+    test_fsdp.assert_resumed_as_uninterrupted(whole, stopped)
     saved = torch.load(stopped / "checkpoints" / "step-00000001" / "optimizer.pt", weights_only=True)
     assert len(saved["deepspeed_partitions"]) == 2  # each rank's partition of the optimizer
