@@ -133,6 +133,7 @@ class GRPOConfig:
     seed: int = 0
     logprob_chunk_size: int = 1024
     micro_batch_tokens: int = 4096
+    share_prompts: bool = True
 
 
 @dataclass

@@ -326,8 +326,13 @@ def completion_logprobs(
     temperature: float = 1.0,
     chunk_size: int = 1024,
     with_entropy: bool = False,
+    share_prompts: bool = False,
+    completions_per_row: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Default path used by the trainer: backbone once, then the chunked head (no ``[B, K, V]`` tensor).
+
+    ``share_prompts``: rows that share a prompt run as packed rows with one copy of it where that is cheaper
+    (grpo_core.shared_prompts; ``completions_per_row`` forces that many completions per packed row).
 
     Falls back to :func:`plain_completion_logprobs` (with a one-time warning) for models whose head is
     not a plain linear layer over the backbone output or that failed :func:`check_chunked_head`.
@@ -346,9 +351,19 @@ def completion_logprobs(
             model, input_ids, attention_mask, logits_to_keep, temperature=temperature, with_entropy=with_entropy
         )
     backbone, head = parts
-    hidden = backbone(input_ids=input_ids, attention_mask=attention_mask,
-                      position_ids=position_ids_from_mask(attention_mask), use_cache=False).last_hidden_state
-    hidden = hidden[:, -(logits_to_keep + 1) : -1, :].to(head.weight.device)
+    packing = None
+    if share_prompts:
+        from grpo_core.shared_prompts import plan
+
+        packing = plan(model, input_ids, attention_mask, logits_to_keep, per_row=completions_per_row)
+    if packing is not None:
+        from grpo_core.shared_prompts import packed_hidden
+
+        hidden = packed_hidden(model, backbone, packing).to(head.weight.device)
+    else:
+        hidden = backbone(input_ids=input_ids, attention_mask=attention_mask,
+                          position_ids=position_ids_from_mask(attention_mask), use_cache=False).last_hidden_state
+        hidden = hidden[:, -(logits_to_keep + 1) : -1, :].to(head.weight.device)
     targets = input_ids[:, -logits_to_keep:].to(head.weight.device)
     batch = input_ids.shape[0]
     scale, softcap = head_transform(model)

@@ -506,7 +506,7 @@ class Trainer:
             with sampling_autocast(self.model):
                 return completion_logprobs(model, input_ids[idx], attention_mask[idx], k,
                                            temperature=cfg.generation.temperature, chunk_size=g.logprob_chunk_size,
-                                           with_entropy=with_entropy)
+                                           with_entropy=with_entropy, share_prompts=g.share_prompts)
 
         # a sampler that reports its log-probs (vLLM) is corrected against the trainer's own
         sampled = batch.sampling_logps is not None and cfg.generation.importance_sampling != "none"
@@ -546,7 +546,8 @@ class Trainer:
                 return logps(self.model, idx, with_entropy)
             with sampling_autocast(self.model):  # through DDP, FSDP2 or DeepSpeed, which reduce the gradients
                 return self._parallel(input_ids[idx], attention_mask[idx], k, temperature=cfg.generation.temperature,
-                                 chunk_size=g.logprob_chunk_size, with_entropy=with_entropy)
+                                 chunk_size=g.logprob_chunk_size, with_entropy=with_entropy,
+                                 share_prompts=g.share_prompts)
 
         # FSDP2 and ZeRO: each forward/backward is a collective; a rank with fewer passes adds passes that
         # contribute nothing
@@ -640,13 +641,17 @@ class Trainer:
     # ---------------------------------------------------------------- bookkeeping ----
 
     def _check_head(self) -> None:
-        """The chunked log-prob head against the model's own logits, once (grpo_core.logprobs)."""
+        """The chunked log-prob head against the model's own logits, and packed prompts against unpacked, once
+        (grpo_core.logprobs, grpo_core.shared_prompts)."""
         from grpo_core.logprobs import check_chunked_head
+        from grpo_core.shared_prompts import check_shared_prompts
 
         probe = self.tokenizer("The quick brown fox jumps over the lazy dog. 12 + 7 = 19",
                                return_tensors="pt")["input_ids"]
         if probe.shape[1] >= 2:
             check_chunked_head(self.model, probe)
+        if self.cfg.grpo.share_prompts and probe.shape[1] >= 4:
+            check_shared_prompts(self.model, probe)
 
     def _metrics(self, batch: Generation, rewards: torch.Tensor, columns: dict[str, list], adv: dict[str, float],
                  update: dict[str, float], seconds: float) -> dict[str, Any]:

@@ -29,6 +29,7 @@ NO_TRL_EQUIVALENT: dict[str, str] = {
     "model.mlp_chunk_tokens": "TRL does not tile the MLP under gradient checkpointing",
     "data.seed": "TRL shuffles the rows with the training seed (grpo.seed)",
     "grpo.logprob_chunk_size": "TRL 1.x's fused LM head tiles the log-probs its own way (no size to set)",
+    "grpo.share_prompts": "TRL runs every completion with its own copy of the prompt",
     "grpo.micro_batch_tokens": "TRL runs per_device_train_batch_size rows per forward/backward, with no token budget",
     "logging.sample_every": "samples.jsonl is not written (TRL's own completion logging is log_completions)",
     "logging.num_samples": "samples.jsonl is not written (TRL's own completion logging is log_completions)",

@@ -38,7 +38,8 @@ def _cfg(model_dir: Path, tmp_path: Path, **sections) -> dict:
 
 def test_sampler_and_trainer_log_probs_agree_on_a_left_padded_batch(smollm2_dir: Path, tmp_path: Path) -> None:
     """The assumption GRPO rests on: the trainer's log-probs of the sampled tokens are the sampler's own
-    (fp32, temperature 0.7, prompts of different lengths left-padded in one batch), within 1e-4."""
+    (fp32, temperature 0.7, prompts of different lengths left-padded in one batch), within 1e-4, each group's
+    prompt shared by its completions (grpo_core.shared_prompts) or not."""
     from grpo_core.config import config_from_dict
     from grpo_core.generation import TransformersBackend
     from grpo_core.logprobs import completion_logprobs, plain_completion_logprobs
@@ -56,8 +57,11 @@ def test_sampler_and_trainer_log_probs_agree_on_a_left_padded_batch(smollm2_dir:
         ids = torch.cat([batch.prompt_ids, batch.completion_ids], 1)
         attn = torch.cat([batch.prompt_mask, batch.completion_mask], 1)
         with torch.no_grad():
-            return [fn(model, ids, attn, batch.completion_ids.size(1), temperature=0.7)[0]
-                    for fn in (completion_logprobs, plain_completion_logprobs)]
+            k = batch.completion_ids.size(1)
+            shared = completion_logprobs(model, ids, attn, k, temperature=0.7, share_prompts=True,
+                                         completions_per_row=2)[0]  # each group's prompt once, its 2 completions
+            return [fn(model, ids, attn, k, temperature=0.7)[0]
+                    for fn in (completion_logprobs, plain_completion_logprobs)] + [shared]
 
     # the shared-prefill sampler reports its own log-probs
     torch.manual_seed(3)
