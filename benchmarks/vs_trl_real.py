@@ -1,10 +1,12 @@
 """Ours against ``trl.GRPOTrainer`` on SmolLM2-135M-Instruct, generation on for both, each in its own process.
 
     .venv/bin/python benchmarks/vs_trl_real.py [--steps 4 --generations 4 --length 64 --lora-rank 16]
+    .venv/bin/python benchmarks/vs_trl_real.py --gsm8k ../shared/data/gsm8k/train.jsonl --length 128
 
 Same model (``grpo_core.smollm2``: the PyPI GGUF converted once), same rows (two-number additions asked
 in words, answer checked on the last number of the reply: SmolLM2-135M gets some right, so groups have
-reward variance), same reward function, LoRA rank, group size, completion length, temperature, learning
+reward variance; or, with ``--gsm8k FILE``, GSM8K questions under the Unsloth notebook's system prompt,
+longer prompts on which the model rarely scores), same reward function, LoRA rank, group size, completion length, temperature, learning
 rate and number of steps. Each side samples with Hugging Face generation (ours: the transformers backend,
 each prompt prefilled once for its group; TRL: ``model.generate``). Per step it prints the wall time split
 into generation / scoring / training, the resident high-water mark (``VmHWM``, reset after loading) and
@@ -32,6 +34,29 @@ from pathlib import Path
 from typing import Any
 
 SYSTEM = "Add the two numbers. Reply with one short sentence ending in: The answer is N."
+GSM8K_SYSTEM = """Respond in the following format:
+<reasoning>
+...
+</reasoning>
+<answer>
+...
+</answer>"""  # the Unsloth GRPO notebook's
+
+
+def system_prompt(a: argparse.Namespace) -> str:
+    return GSM8K_SYSTEM if a.gsm8k else SYSTEM
+
+
+def gsm8k_rows(path: str, n: int) -> list[dict[str, Any]]:
+    """The first ``n`` rows of a GSM8K JSONL file, the answer cut to the number after ``####``."""
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            row = json.loads(line)
+            rows.append({"question": row["question"], "answer": row["answer"].split("####")[-1].strip()})
+            if len(rows) == n:
+                break
+    return rows
 
 
 def make_rows(n: int, seed: int) -> list[dict[str, Any]]:
@@ -57,7 +82,7 @@ def addition_reward(completions: list[Any], answer: list[str], **_: Any) -> list
         if not numbers:
             out.append(0.0)
             continue
-        error = abs(int(numbers[-1]) - int(ref))
+        error = abs(int(numbers[-1]) - int(ref.replace(",", "")))
         out.append(1.0 if error == 0 else 0.5 / (1.0 + error))
     return out
 
@@ -110,8 +135,8 @@ def run_ours(a: argparse.Namespace, rows: list[dict[str, Any]], split: Split) ->
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     cfg = config_from_dict({
         "model": {"name_or_path": a.model_dir, "dtype": "float32", "gradient_checkpointing": True},
-        "data": {"source": str(data), "prompt_field": "question", "system_prompt": SYSTEM, "shuffle": False,
-                 "max_prompt_length": 128},
+        "data": {"source": str(data), "prompt_field": "question", "system_prompt": system_prompt(a),
+                 "shuffle": False, "max_prompt_length": 512},
         "generation": {"num_generations": a.generations, "max_completion_length": a.length, "temperature": 1.0},
         "grpo": {"learning_rate": a.lr, "prompts_per_step": a.prompts, "max_steps": a.steps, "loss_type": "dapo",
                  "beta": 0.0, "lr_scheduler": "constant", "seed": a.seed},
@@ -157,7 +182,7 @@ def run_trl(a: argparse.Namespace, rows: list[dict[str, Any]], split: Split) -> 
 
     tok = AutoTokenizer.from_pretrained(a.model_dir)
     model = AutoModelForCausalLM.from_pretrained(a.model_dir, dtype=torch.float32)
-    dataset = Dataset.from_list([{"prompt": [{"role": "system", "content": SYSTEM},
+    dataset = Dataset.from_list([{"prompt": [{"role": "system", "content": system_prompt(a)},
                                              {"role": "user", "content": r["question"]}], "answer": r["answer"]}
                                  for r in rows])
     config = GRPOConfig(
@@ -192,7 +217,7 @@ def run_trl(a: argparse.Namespace, rows: list[dict[str, Any]], split: Split) -> 
 
 
 def side_main(a: argparse.Namespace) -> int:
-    rows = make_rows(a.prompts * a.steps, a.seed)
+    rows = gsm8k_rows(a.gsm8k, a.prompts * a.steps) if a.gsm8k else make_rows(a.prompts * a.steps, a.seed)
     split = Split()
     (run_ours if a.side == "ours" else run_trl)(a, rows, split)
     for s in split.steps:
@@ -210,7 +235,7 @@ def side_main(a: argparse.Namespace) -> int:
 def run_side(side: str, a: argparse.Namespace, work: str) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--side", side, "--model-dir", a.model_dir, "--work", work,
            *[f"--{k.replace('_', '-')}={getattr(a, k)}" for k in
-             ("steps", "prompts", "generations", "length", "lora_rank", "lr", "seed")]]
+             ("steps", "prompts", "generations", "length", "lora_rank", "lr", "seed", "gsm8k")]]
     done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
     result = next((json.loads(line[7:]) for line in done.stdout.splitlines() if line.startswith("RESULT ")), None)
     if result is None:
@@ -234,6 +259,7 @@ def main() -> int:
     p.add_argument("--lora-rank", type=int, default=16)
     p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--gsm8k", default="", help="GSM8K JSONL file: its questions instead of the additions")
     a = p.parse_args()
     if a.side:
         return side_main(a)
@@ -243,7 +269,7 @@ def main() -> int:
         a.model_dir = str(fetch_smollm2())
     with tempfile.TemporaryDirectory(prefix="vs_trl_real-") as work:
         results = {side: run_side(side, a, work) for side in ("ours", "trl")}
-    print(f"SmolLM2-135M-Instruct, LoRA r={a.lora_rank}, {a.prompts} prompt(s) x {a.generations} completions x "
+    print(f"SmolLM2-135M-Instruct, {'GSM8K' if a.gsm8k else 'additions'}, LoRA r={a.lora_rank}, {a.prompts} prompt(s) x {a.generations} completions x "
           f"{a.length} tokens, {a.steps} steps, fp32, CPU threads={os.cpu_count()}")
     print(f"{'side':<5} {'step':>4} {'total s':>8} {'gen s':>7} {'score s':>8} {'train s':>8} {'peak GiB':>9} "
           f"{'reward':>7}")

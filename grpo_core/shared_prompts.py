@@ -17,7 +17,8 @@ disappears as well.
 What it costs: attention over a packed row of length ``L`` is computed densely (``L^2`` score pairs, most of
 them masked), so :func:`plan` packs ``m`` completions per row only where the estimated cost, ``L * (weights
 per layer) + 2 * hidden * L^2`` per layer summed over the rows, beats the unpacked batch; long completions or
-large groups end up with several packed rows per group, or none. Only models whose every layer is causal
+large groups end up with several packed rows per group, or none. Under eager attention, which holds every
+score, the packed rows must also hold no more scores than the unpacked ones. Only models whose every layer is causal
 attention through a 4-D mask are packed (sdpa or eager attention; sliding windows only where the unpacked rows
 fit in the window);
 :func:`check_shared_prompts` compares packed with unpacked log-probs once at load and turns packing off for a
@@ -125,6 +126,9 @@ def plan(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.
     if per_row is None and (not weights or len(segments) * _cost(packed_len, weights, hidden)
                             >= rows * _cost(width, weights, hidden)):
         return None
+    eager = getattr(getattr(model, "config", None), "_attn_implementation", None) == "eager"
+    if per_row is None and eager and len(segments) * packed_len**2 > rows * width**2:
+        return None  # eager attention holds every score: no more of them than unpacked
     return _build(input_ids, attention_mask, k, segments, [int(v) for v in lengths], packed_len)
 
 

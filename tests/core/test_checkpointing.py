@@ -168,8 +168,8 @@ def test_auto_tiles_by_the_hidden_size():
 
     from grpo_core.checkpointing import MIN_AUTO_MLP_TILE, _tile_of, mlp_tile_tokens
 
-    assert mlp_tile_tokens(Qwen2Config(hidden_size=896)) == 896  # Qwen2.5-0.5B: ALST's rule
-    assert mlp_tile_tokens(Qwen2Config(hidden_size=3584)) == 3584
+    assert mlp_tile_tokens(Qwen2Config(hidden_size=8192)) == 8192  # ALST's rule above the token budget
+    assert mlp_tile_tokens(Qwen2Config(hidden_size=3584)) == MIN_AUTO_MLP_TILE == 4096
     model = _model()
     assert mlp_tile_tokens(model.config) == MIN_AUTO_MLP_TILE > H  # a toy model: not cut into slivers
     assert mlp_tile_tokens(model.config, 0) is None and mlp_tile_tokens(model.config, None) is None

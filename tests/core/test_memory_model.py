@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from grpo_core.checkpointing import MIN_AUTO_MLP_TILE
 from grpo_core.memory_model import GiB, count_parameters, dtype_bytes, estimate_peak_memory
 
 
@@ -77,7 +78,7 @@ def test_switches_move_the_right_components():
     tiled, untiled = _estimate(cfg, mlp_chunk_tokens=16), _estimate(cfg, mlp_chunk_tokens=None)
     assert tiled.component("activations") < untiled.component("activations")
     assert _estimate(cfg, mlp_chunk_tokens="auto").component("activations") == \
-        _estimate(cfg, mlp_chunk_tokens=max(cfg.hidden_size, 512)).component("activations")
+        _estimate(cfg, mlp_chunk_tokens=max(cfg.hidden_size, MIN_AUTO_MLP_TILE)).component("activations")
     sliced = _estimate(cfg, micro_batch_tokens=64)  # 64 // (16 + 48) = one row per pass instead of 4
     assert sliced.component("activations") < base.component("activations")
     assert sliced.component("logits chunk") < base.component("logits chunk")

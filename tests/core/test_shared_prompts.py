@@ -112,6 +112,9 @@ def test_the_cost_estimate_packs_short_completions_and_not_long_ones():
     distinct = torch.arange(8 * 60).view(8, 60)  # no two rows share a prompt
     assert plan(model, distinct, torch.ones_like(distinct), 20) is None
     assert isinstance(model.config, LlamaConfig)
+    model.config._attn_implementation = "eager"  # holds every score: no more of them than unpacked
+    assert plan(model, *batch(200, 128, 8), 128) is None  # 1224^2 scores against 8 x 328^2
+    assert plan(model, *batch(200, 16, 8), 16) is not None  # 328^2 against 8 x 216^2
 
 
 @pytest.mark.parametrize("config", [
