@@ -10,7 +10,9 @@ A :class:`Generation` holds, for ``N = len(prompts) * num_generations`` rows (ea
 group consecutive): left-padded ``prompt_ids``/``prompt_mask`` ``[N, P]``, right-padded
 ``completion_ids``/``completion_mask`` ``[N, K]`` (the mask covers tokens up to and including
 the first EOS), the decoded ``completions_text`` and ``truncated`` (no EOS within the limit); a
-backend that knows them sets ``sampling_logps`` ``[N, K]``, the sampler's log-prob of each token.
+backend that knows them sets ``sampling_logps`` ``[N, K]``, the sampler's log-prob of each token, and
+``sampler_is_policy`` when it sampled from the training model itself (this module's backend: its log-probs
+are the trainer's to 1e-4, so the trainer runs no importance correction and no old-policy pass for it).
 
 The ``transformers`` backend samples plain temperature sampling with :mod:`grpo_core.group_sampling`
 (each prompt prefilled once for its whole group, finished rows dropped); with top-p, top-k or a
@@ -47,6 +49,8 @@ class Generation:
     completions_text: list[str]
     truncated: torch.Tensor
     sampling_logps: torch.Tensor | None = None  # [N, K] the sampler's log-prob of each token, if it gives them
+    # the sampler ran the policy itself (same model and weights, as the trainer scores it): nothing to correct
+    sampler_is_policy: bool = False
 
     @property
     def num_tokens(self) -> int:
@@ -232,7 +236,8 @@ class TransformersBackend:
         texts = self.tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
         if logps is not None:
             logps = logps * completion_mask
-        return Generation(prompt_ids, prompt_mask, completion_ids, completion_mask, texts, truncated, logps)
+        return Generation(prompt_ids, prompt_mask, completion_ids, completion_mask, texts, truncated, logps,
+                          sampler_is_policy=True)
 
 
 def make_transformers_backend(config: RunConfig, model: Any, tokenizer: Any) -> TransformersBackend:

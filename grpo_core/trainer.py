@@ -508,8 +508,9 @@ class Trainer:
                                            temperature=cfg.generation.temperature, chunk_size=g.logprob_chunk_size,
                                            with_entropy=with_entropy, share_prompts=g.share_prompts)
 
-        # a sampler that reports its log-probs (vLLM) is corrected against the trainer's own
-        sampled = batch.sampling_logps is not None and cfg.generation.importance_sampling != "none"
+        # a sampler other than the policy that reports its log-probs (vLLM) is corrected against the trainer's own
+        sampled = (batch.sampling_logps is not None and not batch.sampler_is_policy
+                   and cfg.generation.importance_sampling != "none")
         old = ref = None
         was_training = self.model.training
         self.model.eval()  # no dropout (LoRA's included) in the old-policy and reference passes

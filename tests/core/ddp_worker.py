@@ -42,7 +42,8 @@ def merge(parts: list[Any], pad_id: int) -> Any:
         torch.cat([left(g.prompt_ids, pad_id) for g in parts]), torch.cat([left(g.prompt_mask, 0) for g in parts]),
         torch.cat([right(g.completion_ids, pad_id) for g in parts]),
         torch.cat([right(g.completion_mask, 0) for g in parts]),
-        [t for g in parts for t in g.completions_text], torch.cat([g.truncated for g in parts]), logps)
+        [t for g in parts for t in g.completions_text], torch.cat([g.truncated for g in parts]), logps,
+        sampler_is_policy=all(g.sampler_is_policy for g in parts))
 
 
 class SeededBackend:
@@ -78,7 +79,8 @@ class RaggedBackend(SeededBackend):
         pad = torch.nn.functional.pad
         return Generation(batch.prompt_ids, batch.prompt_mask, pad(batch.completion_ids, (0, 16), value=self.pad_id),
                           pad(batch.completion_mask, (0, 16), value=0), batch.completions_text, batch.truncated,
-                          None if batch.sampling_logps is None else pad(batch.sampling_logps, (0, 16), value=0.0))
+                          None if batch.sampling_logps is None else pad(batch.sampling_logps, (0, 16), value=0.0),
+                          sampler_is_policy=batch.sampler_is_policy)
 
 
 class _Plugin:

@@ -149,3 +149,25 @@ def _counting(forward, sizes):
         sizes.append(input_ids.size(0))
         return forward(model, input_ids, *args, **kwargs)
     return wrapper
+
+
+def test_the_policy_as_sampler_needs_no_old_policy_pass_or_correction(model_dir, tmp_path):
+    """The transformers backend samples from the training model itself (its log-probs are the trainer's to 1e-4):
+    with ``num_iterations = 1`` the update runs the policy pass alone, no importance correction. The same batch
+    from another sampler (vLLM) costs an old-policy pass and is corrected."""
+    import dataclasses
+
+    import grpo_core.trainer as trainer_module
+
+    trainer = make_trainer(model_dir, tmp_path, micro_batch_tokens=0)
+    torch.manual_seed(0)
+    batch = trainer.backend.generate([trainer.prompts[0], trainer.prompts[1]], 4)
+    assert batch.sampler_is_policy and batch.sampling_logps is not None
+    advantages = torch.tensor([1.0, -0.5, 0.3, -0.8, 0.2, 1.1, -1.2, 0.0])
+    for is_policy, passes in ((True, 1), (False, 2)):
+        sizes: list[int] = []
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(trainer_module, "completion_logprobs", _counting(trainer_module.completion_logprobs, sizes))
+            metrics = trainer._update(dataclasses.replace(batch, sampler_is_policy=is_policy), advantages)
+        assert len(sizes) == passes
+        assert ("sampling/importance_sampling_ratio/mean" in metrics) is not is_policy
