@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import signal
 import threading
 import time
@@ -803,8 +804,8 @@ class Trainer:
                 raise KeyboardInterrupt
             signals.append(signum)
             self._stop.set()
-            self.logger.console_print("[yellow]SIGINT: finishing this step, then checkpoint and exit "
-                                      "(Ctrl-C again to stop now)")
+            # a raw write: the handler may interrupt the console (rich, buffered io) in the middle of a print
+            os.write(2, b"SIGINT: finishing this step, then checkpoint and exit (Ctrl-C again to stop now)\n")
 
         return signal.signal(signal.SIGINT, handler)
 

@@ -26,6 +26,7 @@ Ctrl-C (SIGINT) finishes the current step, writes a TRL checkpoint and the final
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
 import signal
 import sys
@@ -268,6 +269,7 @@ class TRLBackend:
             if self.stop.is_set():  # a second Ctrl-C: stop now
                 raise KeyboardInterrupt
             self.stop.set()
-            print("SIGINT: finishing this step, then checkpoint and exit (Ctrl-C again to stop now)", file=sys.stderr)
+            # a raw write: the handler may interrupt buffered io in the middle of a print
+            os.write(2, b"SIGINT: finishing this step, then checkpoint and exit (Ctrl-C again to stop now)\n")
 
         return signal.signal(signal.SIGINT, handler)

@@ -93,7 +93,7 @@ class _SigintAfter:
 
 
 def test_trl_backend_trains_a_toml_run_and_logs_each_reward_by_alias_and_weight(
-    tiny_model_dir: Path, tmp_path: Path, use_core_registry: Any, capsys: pytest.CaptureFixture[str]
+    tiny_model_dir: Path, tmp_path: Path, use_core_registry: Any, capfd: pytest.CaptureFixture[str]
 ) -> None:
     from safetensors.torch import load_file
 
@@ -112,7 +112,7 @@ def test_trl_backend_trains_a_toml_run_and_logs_each_reward_by_alias_and_weight(
     seen = interrupter.context  # the hook's documented context, as the built-in trainer gives it
     assert (seen.backend, seen.step, seen.run_dir, seen.config.logging.output_dir) == ("trl", 1, run, str(run))
     assert seen.max_steps == 3 and {"loss", "rewards/len"} <= set(seen.metrics)
-    err = capsys.readouterr().err
+    err = capfd.readouterr().err  # (the SIGINT line is written to fd 2 directly)
     assert "SIGINT: finishing this step" in err
     for key in NO_TRL_EQUIVALENT:  # one warning line per key TRL cannot honour
         assert len(re.findall(rf"^warning: .*{re.escape(key)} has no TRL equivalent", err, re.M)) == 1, err
