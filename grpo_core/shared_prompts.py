@@ -49,6 +49,11 @@ class Packing:
     cols: torch.Tensor  # [B, K] its column
 
 
+def _base(model: torch.nn.Module) -> torch.nn.Module:
+    """The transformers model inside a peft wrapper (or the model itself): where the flags and config live."""
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
 def _text_config(model: torch.nn.Module) -> Any:
     config = getattr(model, "config", None)
     return config.get_text_config() if hasattr(config, "get_text_config") else config
@@ -58,7 +63,7 @@ def packable(model: torch.nn.Module, width: int | None = None) -> bool:
     """Whether ``model``'s attention takes a packed row's 4-D mask as given: causal attention in every layer,
     sdpa or eager, and no failed :func:`check_shared_prompts`. Sliding-window layers qualify only for rows of
     at most ``width`` tokens that fit in the window (each completion then sees what it saw unpacked)."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    base = _base(model)
     if getattr(base, OFF_FLAG, False):
         return False
     config = getattr(base, "config", None)
@@ -126,7 +131,7 @@ def plan(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.
     if per_row is None and (not weights or len(segments) * _cost(packed_len, weights, hidden)
                             >= rows * _cost(width, weights, hidden)):
         return None
-    eager = getattr(getattr(model, "config", None), "_attn_implementation", None) == "eager"
+    eager = getattr(_base(model).config, "_attn_implementation", None) == "eager"
     if per_row is None and eager and len(segments) * packed_len**2 > rows * width**2:
         return None  # eager attention holds every score: no more of them than unpacked
     return _build(input_ids, attention_mask, k, segments, [int(v) for v in lengths], packed_len)
@@ -174,7 +179,7 @@ def _build(input_ids: torch.Tensor, attention_mask: torch.Tensor, k: int, segmen
 
 def attention_mask_4d(model: torch.nn.Module, allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """``allowed`` as the model's attention takes a custom mask: booleans for sdpa, additive for eager."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    base = _base(model)
     mask = allowed.unsqueeze(1)
     if getattr(base.config, "_attn_implementation", None) == "sdpa":
         return mask
@@ -217,7 +222,7 @@ def check_shared_prompts(model: torch.nn.Module, input_ids: torch.Tensor, *, tol
     error = (packed - plain)[real].abs().max().item()
     if error <= tolerance * max(1.0, plain[real].abs().max().item()):
         return True
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    base = _base(model)
     setattr(base, OFF_FLAG, True)
     warnings.warn(f"completion_logprobs: {type(base).__name__}'s log-probs with its groups' prompts shared differ "
                   f"from the unpacked ones by {error:.3g}; each completion runs with its own copy of the prompt",
