@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from grpo_rewards import PluginError, load_registry
-from grpo_rewards.cli import main
+from grpo_rewards.command_line import main
 
 SHOUT = """
 from grpo_rewards import hookimpl, RewardSpec
