@@ -22,5 +22,6 @@ chunk), which a one-batch-per-call worker cannot give without one round trip per
 a fresh interpreter rather than a ``multiprocessing`` child, so a training script needs no ``__main__`` guard;
 the pool uses ``multiprocessing`` start methods, as pebble requires. The thread runner exists because some
 callables cannot be pickled at all. The code sandbox keeps its own pool (:mod:`grpo_rewards.sandbox.pool`):
-its slots are jailed processes with resource accounting, not Python workers.
+its slots are pre-started, jailed zygotes that run untrusted programs (code and output in memfds, seccomp,
+resource limits), not Python callables, so it belongs with the sandbox.
 """

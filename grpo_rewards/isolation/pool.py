@@ -62,7 +62,8 @@ CPU_GRACE_S = 1.0  # the SIGPROF backstop fires this much CPU time after the ite
 
 @dataclass(frozen=True)
 class Outcome:
-    """What happened to one item: ``ok`` with ``value``, or ``timeout``/``error`` with a ``reason``."""
+    """What happened to one item: ``ok`` with ``value``, or ``timeout``/``error`` with a ``reason``. (Shaped like a
+    verifier's :class:`~grpo_rewards.verdict.Verdict`, but it says whether the work ran, not what it judged.)"""
 
     status: str
     value: Any = None
