@@ -56,7 +56,7 @@ from grpo_rewards.isolation.thread import ThreadRunner
 from grpo_rewards.reward_worker import RewardWorker
 
 __all__ = ["DEFAULT_MAX_CONSECUTIVE_FAILURES", "DEFAULT_TIMEOUT", "ON_ERROR", "BatchOutcome", "RewardError",
-           "RewardStats", "SafeReward", "score_batch", "to_score"]  # BatchOutcome, score_batch, to_score: their old home
+           "RewardStats", "SafeReward", "score_batch", "to_score"]  # the batch_outcome names importable here as before
 
 log = logging.getLogger("grpo.rewards")
 
