@@ -2,7 +2,8 @@
 and a branch and to upload a folder without Xet (``HF_HUB_DISABLE_XET=1``): ``POST /api/repos/create``,
 ``POST /api/models/<repo>/branch/<name>``, ``POST /api/models/<repo>/preupload/<rev>``, the LFS batch
 ``POST /<repo>.git/info/lfs/objects/batch`` with its ``PUT`` uploads, ``POST /api/models/<repo>/commit/<rev>``
-(the ndjson commit); and, to read a file back, ``HEAD``/``GET /<repo>/resolve/<rev>/<path>``.
+(the ndjson commit), ``POST /api/validate-yaml`` (a README's metadata, checked before the commit); and, to read
+a file back, ``HEAD``/``GET /<repo>/resolve/<rev>/<path>``.
 
 It binds 127.0.0.1 only, answers at most ``max_requests`` requests and stops by itself after ``lifetime``
 seconds (or when its ``with`` block ends). ``repos[repo_id]["branches"][rev]`` holds each branch's files
@@ -120,6 +121,8 @@ class FakeHub:
             self.repos[repo_id] = {"private": args.get("visibility") == "private" or args.get("private"),
                                    "branches": {"main": {}}}
             return 200, url, {}
+        if method == "POST" and path == "/api/validate-yaml":  # a README.md's metadata, before a commit with it
+            return self.validate_yaml(json.loads(body)["content"])
         if method == "POST" and parts[:2] == ["api", "models"] and len(parts) >= 6:
             repo_id, action, rev = "/".join(parts[2:4]), parts[4], "/".join(parts[5:])
             repo = self.repos[repo_id]
@@ -154,6 +157,21 @@ class FakeHub:
             sha = hashlib.sha1(data).hexdigest()
             return 200, data, {"ETag": f'"{sha}"', "X-Repo-Commit": "1" * 40, "Content-Type": "text/plain"}
         return 404, {"error": f"no route for {method} {path}"}, {}
+
+    @staticmethod
+    def validate_yaml(content: str) -> tuple[int, Any, dict[str, str]]:
+        """The card's YAML header must parse to a mapping (the Hub's own check goes further)."""
+        import yaml
+
+        if not content.startswith("---\n") or "\n---" not in content[4:]:
+            return 200, {"warnings": [{"message": "empty or missing yaml metadata"}]}, {}
+        try:
+            meta = yaml.safe_load(content[4:content.index("\n---", 4)])
+        except yaml.YAMLError as exc:
+            return 400, {"errors": [{"message": str(exc)}]}, {}
+        if not isinstance(meta, dict):
+            return 400, {"errors": [{"message": "metadata is not a mapping"}]}, {}
+        return 200, {"warnings": []}, {}
 
     @staticmethod
     def mode(file: dict[str, Any]) -> str:

@@ -1,0 +1,268 @@
+"""``[hub] push_to_hub`` (grpo_core.outputs.hub) against a loopback stand-in for the Hub (tests/core/hub_server.py:
+repo creation, branch, preupload, LFS batch and PUT, commit), through huggingface_hub itself with
+``HF_HUB_DISABLE_XET=1``: the bytes the server received equal the run's model folder, the card loads with
+``ModelCard.load``; the hub strategies; a failed push leaves the run folder whole; and a real short training
+reporting to tensorboard and mlflow and pushing, end to end. The Xet upload path and real authentication are
+not exercised here (no hub is reachable)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from grpo_core.config import config_from_dict
+from grpo_rewards.errors import ConfigError, ServiceError
+from tests.core.hub_server import USER, FakeHub
+
+
+@pytest.fixture
+def hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
+    with FakeHub(lifetime=240) as server:
+        monkeypatch.setenv("HF_ENDPOINT", server.url)
+        monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
+        monkeypatch.setenv("HF_TOKEN", "hf_loopback_token")
+        monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
+        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+        import huggingface_hub.constants as constants
+
+        monkeypatch.setattr(constants, "ENDPOINT", server.url)  # read once, when huggingface_hub was imported
+        monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True)
+        yield server
+
+
+def folder_files(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def run_config(run_dir: Path, registry: Any, **hub: Any) -> Any:
+    return config_from_dict({
+        "model": {"name_or_path": "HuggingFaceTB/SmolLM2-135M-Instruct"}, "data": {"source": "openai/gsm8k"},
+        "rewards": {"short": {"use": "core_len", "weight": 0.5}, "match": {"use": "core_match", "weight": 2.0}},
+        "lora": {"enabled": True}, "logging": {"output_dir": str(run_dir)}, "hub": {"push_to_hub": True, **hub},
+    }, registry=registry)
+
+
+def fake_run(run_dir: Path) -> None:
+    """A finished run folder: model/ (weights, config, tokenizer file), curves.png, metrics.jsonl."""
+    model = run_dir / "model"
+    model.mkdir(parents=True)
+    (model / "adapter_model.safetensors").write_bytes(bytes(range(256)) * 40)
+    (model / "adapter_config.json").write_text('{"r": 16}')
+    (model / "tokenizer.json").write_text('{"version": "1.0"}')
+    (run_dir / "curves.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(300))
+    (run_dir / "metrics.jsonl").write_text(json.dumps({"step": 3, "reward/mean": 0.625, "rewards/short": -0.25,
+                                                       "rewards/match": 0.5, "eval/reward/mean": 0.375}) + "\n")
+
+
+def test_push_uploads_the_model_folder_and_a_card_that_loads(hub: FakeHub, tmp_path: Path,
+                                                               core_registry: Any) -> None:
+    from huggingface_hub import ModelCard
+
+    from grpo_core.outputs.hub import push_to_hub
+
+    run_dir = tmp_path / "my-run"
+    fake_run(run_dir)
+    cfg = run_config(run_dir, core_registry, hub_model_id="grpo-smol", hub_private_repo=True, hub_token="hf_secret")
+    url = push_to_hub(run_dir, cfg)
+    repo = f"{USER}/grpo-smol"
+    assert url == f"{hub.url}/{repo}" and hub.repos[repo]["private"]
+    received = hub.files(repo)
+    assert received == folder_files(run_dir / "model")  # every byte, the weights through LFS
+    assert set(received) == {"adapter_model.safetensors", "adapter_config.json", "tokenizer.json", "README.md",
+                             "curves.png"}
+    assert received["curves.png"] == (run_dir / "curves.png").read_bytes()
+    assert ("PUT", next(p for m, p in hub.log if m == "PUT")) and "Bearer hf_secret" in hub.tokens
+    assert [c["summary"] for c in hub.commits] == ["End of training"]
+    card = ModelCard.load(repo)  # from the hub, through huggingface_hub's download
+    assert card.data.base_model == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    assert card.data.datasets == ["openai/gsm8k"] and card.data.library_name == "peft" and "grpo" in card.data.tags
+    assert "| short | `core_len` | 0.5 | -0.25 |" in card.text and "| match | `core_match` | 2 | 0.5 |" in card.text
+    assert "| reward/mean | 0.625 |" in card.text and "| eval/reward/mean | 0.375 |" in card.text
+    assert "![training curves](curves.png)" in card.text and '"learning_rate": 1e-06' in card.text
+    assert "hf_secret" not in card.content  # the token is never written down
+
+
+def test_hub_revision_is_a_branch_and_a_name_goes_to_the_tokens_namespace(hub: FakeHub, tmp_path: Path,
+                                                                          core_registry: Any) -> None:
+    from grpo_core.outputs.hub import push_to_hub
+
+    run_dir = tmp_path / "named-after-the-folder"
+    fake_run(run_dir)
+    push_to_hub(run_dir, run_config(run_dir, core_registry, hub_revision="experiment-1"))
+    repo = f"{USER}/named-after-the-folder"  # transformers' default: the output folder's name
+    assert hub.files(repo, "experiment-1") == folder_files(run_dir / "model") and hub.files(repo, "main") == {}
+    assert hub.repos[repo]["private"] is False or hub.repos[repo]["private"] is None
+
+
+def test_a_failed_push_is_one_line_and_the_run_folder_stays(tmp_path: Path, core_registry: Any,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from grpo_core.outputs.hub import push_to_hub
+
+    run_dir = tmp_path / "run"
+    fake_run(run_dir)
+    before = folder_files(run_dir)
+    with FakeHub(lifetime=120, fail_commits=True) as server:
+        import huggingface_hub.constants as constants
+
+        monkeypatch.setattr(constants, "ENDPOINT", server.url)
+        monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True)
+        monkeypatch.setenv("HF_TOKEN", "hf_x")
+        monkeypatch.setenv("HF_HUB_ETAG_TIMEOUT", "2")
+        with pytest.raises(ServiceError) as info:
+            push_to_hub(run_dir, run_config(run_dir, core_registry, hub_model_id="org/m"))
+    text = str(info.value)
+    assert len(text.splitlines()) == 1
+    assert text.startswith(f"hub.push_to_hub: pushing {run_dir / 'model'} to org/m failed (")
+    assert f"the run folder {run_dir} is complete" in text
+    after = folder_files(run_dir)
+    assert {k: v for k, v in after.items() if k not in ("model/README.md", "model/curves.png")} == before
+
+
+def test_hub_keys_are_checked_with_the_config(tmp_path: Path, core_registry: Any) -> None:
+    def problems(**hub: Any) -> str:
+        with pytest.raises(ConfigError) as info:
+            config_from_dict({"model": {"name_or_path": "m"}, "data": {"source": "hub/x"},
+                              "rewards": {"a": {"use": "core_len"}}, "hub": hub}, registry=core_registry)
+        return str(info.value)
+
+    assert problems(push_to_hub=True, hub_model_id="a/b/c").startswith(
+        "<dict>: hub.hub_model_id: Repo id must be in the form 'repo_name' or 'namespace/repo_name'")
+    assert "hub.hub_model_id: Cannot have -- or .. in repo_id" in problems(push_to_hub=True, hub_model_id="x--y")
+    assert "hub.hub_strategy: must be one of end, every_save, checkpoint, all_checkpoints, got 'every_step'" in \
+        problems(push_to_hub=True, hub_strategy="every_step")
+    assert problems(hub_model_id="org/m") == "<dict>: hub.hub_model_id: only meaningful with push_to_hub = true"
+    cfg = config_from_dict({"model": {"name_or_path": "m"}, "data": {"source": "hub/x"},
+                            "rewards": {"a": {"use": "core_len"}}, "hub": {"push_to_hub": True}}, registry=core_registry)
+    assert cfg.hub.hub_strategy == "every_save"  # transformers' default
+
+
+def test_no_token_is_refused_before_anything_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   use_core_registry: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    from grpo_rewards.cli import main
+
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "empty_hf_home"))  # no saved login
+    monkeypatch.setenv("HF_TOKEN_PATH", str(tmp_path / "empty_hf_home" / "token"))
+    import huggingface_hub.constants as constants
+
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "empty_hf_home" / "token"))
+    monkeypatch.setattr(constants, "HF_STORED_TOKENS_PATH", str(tmp_path / "empty_hf_home" / "stored_tokens"))
+    config = tmp_path / "run.toml"
+    config.write_text(f'[model]\nname_or_path = "org/not-fetched"\n[data]\nsource = "hub/x"\n[logging]\n'
+                      f'output_dir = "{tmp_path / "run"}"\n[hub]\npush_to_hub = true\n[rewards.a]\nuse = "core_len"\n')
+    for argv in (["config", "validate", str(config)], ["train", str(config), "--dry-run"], ["train", str(config)]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err[-1] == (f"{config}: hub.hub_token: no token to push with: set HF_TOKEN, run `hf auth login`, "
+                           "or set hub_token"), argv
+    assert not (tmp_path / "run").exists()
+
+
+# -------------------------------------------------------------- a real run, end to end ----
+
+TRAIN = """\
+[model]
+name_or_path = "{model}"
+dtype = "float32"
+gradient_checkpointing = false
+
+[data]
+source = "{rows}"
+chat_template = false
+
+[generation]
+num_generations = 2
+max_completion_length = 6
+
+[grpo]
+learning_rate = 1e-2
+prompts_per_step = 2
+max_steps = 3
+
+[lora]
+enabled = true
+r = 4
+
+[logging]
+output_dir = "{run_dir}"
+progress = false
+report_to = {report_to}
+project = "e2e"
+
+[checkpoint]
+every = 1
+keep_last = 2
+
+[hub]
+push_to_hub = true
+hub_model_id = "grpo-tiny"
+hub_strategy = "checkpoint"
+
+[rewards.short]
+use = "core_len"
+weight = 0.5
+
+[rewards.match]
+use = "core_match"
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (importlib.util.find_spec("tensorboard") and importlib.util.find_spec("mlflow")
+                         and importlib.util.find_spec("sqlalchemy")), reason="tensorboard and mlflow not installed")
+def test_a_real_run_reports_to_tensorboard_and_mlflow_and_pushes(hub: FakeHub, tiny_model_dir: Path, tmp_path: Path,
+                                                                 use_core_registry: Any,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from huggingface_hub import ModelCard
+    from mlflow.tracking import MlflowClient
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from grpo_core.metrics import read_jsonl
+    from grpo_rewards.cli import main
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps({"prompt": f"{a}+{a}=", "answer": str(2 * a)}) + "\n" for a in range(6)))
+    run_dir = tmp_path / "run"
+    config = tmp_path / "run.toml"
+    config.write_text(TRAIN.format(model=tiny_model_dir, rows=rows, run_dir=run_dir,
+                                   report_to='["tensorboard", "mlflow"]'))
+    assert main(["train", str(config)]) == 0
+
+    metrics = read_jsonl(run_dir / "metrics.jsonl")
+    assert [m["step"] for m in metrics] == [1, 2, 3]
+    events = EventAccumulator(str(run_dir / "tensorboard"))
+    events.Reload()
+    for key in ("reward/mean", "rewards/short", "rewards/match", "rewards/short/failures"):
+        assert [(e.step, round(e.value, 5)) for e in events.Scalars(key)] == [
+            (m["step"], round(m[key], 5)) for m in metrics], key
+    client = MlflowClient(tracking_uri=uri)
+    [experiment] = [e for e in client.search_experiments() if e.name == "e2e"]
+    [run] = client.search_runs([experiment.experiment_id])
+    assert [(h.step, round(h.value, 5)) for h in client.get_metric_history(run.info.run_id, "rewards/match")] == [
+        (m["step"], round(m["rewards/match"], 5)) for m in metrics]
+    assert run.data.params["rewards.short.weight"] == "0.5" and run.data.params["grpo.max_steps"] == "3"
+
+    repo = f"{USER}/grpo-tiny"
+    received = hub.files(repo)
+    model_files = folder_files(run_dir / "model")
+    assert {k: v for k, v in received.items() if not k.startswith("last-checkpoint/")} == model_files
+    newest = sorted((run_dir / "checkpoints").iterdir())[-1]
+    # the newest checkpoint pushed at a save is step 2's (step 3's save is the end's push)
+    assert newest.name == "step-00000003"
+    step2 = {k.removeprefix("last-checkpoint/"): v for k, v in received.items() if k.startswith("last-checkpoint/")}
+    assert set(step2) == set(folder_files(run_dir / "checkpoints" / "step-00000002"))
+    assert step2 == folder_files(run_dir / "checkpoints" / "step-00000002")
+    assert [c["summary"] for c in hub.commits] == [
+        "Training in progress, step 1", "Training in progress, step 1, checkpoint",
+        "Training in progress, step 2", "Training in progress, step 2, checkpoint", "End of training"]
+    assert "adapter_model.safetensors" in received and "curves.png" in received
+    card = ModelCard.load(repo)
+    assert card.data.base_model is None  # a local folder is no hub id
+    assert f"| reward/mean | {metrics[-1]['reward/mean']:.6g} |" in card.text
