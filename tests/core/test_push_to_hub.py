@@ -19,6 +19,15 @@ from grpo_rewards.errors import ConfigError, ServiceError
 from tests.core.hub_server import USER, FakeHub
 
 
+def point_at(monkeypatch: pytest.MonkeyPatch, server: FakeHub) -> None:
+    """huggingface_hub reads HF_ENDPOINT and HF_HUB_DISABLE_XET once, when imported (earlier in this process)."""
+    import huggingface_hub.constants as constants
+
+    monkeypatch.setattr(constants, "ENDPOINT", server.url)
+    monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", server.url + "/{repo_id}/resolve/{revision}/{filename}")
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True)
+
+
 @pytest.fixture
 def hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
     with FakeHub(lifetime=240) as server:
@@ -27,10 +36,7 @@ def hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
         monkeypatch.setenv("HF_TOKEN", "hf_loopback_token")
         monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
         monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-        import huggingface_hub.constants as constants
-
-        monkeypatch.setattr(constants, "ENDPOINT", server.url)  # read once, when huggingface_hub was imported
-        monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True)
+        point_at(monkeypatch, server)
         yield server
 
 
@@ -106,10 +112,7 @@ def test_a_failed_push_is_one_line_and_the_run_folder_stays(tmp_path: Path, core
     fake_run(run_dir)
     before = folder_files(run_dir)
     with FakeHub(lifetime=120, fail_commits=True) as server:
-        import huggingface_hub.constants as constants
-
-        monkeypatch.setattr(constants, "ENDPOINT", server.url)
-        monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True)
+        point_at(monkeypatch, server)
         monkeypatch.setenv("HF_TOKEN", "hf_x")
         monkeypatch.setenv("HF_HUB_ETAG_TIMEOUT", "2")
         with pytest.raises(ServiceError) as info:
