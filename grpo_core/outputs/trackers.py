@@ -4,8 +4,8 @@
 accelerate finds installed, as transformers' ``"all"``). The names are accelerate's (:data:`KNOWN`);
 ``logging.wandb = true`` and ``logging.tensorboard = true`` are the older spellings of naming those two.
 
-A tracker named (not one that ``"all"`` found) that cannot start is an error before the first step, never a
-warning: :func:`tracker_problems` says what is known without starting anything (not installed, a bad
+A tracker named (not one that ``"all"`` found: that one is left out with a warning line) that cannot start is an
+error before the first step, never a warning: :func:`tracker_problems` says what is known without starting anything (not installed, a bad
 ``WANDB_MODE`` or ``MLFLOW_TRACKING_URI``) for ``grpo config validate``, ``--dry-run`` and the checks before the
 model loads; :func:`start_trackers` raises a :class:`~grpo_rewards.errors.ConfigError` naming
 ``logging.report_to`` when one fails to start (bad credentials, an unreachable server).
@@ -28,6 +28,7 @@ import importlib.util
 import json
 import math
 import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -205,7 +206,7 @@ def start_trackers(run_dir: str | Path, logging_cfg: Any, config: Mapping[str, A
     fails to start raises ``ConfigError`` (``logging.report_to``), the ones already started finished first."""
     from grpo_rewards.errors import ConfigError, Problem
 
-    names, _ = requested(logging_cfg)
+    names, named = requested(logging_cfg)
     if not names:
         return Trackers([])
     problems = tracker_problems(logging_cfg)
@@ -228,12 +229,15 @@ def start_trackers(run_dir: str | Path, logging_cfg: Any, config: Mapping[str, A
             if config is not None:
                 tracker.store_init_configuration(flat_config(config))
         except Exception as exc:  # noqa: BLE001 (any failure of a tracker's own start: one line, before training)
+            text = str(exc).strip().splitlines()
+            why = f"{name} could not start: {type(exc).__name__}: {text[0] if text else ''}"
+            if not named:  # found by "all": not asked for by name, so not required
+                print(f"warning: {KEY}: {why}; going on without it", file=sys.stderr)
+                continue
             for done in started:  # already failing: the first error is the one to report
                 with contextlib.suppress(Exception):
                     done.finish()
-            text = str(exc).strip().splitlines()
-            raise ConfigError(f"{name} could not start: {type(exc).__name__}: {text[0] if text else ''}",
-                              key=KEY) from exc
+            raise ConfigError(why, key=KEY) from exc
     ids = {t.name: run_id for t in started if (run_id := _run_id(t))}
     if ids:
         from grpo_rewards.files import atomic_write
