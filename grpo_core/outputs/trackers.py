@@ -85,11 +85,13 @@ def tracker_problems(logging_cfg: Any) -> list[str]:
     """Why a named tracker cannot start, found without starting it: not installed, or a setting that names no
     mode or store (``WANDB_MODE``, ``MLFLOW_TRACKING_URI``). Unknown names are the config's to report."""
     names, named = requested(logging_cfg)
+    if not named:  # "all": only what is installed, none of it required (a failing start is a warning then)
+        return []
     out = []
     for name in names:
         if name not in KNOWN:
             continue
-        if named and not is_installed(name):
+        if not is_installed(name):
             out.append(f"{name!r} is not installed ({install_hint(name)})")
         elif name == "wandb" and os.environ.get("WANDB_MODE", "online") not in WANDB_MODES:
             out.append(f"wandb: WANDB_MODE={os.environ['WANDB_MODE']!r} is not one of {', '.join(WANDB_MODES)}")
@@ -221,14 +223,18 @@ def start_trackers(run_dir: str | Path, logging_cfg: Any, config: Mapping[str, A
     run_name = logging_cfg.run_name or run_dir.resolve().name
     started: list[Any] = []
     for name in dict.fromkeys(names):
+        tracker = None
         try:
             tracker = _construct(name, run_dir, project, run_name, resumed)
             tracker.main_process_only = False  # the trainers call this on the main process alone
             tracker.start()
-            started.append(tracker)
             if config is not None:
                 tracker.store_init_configuration(flat_config(config))
+            started.append(tracker)
         except Exception as exc:  # noqa: BLE001 (any failure of a tracker's own start: one line, before training)
+            if tracker is not None and hasattr(tracker, "finish"):
+                with contextlib.suppress(Exception):
+                    tracker.finish()  # started, then failed on the config: ended, not left open
             text = str(exc).strip().splitlines()
             why = f"{name} could not start: {type(exc).__name__}: {text[0] if text else ''}"
             if not named:  # found by "all": not asked for by name, so not required

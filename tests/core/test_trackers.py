@@ -273,3 +273,38 @@ def test_comet_offline_archive_holds_the_metrics(tmp_path: Path, monkeypatch: py
                 m["payload"]["metric"]["step"]) for m in messages if m["type"] == "metric_msg"]
     assert ("reward/mean", 0.25, 1) in metrics and ("reward/mean", 0.75, 2) in metrics
     assert ("rewards/correct", 1.0, 2) in metrics
+
+
+ALL_SCRIPT = """
+from tests.core.test_trackers import log_run
+from pathlib import Path
+import sys
+log_run(Path(sys.argv[1]), "all")
+"""
+
+
+@needs("tensorboard")
+@needs("wandb")
+def test_all_reports_to_the_installed_trackers_and_leaves_out_one_that_fails(tmp_path: Path) -> None:
+    """``"all"``: every installed tracker, none required: one that cannot start (wandb with a bad mode here) is a
+    warning line and the others report (in a process of its own, each tracker writing under tmp_path)."""
+    import os
+    import subprocess
+    import sys
+
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    env = {**os.environ, "WANDB_MODE": "sideways", "WANDB_SILENT": "true", "TRACKIO_DIR": str(tmp_path / "trackio"),
+           "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}", "COMET_START_ONLINE": "false",
+           "COMET_OFFLINE_DIRECTORY": str(tmp_path / "comet"),
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2]), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", ALL_SCRIPT, str(tmp_path / "run")], env=env, text=True,
+                         capture_output=True, timeout=300, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    warned = [line for line in out.stderr.splitlines() if line.startswith("warning: logging.report_to: wandb could")]
+    assert len(warned) == 1 and warned[0].endswith("going on without it")
+    events = EventAccumulator(str(tmp_path / "run" / "tensorboard"))
+    events.Reload()
+    assert [(e.step, e.value) for e in events.Scalars("reward/mean")] == [(1, 0.25), (2, 0.75)]
+    started = json.loads((tmp_path / "run" / "trackers.json").read_text())
+    assert "wandb" not in started and ("mlflow" in started) == trackers.is_installed("mlflow")
