@@ -125,6 +125,72 @@ def test_a_failed_push_is_one_line_and_the_run_folder_stays(tmp_path: Path, core
     assert {k: v for k, v in after.items() if k not in ("model/README.md", "model/curves.png")} == before
 
 
+def checkpoint_at(run_dir: Path, step: int) -> Path:
+    folder = run_dir / "checkpoints" / f"step-{step:08d}"
+    folder.mkdir(parents=True)
+    (folder / "weights.safetensors").write_bytes(bytes([step]) * 2000)
+    (folder / "meta.json").write_text(json.dumps({"step": step}))
+    return folder
+
+
+def saver(step: int) -> Any:
+    """What the trainers hand to ``on_save``: writes the model folder as it is at ``step``."""
+    def save(out: Path) -> None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "adapter_model.safetensors").write_bytes(bytes([step]) * 3000)
+        (out / "adapter_config.json").write_text('{"r": 16}')
+    return save
+
+
+@pytest.mark.parametrize("strategy, pushed", [
+    ("end", []),
+    ("every_save", [("Training in progress, step 1", {"README.md", "adapter_config.json", "adapter_model.safetensors"}),
+                    ("Training in progress, step 2", {"README.md", "adapter_config.json", "adapter_model.safetensors"})]),
+    ("all_checkpoints", [
+        ("Training in progress, step 1", {"README.md", "adapter_config.json", "adapter_model.safetensors"}),
+        ("Training in progress, step 1, checkpoint", {"checkpoints/step-00000001/meta.json",
+                                                      "checkpoints/step-00000001/weights.safetensors"}),
+        ("Training in progress, step 2", {"README.md", "adapter_config.json", "adapter_model.safetensors"}),
+        ("Training in progress, step 2, checkpoint", {"checkpoints/step-00000002/meta.json",
+                                                      "checkpoints/step-00000002/weights.safetensors"})]),
+])
+def test_saves_push_as_the_strategy_says(strategy: str, pushed: list[Any], hub: FakeHub, tmp_path: Path,
+                                         core_registry: Any) -> None:
+    from grpo_core.outputs.hub import HubPusher
+
+    run_dir = tmp_path / "run"
+    pusher = HubPusher(run_config(run_dir, core_registry, hub_model_id="m", hub_strategy=strategy))
+    for step in (1, 2):
+        pusher.on_save(run_dir, step, checkpoint_at(run_dir, step), saver(step), {"reward/mean": step / 4})
+    assert [(c["summary"], set(c["paths"])) for c in hub.commits] == pushed
+    if pushed:
+        received = hub.files(f"{USER}/m")
+        assert received["adapter_model.safetensors"] == bytes([2]) * 3000  # the newest save's model
+        assert "| reward/mean | 0.5 |" in received["README.md"].decode()
+
+
+def test_a_failed_push_at_a_save_is_a_warning_and_training_goes_on(tmp_path: Path, core_registry: Any,
+                                                                   monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from grpo_core.outputs.hub import HubPusher
+
+    run_dir = tmp_path / "run"
+    with FakeHub(lifetime=120, fail_commits=True) as server:
+        point_at(monkeypatch, server)
+        monkeypatch.setenv("HF_TOKEN", "hf_x")
+        pusher = HubPusher(run_config(run_dir, core_registry, hub_model_id="m", hub_strategy="checkpoint"))
+        pusher.on_save(run_dir, 1, checkpoint_at(run_dir, 1), saver(1), {})  # returns: no exception
+    err = [line for line in capsys.readouterr().err.splitlines() if "%|" not in line]  # not the upload's bar
+    assert len(err) == 1 and err[0].startswith("warning: hub.push_to_hub: the push at step 1 failed (")
+    assert err[0].endswith("; training goes on")
+
+
+def test_the_token_is_never_written_down(core_registry: Any, tmp_path: Path) -> None:
+    cfg = run_config(tmp_path / "run", core_registry, hub_token="hf_secret")
+    assert cfg.hub.hub_token == "hf_secret" and cfg.to_dict()["hub"]["hub_token"] == "<hidden>"
+    assert "hf_secret" not in json.dumps(cfg.to_dict())
+
+
 def test_hub_keys_are_checked_with_the_config(tmp_path: Path, core_registry: Any) -> None:
     def problems(**hub: Any) -> str:
         with pytest.raises(ConfigError) as info:
