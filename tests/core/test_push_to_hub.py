@@ -335,3 +335,30 @@ def test_a_real_run_reports_to_tensorboard_and_mlflow_and_pushes(hub: FakeHub, t
     card = ModelCard.load(repo)
     assert card.data.base_model is None  # a local folder is no hub id
     assert f"| reward/mean | {metrics[-1]['reward/mean']:.6g} |" in card.text
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (importlib.util.find_spec("tensorboard") and importlib.util.find_spec("trl")),
+                    reason="tensorboard or trl not installed")
+def test_the_trl_backend_reports_and_pushes_the_same_way(hub: FakeHub, tiny_model_dir: Path, tmp_path: Path,
+                                                         use_core_registry: Any) -> None:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from grpo_core.metrics import read_jsonl
+    from grpo_rewards.cli import main
+
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps({"prompt": f"{a}+{a}=", "answer": str(2 * a)}) + "\n" for a in range(6)))
+    run_dir = tmp_path / "run"
+    config = tmp_path / "run.toml"
+    config.write_text(TRAIN.format(model=tiny_model_dir, rows=rows, run_dir=run_dir, report_to='"tensorboard"'))
+    assert main(["train", str(config), "--set", "trainer.backend=trl", "--set", "hub.hub_strategy=every_save"]) == 0
+    metrics = read_jsonl(run_dir / "metrics.jsonl")
+    assert [m["step"] for m in metrics] == [1, 2, 3]
+    events = EventAccumulator(str(run_dir / "tensorboard"))
+    events.Reload()
+    assert [(e.step, round(e.value, 5)) for e in events.Scalars("rewards/match")] == [
+        (m["step"], round(m["rewards/match"], 5)) for m in metrics]
+    assert hub.files(f"{USER}/grpo-tiny") == folder_files(run_dir / "model")
+    assert [c["summary"] for c in hub.commits] == ["Training in progress, step 1", "Training in progress, step 2",
+                                                   "End of training"]
