@@ -308,3 +308,22 @@ def test_all_reports_to_the_installed_trackers_and_leaves_out_one_that_fails(tmp
     assert [(e.step, e.value) for e in events.Scalars("reward/mean")] == [(1, 0.25), (2, 0.75)]
     started = json.loads((tmp_path / "run" / "trackers.json").read_text())
     assert "wandb" not in started and ("mlflow" in started) == trackers.is_installed("mlflow")
+
+
+@needs("tensorboard")
+def test_the_older_spellings_still_run_with_a_warning(tmp_path: Path, use_core_registry: Any,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from grpo_rewards.cli import main
+
+    config = tmp_path / "run.toml"
+    config.write_text('[model]\nname_or_path = "org/not-fetched"\n[data]\nsource = "hub/x"\n'
+                      '[logging]\ntensorboard = true\nwandb_project = "old"\n[rewards.a]\nuse = "core_len"\n')
+    assert main(["config", "validate", str(config), "--print"]) == 0
+    out, err = capsys.readouterr()
+    assert err.splitlines() == [
+        f'warning: {config}: logging.tensorboard is deprecated: use logging.report_to = ["tensorboard"]',
+        f"warning: {config}: logging.wandb_project is deprecated: use logging.project"]
+    resolved = json.loads(out[out.index("{"):])
+    assert resolved["logging"]["project"] == "old" and resolved["logging"]["tensorboard"] is True
+    log_run(tmp_path / "run", "none", tensorboard=True)  # the older spelling starts tensorboard
+    assert list((tmp_path / "run" / "tensorboard").glob("events.out.tfevents.*"))
