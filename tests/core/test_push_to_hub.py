@@ -362,3 +362,35 @@ def test_the_trl_backend_reports_and_pushes_the_same_way(hub: FakeHub, tiny_mode
     assert hub.files(f"{USER}/grpo-tiny") == folder_files(run_dir / "model")
     assert [c["summary"] for c in hub.commits] == ["Training in progress, step 1", "Training in progress, step 2",
                                                    "End of training"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not importlib.util.find_spec("tensorboard"), reason="tensorboard not installed")
+def test_two_processes_report_and_push_from_rank_zero_only(hub: FakeHub, tmp_path: Path) -> None:
+    """torchrun with 2 processes (tests/core/ddp_worker.py): one tensorboard writer (rank 0's), one push."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from grpo_core.demo.task import completion, make_split
+    from grpo_core.demo.tiny import TinySpec, build_tiny_model
+    from grpo_core.metrics import read_jsonl
+    from tests.core import test_distributed as ddp
+
+    model_dir = tmp_path / "model"
+    build_tiny_model(model_dir, [r["prompt"] + completion(r) for r in make_split("train", max_operand=9, size=100)],
+                     TinySpec(hidden=32, intermediate=64))
+    run_dir = tmp_path / "two"
+    config = ddp.run_config(model_dir, run_dir, loss_type="dapo", lora=True, **{
+        "logging.report_to": ["tensorboard"], "grpo.max_steps": 2})
+    config["hub"] = {"push_to_hub": True, "hub_model_id": "two-ranks", "hub_strategy": "end"}
+    (tmp_path / "runs.json").write_text(json.dumps([{"config": config}]))
+    proc = ddp.torchrun(tmp_path / "runs.json")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    writers = list((run_dir / "tensorboard").glob("events.out.tfevents.*"))
+    assert len(writers) == 1  # rank 0's alone
+    events = EventAccumulator(str(run_dir / "tensorboard"))
+    events.Reload()
+    metrics = read_jsonl(run_dir / "metrics.jsonl")
+    assert [(e.step, round(e.value, 5)) for e in events.Scalars("reward/mean")] == [
+        (m["step"], round(m["reward/mean"], 5)) for m in metrics] and len(metrics) == 2
+    assert [c["summary"] for c in hub.commits] == ["End of training"]
+    assert hub.files(f"{USER}/two-ranks") == folder_files(run_dir / "model")
