@@ -327,3 +327,13 @@ def test_the_older_spellings_still_run_with_a_warning(tmp_path: Path, use_core_r
     assert resolved["logging"]["project"] == "old" and resolved["logging"]["tensorboard"] is True
     log_run(tmp_path / "run", "none", tensorboard=True)  # the older spelling starts tensorboard
     assert list((tmp_path / "run" / "tensorboard").glob("events.out.tfevents.*"))
+
+
+@needs("tensorboard")
+def test_overwrite_removes_the_earlier_runs_tracker_files(tmp_path: Path) -> None:
+    from grpo_core.checkpoint import clear_run_dir
+
+    log_run(tmp_path, "tensorboard")
+    (tmp_path / "trackers.json").write_text('{"mlflow": "earlier"}')
+    clear_run_dir(tmp_path)
+    assert not (tmp_path / "tensorboard").exists() and not (tmp_path / "trackers.json").exists()
