@@ -57,7 +57,8 @@ def card_text(cfg: Any, metrics: dict[str, Any], curves: bool, repo_id: str | No
              f"{cfg.generation.num_generations} completions, loss `{cfg.grpo.loss_type}`, "
              f"learning rate {cfg.grpo.learning_rate:g}, beta {cfg.grpo.beta:g}.", "",
              "## Data", "",
-             f"`{cfg.data.source}` (split `{cfg.data.split}`, prompt column `{cfg.data.prompt_field}`"
+             f"`{cfg.data.source}` (" + (f"config `{cfg.data.subset}`, " if cfg.data.subset else "")
+             + f"split `{cfg.data.split}`, prompt column `{cfg.data.prompt_field}`"
              + (f", {cfg.data.limit} rows" if cfg.data.limit else "") + ")"
              + (f"; held out: `{cfg.data.eval_source}`" if cfg.data.eval_source else
                 f"; {cfg.data.eval_size} rows held out" if cfg.data.eval_size else "") + ".", "",
