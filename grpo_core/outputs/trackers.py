@@ -101,18 +101,17 @@ def tracker_problems(logging_cfg: Any) -> list[str]:
 
 
 def _mlflow_uri_problem(uri: str) -> str | None:
-    """Why a tracking URI cannot be a store MLflow writes to (a local folder that is a file, a scheme it lacks)."""
+    """Why a tracking URI cannot be a store MLflow writes to, known without MLflow: a local folder that is a
+    file, or a database store without SQLAlchemy (mlflow-skinny alone). Anything else MLflow says when it starts."""
     if not uri:
         return None
     scheme, sep, rest = uri.partition(":")
-    if not sep or len(scheme) == 1:  # a plain path (C:\\ too)
-        path = Path(uri).expanduser()
+    if not sep or len(scheme) == 1 or scheme == "file":  # a plain path (C:\\ too), or file:
+        path = Path(rest.removeprefix("//") if scheme == "file" else uri).expanduser()
         return f"{uri} is a file, not a folder" if path.is_file() else None
-    if scheme not in ("file", "sqlite", "http", "https", "databricks", "postgresql", "mysql", "mssql", "uc"):
-        return f"{uri!r}: unknown scheme {scheme!r}"
-    if scheme == "file":
-        path = Path(rest.removeprefix("//")).expanduser()
-        return f"{uri} is a file, not a folder" if path.is_file() else None
+    if scheme.partition("+")[0] in ("sqlite", "postgresql", "mysql", "mssql") and \
+            importlib.util.find_spec("sqlalchemy") is None:
+        return f"a database store ({scheme}) needs SQLAlchemy: {install_hint('mlflow')}"
     return None
 
 

@@ -114,8 +114,12 @@ def test_a_tracker_that_fails_to_start_stops_the_run_before_its_files(tmp_path: 
         log_run(tmp_path / "a", ["wandb"])
     assert str(info.value) == ("logging.report_to: wandb: WANDB_MODE='sideways' is not one of online, offline, "
                                "disabled, dryrun, run, shared")
-    # mlflow cannot open this store (a file where its folder should be): found when it starts
+    # a local store that is a file: known before anything starts
     (tmp_path / "store").write_text("x")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", str(tmp_path / "store"))
+    assert trackers.tracker_problems(LoggingConfig(report_to="mlflow")) == [
+        f"mlflow: MLFLOW_TRACKING_URI: {tmp_path / 'store'} is a file, not a folder"]
+    # mlflow cannot open this store (a file where its folder should be): found when it starts
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'store' / 'db.sqlite'}")
     with pytest.raises(ConfigError) as info:
         log_run(tmp_path / "b", ["tensorboard", "mlflow"] if trackers.is_installed("tensorboard") else ["mlflow"])
