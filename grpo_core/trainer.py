@@ -753,7 +753,7 @@ class Trainer:
                                    rank_rng=states, model_state=model_state, optimizer_state=optimizer_state)
             self.registry.hook.grpo_on_checkpoint(context=self._context(), step=self.step, path=str(path), trainer=self)
             if self._hub is not None and self.step < self.cfg.grpo.max_steps:  # the end pushes the last one
-                from grpo_core.models import save_model
+                from grpo_core.policy.models import save_model
 
                 write = None if self._sharded else (lambda out: save_model(self.model, self.tokenizer, out))
                 self._hub.on_save(self.run_dir, self.step, path, write, getattr(self, "last_metrics", {}))

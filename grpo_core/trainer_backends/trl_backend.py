@@ -131,7 +131,7 @@ def _run_log_callback(backend: TRLBackend) -> Any:
             hook.grpo_on_checkpoint(context=backend.context(state.global_step), step=state.global_step, path=str(path),
                                     trainer=backend)
             if backend.hub is not None and state.global_step < args.max_steps and state.is_world_process_zero:
-                from grpo_core.models import save_model
+                from grpo_core.policy.models import save_model
 
                 backend.hub.on_save(backend.run_dir, state.global_step, path,
                                     lambda out: save_model(backend.trainer.model, backend.tokenizer, out),
