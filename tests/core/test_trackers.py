@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from grpo_core.config import LoggingConfig, config_from_dict
-from grpo_core.run_folder.metrics import MetricsLogger
 from grpo_core.outputs import trackers
+from grpo_core.run_folder.metrics import MetricsLogger
 from grpo_rewards.errors import ConfigError
 
 CONFIG = {"grpo": {"beta": 0.0, "learning_rate": 1e-6}, "rewards": {"correct": {"use": "x", "weight": 2.0}},
@@ -219,6 +219,9 @@ def test_wandb_offline_run_holds_the_metrics_and_the_config(tmp_path: Path, monk
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
     log_run(tmp_path, ["wandb"], project="proj", run_name="named")
+    import wandb
+
+    wandb.teardown()  # the run file is written by wandb's service process: wait until it has flushed and exited
     [run_file] = (tmp_path / "wandb").glob("offline-run-*/run-*.wandb")
     records = wandb_records(run_file)
     [run] = [r.run for r in records if r.WhichOneof("record_type") == "run"]
