@@ -34,7 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from grpo_rewards.sandbox import probe as probing
-from grpo_rewards.sandbox.jail import cleanup, wire
+from grpo_rewards.sandbox.jail import cgroups, cleanup, wire
 from grpo_rewards.sandbox.program import (
     COMPILE_ERROR,
     COMPILED,
@@ -142,13 +142,14 @@ class Slot:
         cfg = {**self.cfg, "fd": child.fileno(), "parent_pid": os.getpid()}
         site = "\n".join(p for p in sys.path if p.endswith(("site-packages", "dist-packages")))
         command = [sys.executable, "-I", "-S", "-c", BOOT, json.dumps(cfg), JAIL_DIR, site]
+        cgroup_fds = list(cfg["cgroup"]["fds"].values()) if cfg.get("cgroup") else []
         if cfg.get("bwrap"):
             command = bwrap_command(cfg["scratch_root"], _zygote_paths(site), cfg["bwrap"]) + command
         try:
             self.proc = _spawner().submit(
                 subprocess.Popen, command,
                 env={}, cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                pass_fds=[child.fileno()], close_fds=True,
+                pass_fds=[child.fileno(), *cgroup_fds], close_fds=True,
             ).result()
         finally:
             child.close()
@@ -266,6 +267,11 @@ class LocalSandbox:
         _remove_stale_bases()
         self._base = tempfile.mkdtemp(prefix=f"{BASE_PREFIX}{os.getpid()}-")
         os.chmod(self._base, 0o711)
+        # a memory and pids cgroup per slot where this process can make them (root, or a delegated tree);
+        # without, the zygotes refuse memfd_create and cap a shared uid's tasks with RLIMIT_NPROC
+        self._cgroups = cgroups.PoolCgroups(self.slots) if "cgroup" not in disable else None
+        self._cgroup_fds: list[int] = []
+        cgroup_note = [f"no cgroups: {self._cgroups.why}"] if self._cgroups and not self._cgroups.version else []
         common: dict[str, Any] = {
             "read_only": probing.read_only_paths(tuple(read_only)), "rw_files": list(probing.RW_FILES),
             "namespaces": [n for n in probing.NAMESPACE_LAYERS if n in wanted], "landlock": "landlock-fs" in wanted, "seccomp": "seccomp" in wanted,
@@ -282,7 +288,11 @@ class LocalSandbox:
                 root = os.path.join(self._base, f"slot{i}")
                 os.mkdir(root, 0o711)
                 uid = self._uids.uids[i] if self._uids else None
-                self._slots.append(Slot(i, {**common, "scratch_root": root, "uid": uid, "gid": uid}))
+                cgroup = self._cgroups.for_slot(i) if self._cgroups else None
+                if cgroup:
+                    self._cgroup_fds += cgroup["fds"].values()  # kept open: a restarted zygote gets them again
+                self._slots.append(Slot(i, {**common, "scratch_root": root, "uid": uid, "gid": uid,
+                                            "cgroup": cgroup}))
             with ThreadPoolExecutor(self.slots) as starting:  # handshakes in parallel (spawns: one thread)
                 list(starting.map(Slot.start, self._slots))
             self.layers = sorted(set.intersection(*(set(s.layers) for s in self._slots)), key=_layer_order)
@@ -294,7 +304,7 @@ class LocalSandbox:
         except BaseException:
             self.close()
             raise
-        self.notes = sorted(set(self._problems()) | set(found.notes))
+        self.notes = sorted(set(self._problems()) | set(found.notes) | set(cgroup_note))
         self._free: queue.Queue[Slot] = queue.Queue()
         for s in self._slots:
             self._free.put(s)
@@ -400,23 +410,32 @@ class LocalSandbox:
     def _run_fds(self, fds: list[int], msg: dict[str, Any], limits: Limits) -> RunResult:
         """Send one run to a free slot; closes ``fds``. Whatever the program can cause is its failure:
         a zygote that died or hung during its run is a ``runtime_error`` (the slot restarts); only a slot
-        that cannot start again is a sandbox error (infrastructure)."""
+        that cannot start again is a sandbox error (infrastructure). The output is read and its memfds closed
+        before the slot takes its next run: their pages are charged to the slot's memory cgroup."""
         try:
             slot = self._free.get()
             try:
                 reply = slot.call(msg, timeout=limits.wall_seconds + HANG_MARGIN, fds=fds)
             except (OSError, probing.SandboxStartError) as exc:
                 reply = {"status": SANDBOX_ERROR, "error": f"the sandbox slot could not restart: {exc}"}
-            finally:
+            except BaseException:
                 self._free.put(slot)
-            if reply is None:
+                raise
+            try:
+                result = None if reply is None else _result(reply, fds[2], fds[3], limits.output_bytes)
+            finally:
+                for fd in fds:
+                    os.close(fd)
+                fds = []
+                self._free.put(slot)
+            if result is None:
                 with self._count_lock:
                     self._counts["zygote_deaths"] += 1
                 log.warning("sandbox slot %d: its zygote died or hung during a run; scored as the program's "
                             "failure, the slot restarts", slot.index)
                 return RunResult(RUNTIME_ERROR, error="the program's run killed or hung its sandbox process "
                                                       "(the slot restarts)")
-            return _result(reply, fds[2], fds[3], limits.output_bytes)
+            return result
         finally:
             for fd in fds:
                 os.close(fd)
@@ -456,6 +475,13 @@ class LocalSandbox:
         for s in getattr(self, "_slots", []):
             with s.lock:
                 s.stop()
+        for fd in getattr(self, "_cgroup_fds", []):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._cgroup_fds = []
+        if getattr(self, "_cgroups", None) is not None:
+            self._cgroups.close()
+            self._cgroups = None
         if getattr(self, "_uids", None) is not None:
             self._uids.release()
         if getattr(self, "_base", None):
@@ -473,8 +499,8 @@ class LocalSandbox:
             self.close()
 
 
-_ORDER = ["rlimits", "setsid", "subreaper", "uid", "landlock-fs", "landlock-net", "landlock-scope", "seccomp", "pidns",
-          "mountns", "netns", "ipcns", "utsns", "tmpfs-scratch", "bwrap"]
+_ORDER = ["rlimits", "setsid", "subreaper", "uid", "landlock-fs", "landlock-net", "landlock-scope", "seccomp", "cgroup",
+          "pidns", "mountns", "netns", "ipcns", "utsns", "tmpfs-scratch", "bwrap"]
 
 
 def _layer_order(name: str) -> int:
