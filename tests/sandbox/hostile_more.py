@@ -58,6 +58,7 @@ import os
 for i in range(50):
     os.makedirs(f"a{i}/b/c")
     open(f"a{i}/b/c/f", "w").write("x")
+    os.mkdir(f"a{i}/b/c/closed", 0)  # closed from birth: where chmod is a no-op (a shared uid) too
     os.chmod(f"a{i}/b/c", 0)
     os.chmod(f"a{i}/b", 0)
     os.chmod(f"a{i}", 0)
