@@ -476,3 +476,40 @@ def test_c_metadata_and_scheduling_attacks_are_refused(any_pool, host_files):
     _untouched(victim, folder)
     assert (os.getpriority(os.PRIO_PROCESS, owner), os.sched_getaffinity(owner),
             os.sched_getscheduler(owner)) == before
+
+
+def _cgroups_here() -> bool:
+    from grpo_rewards.sandbox.jail import cgroups
+
+    made = cgroups.PoolCgroups(1, owner=_dead_pid())
+    try:
+        return bool(made.version)
+    finally:
+        made.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="cgroups need root (or a delegated tree)")
+def test_slot_cgroups_carry_the_limits_and_stale_ones_go():
+    """Each slot's memory cgroup carries the run's memory limit (no swap) and its pids cgroup the task limit;
+    a dead pool's cgroup folders are removed when the next pool starts."""
+    from grpo_rewards.sandbox.jail import cgroups
+
+    if not _cgroups_here():
+        pytest.skip("no writable memory and pids cgroups here")
+    stale = cgroups.PoolCgroups(2, owner=_dead_pid())  # as a pool killed before close() leaves them
+    left = [path for folders in stale.slots for path in folders.values()] + list(stale.bases)
+    assert left and all(os.path.isdir(p) for p in left)
+    with LocalSandbox(slots=1, limits=FAST) as box:
+        assert "cgroup" in box.layers
+        assert not any(os.path.isdir(p) for p in left)
+        r = box.run_one(Program("print(1)", limits=FAST.with_(memory_mb=300, processes=20)))
+        assert r.status == "ok"
+        folders = box._cgroups.slots[0]
+        files = ({"memory": "memory.limit_in_bytes", "pids": "pids.max"} if box._cgroups.version == 1
+                 else {"memory": "memory.max", "pids": "pids.max"})
+        with open(os.path.join(folders["memory"], files["memory"])) as fh:
+            assert int(fh.read()) == 300 << 20
+        with open(os.path.join(folders["pids"], files["pids"])) as fh:
+            assert int(fh.read()) == 20
+        mine = list(folders.values())
+    assert not any(os.path.isdir(p) for p in mine)  # removed at close

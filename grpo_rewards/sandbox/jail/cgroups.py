@@ -20,7 +20,9 @@ seccomp filter refuses ``memfd_create`` instead.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import time
 
 MB = 1 << 20
 PREFIX = "grpo-sandbox-"
@@ -60,6 +62,36 @@ def _host_path(mount: tuple[str, str], path: str) -> str | None:
         return None
     rel = path[len(root):] if root != "/" else path
     return os.path.join(point, rel.lstrip("/"))
+
+
+def _rmdir(path: str, patience: float = 0.0) -> bool:
+    """Remove a cgroup folder; while it is busy (a child of a zygote that just ended is still exiting), retry
+    for up to ``patience`` seconds. Whether it is gone."""
+    end = time.monotonic() + patience
+    while True:
+        try:
+            os.rmdir(path)
+            return True
+        except FileNotFoundError:
+            return True
+        except OSError as exc:
+            if exc.errno != errno.EBUSY or time.monotonic() > end:
+                return False
+            time.sleep(0.01)
+
+
+def _remove_stale(parent: str) -> None:
+    """Remove the cgroup folders of pools whose process is gone (killed before they could close)."""
+    with contextlib.suppress(OSError), os.scandir(parent) as it:
+        for entry in it:
+            owner = entry.name[len(PREFIX):]
+            if not entry.name.startswith(PREFIX) or not owner.isdigit() or os.path.exists(f"/proc/{owner}"):
+                continue
+            with contextlib.suppress(OSError), os.scandir(entry.path) as slots:
+                for slot in slots:
+                    if slot.is_dir() and slot.name.startswith("slot"):
+                        _rmdir(slot.path)
+            _rmdir(entry.path)
 
 
 def _write(path: str, value: str) -> None:
@@ -107,6 +139,7 @@ class PoolCgroups:
                 raise OSError(f"{name} cgroup {own[name]} is not writable")
             parents[name] = parent
         for parent in parents.values():
+            _remove_stale(parent)
             base = os.path.join(parent, f"{PREFIX}{owner}")
             os.mkdir(base)
             self.bases.append(base)
@@ -127,6 +160,7 @@ class PoolCgroups:
             offered = fh.read().split()
         if not {"memory", "pids"} <= set(offered):
             raise OSError(f"cgroup {own} does not offer memory and pids ({' '.join(offered)})")
+        _remove_stale(parent)
         base = os.path.join(parent, f"{PREFIX}{owner}")
         # a cgroup with processes (this one) cannot enable controllers for its children unless it is the root:
         # enabling fails with EBUSY then, and there is no cgroup
@@ -155,15 +189,14 @@ class PoolCgroups:
         return {"version": self.version, "swap": self.swap, "fds": fds}
 
     def close(self) -> None:
-        """Remove the folders (their processes are gone: a zygote sweeps its children before it ends)."""
+        """Remove the folders (the zygotes have ended; a child of theirs may still be exiting: retried for
+        two seconds; what is left then, the next pool removes)."""
         for folders in self.slots:
             for path in dict.fromkeys(folders.values()):
-                with contextlib.suppress(OSError):
-                    os.rmdir(path)
+                _rmdir(path, patience=2.0)
         self.slots = []
         for base in self.bases:
-            with contextlib.suppress(OSError):
-                os.rmdir(base)
+            _rmdir(base, patience=2.0)
         self.bases = []
 
 
