@@ -8,10 +8,15 @@ no swap, and a pids cgroup with ``processes`` as its task limit (threads count).
 The pool (root, or a user the cgroup tree is delegated to) makes the folders under its
 own cgroup (:class:`PoolCgroups`) and hands each zygote open directory fds
 (:func:`for_slot`): the zygote reaches the files through them with ``openat``, which
-works inside bubblewrap's read-only root too. Per run the zygote sets the limits
-(:meth:`SlotCgroup.set_limits`), moves the next child in right after forking it
-(:meth:`SlotCgroup.attach`) and, after the run, says whether the kernel's OOM killer
-ended it (:meth:`SlotCgroup.oom_kills`). cgroup v1 (``memory`` and ``pids``
+works inside bubblewrap's read-only root too. The zygote moves itself in once, when it
+is set up (:meth:`SlotCgroup.join`; what it allocated before stays charged to the pool's
+cgroup), so every child it forks starts there: moving each child in would cost a
+cgroup migration per run. The OOM killer picks the program, never the zygote: each
+child raises its ``oom_score_adj`` to 1000 (raising needs no privilege; a memfd's pages
+are not in its resident size, which would otherwise make the zygote look bigger). Per run it sets the limits
+(:meth:`SlotCgroup.set_limits`; the task limit counts the zygote too) and, after a run
+its child ended killed, asks whether the kernel's OOM killer did it
+(:meth:`SlotCgroup.oom_kills`). cgroup v1 (``memory`` and ``pids``
 hierarchies) and v2 (a cgroup whose ``subtree_control`` can enable ``memory`` and
 ``pids``) are both handled; where neither can be made, there is no cgroup and the
 seccomp filter refuses ``memfd_create`` instead.
@@ -84,7 +89,7 @@ def _remove_stale(parent: str) -> None:
     """Remove the cgroup folders of pools whose process is gone (killed before they could close)."""
     with contextlib.suppress(OSError), os.scandir(parent) as it:
         for entry in it:
-            owner = entry.name[len(PREFIX):]
+            owner = entry.name[len(PREFIX):].split("-", 1)[0]
             if not entry.name.startswith(PREFIX) or not owner.isdigit() or os.path.exists(f"/proc/{owner}"):
                 continue
             with contextlib.suppress(OSError), os.scandir(entry.path) as slots:
@@ -103,7 +108,7 @@ def _write(path: str, value: str) -> None:
 
 
 class PoolCgroups:
-    """The pool's cgroup folders: ``<own cgroup>/grpo-sandbox-<pid>/slot<i>`` per controller.
+    """The pool's cgroup folders: ``<own cgroup>/grpo-sandbox-<pid>-<random>/slot<i>`` per controller.
 
     ``version`` is 1 or 2, or 0 with ``why`` when none could be made (then :attr:`slots` is empty).
     """
@@ -115,6 +120,7 @@ class PoolCgroups:
         self.bases: list[str] = []  # the grpo-sandbox-<pid> folders, removed at close
         self.slots: list[dict[str, str]] = []  # per slot: controller -> folder
         owner = os.getpid() if owner is None else owner
+        self.name = f"{PREFIX}{owner}-{os.urandom(4).hex()}"  # two pools of one process: two folders
         try:
             own, mounts = _own_paths(), _mounts()
         except OSError as exc:
@@ -122,16 +128,16 @@ class PoolCgroups:
             return
         try:
             if "memory" in mounts and "memory" in own and "pids" in mounts and "pids" in own:
-                self._make_v1(slots, owner, own, mounts)
+                self._make_v1(slots, own, mounts)
             elif "" in mounts and "" in own:
-                self._make_v2(slots, owner, own[""], mounts[""])
+                self._make_v2(slots, own[""], mounts[""])
             else:
                 self.why = "no memory and pids cgroup controllers mounted"
         except OSError as exc:
             self.close()
             self.why = f"cannot make cgroups: {exc}"
 
-    def _make_v1(self, slots: int, owner: int, own: dict[str, str], mounts: dict[str, tuple[str, str]]) -> None:
+    def _make_v1(self, slots: int, own: dict[str, str], mounts: dict[str, tuple[str, str]]) -> None:
         parents = {}
         for name in ("memory", "pids"):
             parent = _host_path(mounts[name], own[name])
@@ -140,7 +146,7 @@ class PoolCgroups:
             parents[name] = parent
         for parent in parents.values():
             _remove_stale(parent)
-            base = os.path.join(parent, f"{PREFIX}{owner}")
+            base = os.path.join(parent, self.name)
             os.mkdir(base)
             self.bases.append(base)
         self.swap = os.path.exists(os.path.join(self.bases[0], "memory.memsw.limit_in_bytes"))
@@ -152,7 +158,7 @@ class PoolCgroups:
             self.slots.append(folders)
         self.version = 1
 
-    def _make_v2(self, slots: int, owner: int, own: str, mount: tuple[str, str]) -> None:
+    def _make_v2(self, slots: int, own: str, mount: tuple[str, str]) -> None:
         parent = _host_path(mount, own)
         if parent is None:
             raise OSError(f"cgroup {own} is outside the cgroup2 mount")
@@ -161,7 +167,7 @@ class PoolCgroups:
         if not {"memory", "pids"} <= set(offered):
             raise OSError(f"cgroup {own} does not offer memory and pids ({' '.join(offered)})")
         _remove_stale(parent)
-        base = os.path.join(parent, f"{PREFIX}{owner}")
+        base = os.path.join(parent, self.name)
         # a cgroup with processes (this one) cannot enable controllers for its children unless it is the root:
         # enabling fails with EBUSY then, and there is no cgroup
         with open(os.path.join(parent, "cgroup.subtree_control")) as fh:
@@ -221,7 +227,9 @@ class SlotCgroup:
         self._tasks = -1
 
     def set_limits(self, memory_bytes: int, tasks: int) -> None:
-        """The next run's memory (no swap) and task limits; written only when they change."""
+        """The next run's memory (no swap) and task limits (the zygote's own task is added); written only when
+        they change."""
+        tasks += 1
         if memory_bytes != self._memory:
             value = str(memory_bytes).encode()
             if self._memsw < 0:
@@ -237,10 +245,10 @@ class SlotCgroup:
             os.pwrite(self._pids_max, str(tasks).encode(), 0)
             self._tasks = tasks
 
-    def attach(self, pid: int) -> None:
-        """Move ``pid`` (a child just forked, not yet running a program) into the slot's cgroups."""
+    def join(self) -> None:
+        """Move this process (the zygote) into the slot's cgroups."""
         for fd in self._procs:
-            os.pwrite(fd, str(pid).encode(), 0)
+            os.pwrite(fd, str(os.getpid()).encode(), 0)
 
     def oom_kills(self) -> int:
         """How many processes the kernel's OOM killer has killed in this cgroup so far."""

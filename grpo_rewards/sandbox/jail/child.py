@@ -44,6 +44,9 @@ def spare(ctx: Any, go_fd: int, ready_w: int, scratch: str) -> None:
     """
     try:
         os.setsid()
+        if ctx.cgroup:  # the OOM killer of the slot's cgroup picks the program, never the zygote
+            with open("/proc/self/oom_score_adj", "w") as fh:
+                fh.write("1000")
         ruleset = _ruleset(ctx, scratch)
         tasks = _uid_tasks(ctx)
         keep = sorted({go_fd, ready_w, ruleset} - {-1})

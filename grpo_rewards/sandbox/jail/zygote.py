@@ -100,7 +100,6 @@ class Zygote:
         if cfg.get("cgroup"):
             try:
                 self.cgroup = cgroups.SlotCgroup(cfg["cgroup"])
-                self.layers.append("cgroup")
             except OSError as exc:
                 self.problems.append(f"cgroup: {exc}")
         if uid is not None:
@@ -116,6 +115,14 @@ class Zygote:
         self._sweep()
         gc.collect()
         gc.freeze()  # children never scan (and so never copy) the zygote's objects in their GC
+        if self.cgroup is not None:
+            try:
+                self.cgroup.join()  # every child forked from now on starts in the slot's cgroups
+                self._oom_seen = self.cgroup.oom_kills()
+                self.layers.insert(self.layers.index("seccomp") + 1 if "seccomp" in self.layers else
+                                   len(self.layers), "cgroup")
+            except OSError as exc:
+                self._cgroup_failed(exc)
 
     def _filters(self) -> dict[str, Any] | None:
         """One seccomp filter per run mode (python, exec, compile). Signals are refused outright when nothing
@@ -132,8 +139,8 @@ class Zygote:
                 for mode in seccomp.MODES}
 
     def _cgroup_failed(self, exc: OSError) -> None:
-        """A child could not be moved into the slot's cgroup: go on without it, memfd_create refused."""
-        self.problems.append(f"cgroup attach: {exc}")
+        """The zygote could not join the slot's cgroups: go on without them, memfd_create refused."""
+        self.problems.append(f"cgroup: {exc}")
         if self.cgroup is not None:
             self.cgroup.close()
         self.cgroup = None
@@ -251,13 +258,6 @@ class Zygote:
         os.close(rd_w)
         theirs.close()
         self.spare = Spare(pid, ours, rd_r, scratch)
-        if self.cgroup is not None:
-            try:
-                self.cgroup.attach(pid)  # before any program reaches it: it waits for its run
-            except OSError as exc:
-                self._drop_spare()
-                self._cgroup_failed(exc)
-                self._prepare_spare()
 
     def _drop_spare(self) -> None:
         spare, self.spare = self.spare, None
@@ -277,12 +277,10 @@ class Zygote:
             if spare is None:
                 return {"status": "sandbox_error", "error": "could not fork a child", "wall": 0.0}
             t0 = time.monotonic()
-            oom_before = 0
             if self.cgroup is not None:
                 lim = req["limits"]
                 try:
                     self.cgroup.set_limits(int(lim["memory_mb"]) << 20, int(lim["processes"]))
-                    oom_before = self.cgroup.oom_kills()
                 except OSError as exc:
                     self.spare = spare
                     self._drop_spare()
@@ -297,7 +295,7 @@ class Zygote:
             return {"status": "sandbox_error", "error": "the child died before its program arrived", "wall": 0.0}
         spare.sock.close()
         try:
-            reply = self._supervise(req, spare.pid, spare.rd_r, fds[2], fds[3], t0, spare.scratch, oom_before)
+            reply = self._supervise(req, spare.pid, spare.rd_r, fds[2], fds[3], t0, spare.scratch)
         finally:
             os.close(spare.rd_r)
         if not cleanup.remove_tree(spare.scratch):
@@ -309,7 +307,7 @@ class Zygote:
         return reply
 
     def _supervise(self, req: dict[str, Any], pid: int, rd_r: int, out_fd: int, err_fd: int,
-                   t0: float, scratch: str, oom_before: int = 0) -> dict[str, Any]:
+                   t0: float, scratch: str) -> dict[str, Any]:
         lim = req["limits"]
         cap = int(lim["output_bytes"])
         deadline = t0 + float(lim["wall_seconds"])
@@ -373,8 +371,7 @@ class Zygote:
             reply.update(status="output_limit", error=f"output over {cap} bytes")
         elif over or (quota is not None and (over := cleanup.over_quota(scratch, *quota))):
             reply.update(status="output_limit", error=f"scratch folder over its quota: {over}")
-        elif (reply["signal"] == signal.SIGKILL and self.cgroup is not None
-              and self.cgroup.oom_kills() > oom_before):  # its cgroup's memory (memfds and tmpfs files count)
+        elif reply["signal"] == signal.SIGKILL and self._oom_killed():  # memfds and tmpfs files count too
             reply.update(status="memory", error=f"memory over {lim['memory_mb']} MB (cgroup)")
         elif timed_out:
             reply.update(status="timeout", error=f"wall clock over {lim['wall_seconds']}s")
@@ -387,6 +384,14 @@ class Zygote:
         else:
             reply.update(status="runtime_error", error=_describe_exit(reply))
         return reply
+
+    def _oom_killed(self) -> bool:
+        """Whether the slot's OOM killer struck since the last look (its victim is always a SIGKILLed child,
+        whose oom_score_adj is 1000), so only runs that ended by SIGKILL ask."""
+        if self.cgroup is None:
+            return False
+        seen, self._oom_seen = self._oom_seen, self.cgroup.oom_kills()
+        return self._oom_seen > seen
 
     def _sweep(self) -> None:
         """Kill every process of the slot uid (daemons that left the process group), then reap.
