@@ -242,6 +242,13 @@ fd = libc.inotify_init1(0)
 attempt("inotify_add_watch", lambda: ok(libc.inotify_add_watch(fd, victim.encode(), 0xFFF)))
 attempt("fanotify_init", lambda: ok(libc.fanotify_init(0, 0)))
 attempt("fanotify_mark", lambda: ok(libc.syscall(301, 0, 1, 0x20, -100, folder.encode())))
+import fcntl
+usr = os.open("/usr/lib", os.O_RDONLY | os.O_DIRECTORY)  # readable in every profile
+attempt("dnotify", lambda: fcntl.fcntl(usr, 1026, 0x1 | 0x80000000))  # F_NOTIFY, DN_ACCESS | DN_MULTISHOT
+open("own", "w").close()
+own = os.open("own", os.O_RDONLY)
+attempt("lease", lambda: fcntl.fcntl(own, 1024, fcntl.F_RDLCK))  # F_SETLEASE on its own file
+attempt("setflags", lambda: fcntl.ioctl(own, 0x40086602, b"\0" * 8))  # FS_IOC_SETFLAGS
 # in the scratch folder: what programs need keeps working
 open("mine", "w").write("x")
 os.rename("mine", "mine2")
@@ -257,7 +264,8 @@ def metadata_program(victim: str, folder: str) -> str:
 
 # refused outright; file times (and, with a shared uid, modes) are a no-op instead: the test checks the host
 METADATA_REFUSED = ("getxattr", "listxattr", "setxattr", "removexattr", "lgetxattr", "chown_victim",
-                    "inotify_init1", "inotify_init", "inotify_add_watch", "fanotify_init", "fanotify_mark")
+                    "inotify_init1", "inotify_init", "inotify_add_watch", "fanotify_init", "fanotify_mark", "dnotify",
+                    "lease", "setflags")
 
 # Aims the scheduling, priority, I/O priority and limit calls at other processes of the machine (TARGETS:
 # name -> pid; with a shared uid, the pool's owner and the zygote are the program's own uid), and at a whole

@@ -16,8 +16,10 @@ File metadata, which Landlock does not mediate: the extended attribute calls (ge
 list, remove, every variant: ``EOPNOTSUPP``, as on a file system without them, so
 ``shutil.copy2`` still works), file times (``utime``, ``utimes``, ``futimesat``,
 ``utimensat``: they report success and change nothing, so ``touch`` and ``copy2`` in the
-scratch folder go on), ownership (``chown`` and variants), inotify and fanotify (watching
-how the host uses its files), and ``fallocate`` (``EOPNOTSUPP``: it reserves disk past the
+scratch folder go on), ownership (``chown`` and variants), inotify, fanotify and
+``fcntl`` ``F_NOTIFY`` (watching how the host uses its files), ``F_SETLEASE`` (holding
+the next open of a file its uid owns), the ``ioctl`` calls ``FS_IOC_SETFLAGS`` and
+``FS_IOC_FSSETXATTR`` (file attribute flags), and ``fallocate`` (``EOPNOTSUPP``: it reserves disk past the
 file-size limit with ``FALLOC_FL_KEEP_SIZE``, and ``posix_fallocate`` falls back to
 writing). Other processes' memory: ``migrate_pages``, ``move_pages``,
 ``process_madvise``, ``process_mrelease``, ``get_robust_list``.
@@ -126,6 +128,10 @@ SYS_SENDTO, SYS_PRLIMIT64, SYS_IOCTL, SYS_FCNTL = 44, 302, 16, 72
 SYS_FORK, SYS_VFORK, SYS_EXECVE, SYS_EXECVEAT = 57, 58, 59, 322
 AT_EMPTY_PATH = 0x1000
 F_SETOWN, F_SETSIG, F_SETOWN_EX = 8, 10, 15  # aim SIGIO (or any signal) at a pid or process group
+# a lease on a file its uid owns (holds the owner's next open up to 45 s), directory change notification
+F_SETLEASE, F_NOTIFY = 1024, 1026
+# file attribute flags (noatime, nodump, ...) and extended attributes (project id) through an open fd
+FS_IOC_SETFLAGS, FS_IOC32_SETFLAGS, FS_IOC_FSSETXATTR = 0x40086602, 0x40046602, 0x401C5820
 FIOSETOWN, SIOCSPGRP, TIOCSPGRP = 0x8901, 0x8902, 0x5410
 MODES = ("python", "exec", "compile")
 
@@ -235,8 +241,9 @@ def build_filter(deny_signals: bool = False, mode: str = "python", *, own_pid: i
     for nr in (SYS_SOCKET, SYS_SOCKETPAIR):
         prog += _only_if(nr, [_ins(LD_W_ABS, _arg_lo(0)), _ins(JEQ_K, AF_UNIX, 0, 1),
                               _ret(RET_ALLOW), _ret(RET_ERRNO | errno.EAFNOSUPPORT)])
-    prog += _deny_arg_values(SYS_IOCTL, 1, (TIOCSTI, FIOSETOWN, SIOCSPGRP, TIOCSPGRP))
-    prog += _deny_arg_values(SYS_FCNTL, 1, (F_SETOWN, F_SETSIG, F_SETOWN_EX))
+    prog += _deny_arg_values(SYS_IOCTL, 1, (TIOCSTI, FIOSETOWN, SIOCSPGRP, TIOCSPGRP, FS_IOC_SETFLAGS,
+                                            FS_IOC32_SETFLAGS, FS_IOC_FSSETXATTR))
+    prog += _deny_arg_values(SYS_FCNTL, 1, (F_SETOWN, F_SETSIG, F_SETOWN_EX, F_SETLEASE, F_NOTIFY))
     prog += _null_arg_or_deny(SYS_SENDTO, 4)
     prog.append(_ret(RET_ALLOW))
     return b"".join(prog)
