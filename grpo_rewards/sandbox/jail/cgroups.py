@@ -234,12 +234,15 @@ class SlotCgroup:
             value = str(memory_bytes).encode()
             if self._memsw < 0:
                 os.pwrite(self._limit, value, 0)
-            elif 0 <= self._memory < memory_bytes:  # v1: memory+swap never below memory (both start unlimited)
-                os.pwrite(self._memsw, value, 0)
-                os.pwrite(self._limit, value, 0)
-            else:
-                os.pwrite(self._limit, value, 0)
-                os.pwrite(self._memsw, value, 0)
+            else:  # v1: memory+swap may never be below memory
+                if self._memory < 0:  # what an earlier zygote of this slot left is unknown: lift memory+swap
+                    os.pwrite(self._memsw, b"-1", 0)
+                if self._memory < 0 or memory_bytes < self._memory:  # lowering: memory first
+                    os.pwrite(self._limit, value, 0)
+                    os.pwrite(self._memsw, value, 0)
+                else:
+                    os.pwrite(self._memsw, value, 0)
+                    os.pwrite(self._limit, value, 0)
             self._memory = memory_bytes
         if tasks != self._tasks:
             os.pwrite(self._pids_max, str(tasks).encode(), 0)
