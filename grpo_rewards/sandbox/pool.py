@@ -22,7 +22,6 @@ import json
 import logging
 import os
 import queue
-import shutil
 import socket
 import subprocess
 import sys
@@ -33,11 +32,11 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from grpo_rewards.sandbox import languages
 from grpo_rewards.sandbox import probe as probing
 from grpo_rewards.sandbox.jail import cgroups, cleanup, wire
 from grpo_rewards.sandbox.program import (
     COMPILE_ERROR,
-    COMPILED,
     OK,
     RUNTIME_ERROR,
     SANDBOX_ERROR,
@@ -54,14 +53,10 @@ DEFAULT_SLOTS_PER_CORE = 2
 BASE_PREFIX = "grpo-sandbox-"  # + owner pid: a pool killed before close() leaves its folder to the next one
 HANG_MARGIN = 30.0  # seconds past a program's wall limit before its zygote counts as hung
 START_TIMEOUT = 60.0  # seconds for a zygote's hello (its self-test included)
-# C and C++: (compiler, flags, source file name); compiled in the jail with COMPILE_LIMITS, once per source
-COMPILERS = {
-    "c": ("gcc", ["-std=gnu17", "-O2", "-pipe", "-o", "a.out", "main.c", "-lm"], "main.c"),
-    "cpp": ("g++", ["-std=gnu++17", "-O2", "-pipe", "-o", "a.out", "main.cpp", "-lm"], "main.cpp"),
-}
+# compiled languages (grpo_rewards.sandbox.languages: C, C++, and any registered) are compiled in the jail with
+# COMPILE_LIMITS, once per source
 COMPILE_LIMITS = Limits(cpu_seconds=20.0, wall_seconds=40.0, memory_mb=2048, output_bytes=1 << 16, file_size_mb=64,
                         open_files=256)
-LANGUAGE_NAMES = {"c++": "cpp", "cxx": "cpp", "cc": "cpp", "gcc": "c", "python3": "python", "py": "python"}
 COMPILE_CACHE = 256  # binaries kept (sealed memfds): every test of a completion shares one compile
 
 
@@ -81,13 +76,8 @@ class _Compiled:
 
 
 def compilers() -> dict[str, str]:
-    """Absolute paths of the C and C++ compilers found through ``PATH`` (the zygote's environment is empty)."""
-    found = {}
-    for language, (name, _, _) in COMPILERS.items():
-        path = shutil.which(name)
-        if path:
-            found[language] = os.path.abspath(path)
-    return found
+    """Absolute paths of the compilers found through ``PATH``, by language (the zygote's environment is empty)."""
+    return languages.compilers()
 JAIL_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jail")
 BOOT = (  # python -I -S: no site, no .pth files (a smaller zygote forks faster); site-packages added by hand
     "import sys,importlib.util as u;d=sys.argv[2];sys.path+=[p for p in sys.argv[3].split(chr(10)) if p];"
@@ -326,14 +316,15 @@ class LocalSandbox:
         return list(self._executor.map(self.run_one, programs))
 
     def run_one(self, program: Program) -> RunResult:
-        language = LANGUAGE_NAMES.get(program.language.lower(), program.language.lower())
+        lang = languages.get(program.language)
         limits = program.limits or self.limits
-        if language == "python":
+        if lang is not None and lang.local and not lang.compiled:
             result = self._run_fds(_program_fds(program), {"op": "run", "limits": limits.as_dict()}, limits)
-        elif language in COMPILED:
-            result = self._run_compiled(program, language, limits)
+        elif lang is not None and lang.local:
+            result = self._run_compiled(program, lang.name, limits)
         else:
-            result = sandbox_error(f"the local sandbox runs Python, C and C++, not {program.language!r}")
+            names = ", ".join(x.name for x in languages.local_languages())
+            result = sandbox_error(f"the local sandbox runs {names}, not {program.language!r}")
         with self._count_lock:
             self._counts[result.status] += 1
         return result
@@ -352,16 +343,18 @@ class LocalSandbox:
             raise
         os.close(io_fds[0])
         fds = [binary, *io_fds[1:]]
-        result = self._run_fds(fds, {"op": "run", "mode": "exec", "limits": limits.as_dict()}, limits)
+        mode = languages.get(language).run_mode  # type: ignore[union-attr]
+        result = self._run_fds(fds, {"op": "run", "mode": mode, "limits": limits.as_dict()}, limits)
         result.extra.update(compile_wall=compiled.wall, compile_cpu=compiled.cpu)
         return result
 
     def _compiled(self, code: str, language: str) -> tuple[int | None, RunResult]:
         """``(a new fd of the sealed binary memfd, compile result)``, or ``(None, why)``: a compile error, limit or timeout
         is the program's (``compile_error``); a missing compiler is the machine's (``sandbox_error``)."""
-        compiler = self.compilers.get(language)
+        compiler = self.compilers.get(language) or languages.compilers().get(language)  # registered since start
         if compiler is None:
-            return None, sandbox_error(f"no {COMPILERS[language][0]} on this machine: apt-get install gcc g++")
+            return None, sandbox_error(f"no {languages.get(language).compiler} on this machine: "  # type: ignore[union-attr]
+                                       "apt-get install gcc g++")
         key = (language, hashlib.sha256(code.encode("utf-8", "surrogateescape")).hexdigest())
         with self._compile_lock:
             entry = self._binaries.get(key)
@@ -384,7 +377,9 @@ class LocalSandbox:
         return binary, result
 
     def _compile(self, code: str, language: str, compiler: str) -> tuple[int | None, RunResult]:
-        _, flags, source_name = COMPILERS[language]
+        lang = languages.get(language)
+        assert lang is not None
+        flags, source_name = list(lang.flags), lang.source_name
         fds = _program_fds(Program(code, ""))
         try:
             binary = _memfd("binary", sealable=True)
