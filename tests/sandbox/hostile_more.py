@@ -97,9 +97,15 @@ JUDGE_CRASHERS = {
     "huge_float": _FORGE_REPORT.replace("PAYLOAD", "'{\"value\": 1' + '0' * 5000 + '.5}'"),
     "not_a_dict": _FORGE_REPORT.replace("PAYLOAD", "'[3]'"),
     "bad_json": _FORGE_REPORT.replace("PAYLOAD", "'{\"value\": 3'"),
+    # built to spin the judge: escaped quotes (a quadratic string regex took about an hour on 1 MiB of them),
+    # runs of long integers just under the bound, deep nesting inside strings
+    "escaped_quotes": _FORGE_REPORT.replace("PAYLOAD", "'\"' + '\\\\\"' * 400000"),
+    "long_integers": _FORGE_REPORT.replace("PAYLOAD", "'{\"value\": [' + ('9' * 4300 + ',') * 200 + '1]}'"),
+    "brackets_in_a_string": _FORGE_REPORT.replace("PAYLOAD", "'{\"value\": \"' + '[{' * 300000 + '\"}'"),
 }
 
-# stdin/stdout programs of this module: name -> code (the signal program needs its targets filled in)
+# stdin/stdout programs of this module: name -> code (the signal, metadata and shared-uid programs need their
+# targets filled in; the memory hoards are below)
 STDIO = {"deep_tree": DEEP_TREE, "closed_tree": CLOSED_TREE, "disk_fill": DISK_FILL, "inode_fill": INODE_FILL}
 
 
