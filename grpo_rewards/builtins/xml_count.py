@@ -21,6 +21,16 @@ at all, the third term's split finds no separator and charges the *whole text*
 wherever the newlines are, and charges ``per_trailing_char`` per character after the
 closing answer tag, not counting whitespace at either end of that text. Bounds: ``[-per_trailing_char *
 len(text), 4 * per_tag]``.
+
+In both modes a tag counts only where it is in order (``check_order = true``, the default):
+with the four tags in the order reasoning-open, reasoning-close, answer-open, answer-close, a
+tag (as the mode spells it, occurring exactly once) earns its term only when the first occurrence
+of every other of the four tags stands on its side of the tag's own first occurrence. So a closing tag before its opening tag,
+tags written backwards or an answer block before the reasoning block earn nothing for the tags
+out of place, where the notebook pays for each tag wherever it is. A missing tag costs only its
+own term (open-r1's tag_count_reward gives 0.75 when ``<think>`` is missing: chat templates
+often write it in the prompt).
+``check_order = false`` is the notebook's count_xml on every input.
 """
 
 from __future__ import annotations
@@ -34,37 +44,58 @@ from grpo_rewards.specs import RewardSpec
 MODES = ("unsloth", "lenient")
 
 
+def in_order(positions: list[int | None]) -> list[bool]:
+    """Which tags are in order, given each tag's position (``None``: absent) in the canonical order:
+    a present tag is when every other present tag stands on its side of it."""
+    present = [(i, p) for i, p in enumerate(positions) if p is not None]
+    return [p is not None and all((j < i) == (q < p) for j, q in present if j != i) for i, p in enumerate(positions)]
+
+
 class XmlCount:
     """The batch reward :func:`xml_count` returns (a module-level class: it pickles)."""
 
     __name__ = "xml_count"
 
-    def __init__(self, reasoning_tag: str, answer_tag: str, per_tag: float, per_trailing_char: float, mode: str):
+    def __init__(self, reasoning_tag: str, answer_tag: str, per_tag: float, per_trailing_char: float, mode: str,
+                 check_order: bool = True):
         check_tags(reasoning_tag, answer_tag)
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
         self.per_tag, self.per_trailing_char, self.mode = per_tag, per_trailing_char, mode
+        self.check_order = check_order
         self.r_open, self.r_close = f"<{reasoning_tag}>", f"</{reasoning_tag}>"
         self.a_open, self.a_close = f"<{answer_tag}>", f"</{answer_tag}>"
 
+    def counted(self, text: str, tags: tuple[str, str, str, str]) -> list[bool]:
+        """Per tag: its form ``tags[i]`` occurs exactly once and (with ``check_order``) the bare tag is in order."""
+        once = [text.count(tag) == 1 for tag in tags]
+        if not self.check_order:
+            return once
+        first = [text.find(tag) for tag in (self.r_open, self.r_close, self.a_open, self.a_close)]
+        ordered = in_order([p if p >= 0 else None for p in first])
+        return [a and b for a, b in zip(once, ordered)]
+
     def unsloth(self, text: str) -> float:
         per_tag, per_char = self.per_tag, self.per_trailing_char
+        r_open, r_close, a_open, a_close = self.counted(
+            text, (f"{self.r_open}\n", f"\n{self.r_close}\n", f"\n{self.a_open}\n", f"\n{self.a_close}"))
         count = 0.0
-        if text.count(f"{self.r_open}\n") == 1:
+        if r_open:
             count += per_tag
-        if text.count(f"\n{self.r_close}\n") == 1:
+        if r_close:
             count += per_tag
-        if text.count(f"\n{self.a_open}\n") == 1:
+        if a_open:
             count += per_tag
             count -= len(text.split(f"\n{self.a_close}\n")[-1]) * per_char
-        if text.count(f"\n{self.a_close}") == 1:
+        if a_close:
             count += per_tag
             count -= (len(text.split(f"\n{self.a_close}")[-1]) - 1) * per_char
         return count
 
     def lenient(self, text: str) -> float:
-        count = self.per_tag * sum(text.count(tag) == 1 for tag in (self.r_open, self.r_close, self.a_open))
-        if text.count(self.a_close) == 1:
+        *first, last = self.counted(text, (self.r_open, self.r_close, self.a_open, self.a_close))
+        count = self.per_tag * sum(first)
+        if last:
             count += self.per_tag - len(text.split(self.a_close)[-1].strip()) * self.per_trailing_char
         return count
 
@@ -79,9 +110,12 @@ def xml_count(
     per_tag: float = 0.125,
     per_trailing_char: float = 0.001,
     mode: str = "unsloth",
+    check_order: bool = True,
 ) -> XmlCount:
-    """Unsloth's xmlcount: 0.125 per correctly placed tag, minus 0.001 per character after the answer."""
-    return XmlCount(reasoning_tag, answer_tag, per_tag, per_trailing_char, mode)
+    """Unsloth's xmlcount: 0.125 per correctly placed tag, minus 0.001 per character after the answer.
+
+    ``check_order`` (default true): a tag out of order earns nothing (module docs)."""
+    return XmlCount(reasoning_tag, answer_tag, per_tag, per_trailing_char, mode, check_order)
 
 
 REWARD_SPECS = [
@@ -96,6 +130,7 @@ answer_tag = "answer"
 per_tag = 0.125
 per_trailing_char = 0.001
 mode = "unsloth"           # unsloth (the notebook's count_xml) | lenient
+check_order = true         # false: tags out of order count too, as in the notebook
 ''',
     ),
 ]

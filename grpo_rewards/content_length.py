@@ -1,0 +1,52 @@
+"""The length of a completion that padding cannot buy, for length-shaped rewards.
+
+A reward that pays for length (``cosine_scaled`` pays a wrong answer more when it is longer,
+``length_window`` pays for reaching a word count) is gamed most cheaply by padding: blank
+lines, runs of spaces, a sentence said a hundred times, a wall of dots. :func:`content_text`
+removes what padding adds:
+
+1. the text is cut into pieces after each sentence end (``.``, ``!``, ``?``, ``;``, their
+   full-width forms ``。！？；``) and each line break;
+2. each piece's whitespace runs become one space, and a piece that is empty or that
+   already occurred (a repeated sentence or line) is dropped;
+3. in what is left, a unit of up to 12 characters repeated three or more times in a row
+   (``.....``, ``ha ha ha ha``, ``检查一遍检查一遍...``) is kept once; a longer phrase
+   said over and over is a repeated piece when it ends a sentence or a line.
+
+:func:`content_length` is the number of characters left. In token ids (the ``completion_ids``
+column, which the trainer passes) :func:`content_token_count` is the smaller of two counts
+that padding cannot inflate: the ids left after step 3 is applied to the ids themselves
+(a run of newline or space tokens, a phrase of up to 12 tokens said again and again), and
+the ids times the share of the text's characters that are content (which also removes
+sentences repeated at a distance and spaces spread between words). What padding cannot hide
+is new text: a completion made longer with words it has not used before is longer.
+"""
+
+from __future__ import annotations
+
+import re
+
+_PIECE_END = re.compile(r"(?<=[.!?;\n。！？；])")
+_REPEATED_UNIT = re.compile(r"(.{1,12}?)\1{2,}", re.DOTALL)  # 12: about 1 µs a character
+
+
+def content_text(text: str) -> str:
+    """``text`` without its padding (module docs): whitespace runs, repeated pieces and repeated short units."""
+    pieces = dict.fromkeys(" ".join(p.split()) for p in _PIECE_END.split(text))
+    pieces.pop("", None)
+    return _REPEATED_UNIT.sub(r"\1", " ".join(pieces))
+
+
+def content_length(text: str) -> int:
+    """The number of characters of :func:`content_text`."""
+    return len(content_text(text))
+
+
+def content_token_count(ids: list[int], text: str) -> float:
+    """The content of a completion in token ids (module docs): at most ``len(ids)``, padding left out."""
+    if not ids:
+        return 0.0
+    symbols = "".join(map(chr, (i % 0x110000 for i in ids)))  # one character per id, to reuse the regex
+    collapsed = len(_REPEATED_UNIT.sub(r"\1", symbols))
+    share = content_length(text) / len(text) if text else 1.0
+    return float(min(collapsed, len(ids) * share))
