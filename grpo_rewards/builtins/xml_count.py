@@ -22,7 +22,17 @@ wherever the newlines are, and charges ``per_trailing_char`` per character after
 closing answer tag, not counting whitespace at either end of that text. Bounds: ``[-per_trailing_char *
 len(text), 4 * per_tag]``.
 
-In both modes a tag counts only where it is in order (``check_order = true``, the default):
+``mode = "count"`` is the Unsloth Qwen3 notebook's ``match_format_approximately``: each of the
+four markers earns ``per_tag`` (0.5 there) when it occurs exactly once and ``per_bad_tag`` (-1.0
+there) otherwise; ``opened_in_prompt = true`` leaves the reasoning start out (the notebook's chat
+template writes it). No trailing-text term.
+
+Any tag set: the markers are ``<R>``, ``</R>``, ``<A>``, ``</A>`` unless given as
+``reasoning_start``, ``reasoning_end``, ``answer_start``, ``answer_end``
+(``<start_working_out>``, ``<end_working_out>``, ``<SOLUTION>``, ``</SOLUTION>`` in the Qwen3
+notebook).
+
+In every mode a tag counts only where it is in order (``check_order = true``, the default):
 with the four tags in the order reasoning-open, reasoning-close, answer-open, answer-close, a
 tag (as the mode spells it, occurring exactly once) earns its term only when the first occurrence
 of every other of the four tags stands on its side of the tag's own first occurrence. So a closing tag before its opening tag,
@@ -37,11 +47,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from grpo_rewards.builtins.tags import check_tags
+from grpo_rewards.builtins.tags import markers
 from grpo_rewards.completions import completion_text
 from grpo_rewards.specs import RewardSpec
 
-MODES = ("unsloth", "lenient")
+MODES = ("unsloth", "lenient", "count")
 
 
 def in_order(positions: list[int | None]) -> list[bool]:
@@ -56,15 +66,13 @@ class XmlCount:
 
     __name__ = "xml_count"
 
-    def __init__(self, reasoning_tag: str, answer_tag: str, per_tag: float, per_trailing_char: float, mode: str,
-                 check_order: bool = True):
-        check_tags(reasoning_tag, answer_tag)
+    def __init__(self, marks: tuple[str, str, str, str], per_tag: float, per_trailing_char: float, mode: str,
+                 check_order: bool = True, per_bad_tag: float = 0.0, opened_in_prompt: bool = False):
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
         self.per_tag, self.per_trailing_char, self.mode = per_tag, per_trailing_char, mode
-        self.check_order = check_order
-        self.r_open, self.r_close = f"<{reasoning_tag}>", f"</{reasoning_tag}>"
-        self.a_open, self.a_close = f"<{answer_tag}>", f"</{answer_tag}>"
+        self.check_order, self.per_bad_tag, self.opened_in_prompt = check_order, per_bad_tag, opened_in_prompt
+        self.r_open, self.r_close, self.a_open, self.a_close = marks
 
     def counted(self, text: str, tags: tuple[str, str, str, str]) -> list[bool]:
         """Per tag: its form ``tags[i]`` occurs exactly once and (with ``check_order``) the bare tag is in order."""
@@ -99,8 +107,14 @@ class XmlCount:
             count += self.per_tag - len(text.split(self.a_close)[-1].strip()) * self.per_trailing_char
         return count
 
+    def count(self, text: str) -> float:
+        tags = (self.r_open, self.r_close, self.a_open, self.a_close)
+        ok = self.counted(text, tags)
+        first = 1 if self.opened_in_prompt else 0  # the prompt wrote the opening marker: it is not scored
+        return sum(self.per_tag if good else self.per_bad_tag for good in ok[first:])
+
     def __call__(self, completions: list[Any], **columns: Any) -> list[float | None]:
-        score = self.unsloth if self.mode == "unsloth" else self.lenient
+        score = {"unsloth": self.unsloth, "lenient": self.lenient, "count": self.count}[self.mode]
         return [score(completion_text(c)) for c in completions]
 
 
@@ -111,11 +125,20 @@ def xml_count(
     per_trailing_char: float = 0.001,
     mode: str = "unsloth",
     check_order: bool = True,
+    per_bad_tag: float = 0.0,
+    opened_in_prompt: bool = False,
+    reasoning_start: str = "",
+    reasoning_end: str = "",
+    answer_start: str = "",
+    answer_end: str = "",
 ) -> XmlCount:
     """Unsloth's xmlcount: 0.125 per correctly placed tag, minus 0.001 per character after the answer.
 
-    ``check_order`` (default true): a tag out of order earns nothing (module docs)."""
-    return XmlCount(reasoning_tag, answer_tag, per_tag, per_trailing_char, mode, check_order)
+    ``check_order`` (default true): a tag out of order earns nothing (module docs). ``mode = "count"``:
+    ``per_tag`` per marker seen exactly once (in order), ``per_bad_tag`` per other marker. The markers
+    are the tags named by ``reasoning_tag``/``answer_tag`` unless given."""
+    marks = markers(reasoning_tag, answer_tag, reasoning_start, reasoning_end, answer_start, answer_end)
+    return XmlCount(marks, per_tag, per_trailing_char, mode, check_order, per_bad_tag, opened_in_prompt)
 
 
 REWARD_SPECS = [
@@ -129,7 +152,7 @@ reasoning_tag = "think"    # "reasoning" (Unsloth's default) or "think"
 answer_tag = "answer"
 per_tag = 0.125
 per_trailing_char = 0.001
-mode = "unsloth"           # unsloth (the notebook's count_xml) | lenient
+mode = "unsloth"           # unsloth (the notebook's count_xml) | lenient | count
 check_order = true         # false: tags out of order count too, as in the notebook
 ''',
     ),

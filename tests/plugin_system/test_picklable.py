@@ -105,6 +105,8 @@ EVERY_BUILTIN = {
     "xml_count": {},
     "strict_format": {},
     "soft_format": {},
+    "final_answer_format": {"reasoning_end": "<end_working_out>", "answer_start": "<SOLUTION>",
+                            "answer_end": "</SOLUTION>", "eos": "<|endoftext|>"},
     "email_rules": {},
     "code_execution": CODE,
     "code_execution_binary": CODE,
