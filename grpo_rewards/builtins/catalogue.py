@@ -7,7 +7,7 @@ import importlib
 from grpo_rewards.specs import RewardSpec, VerifierSpec
 
 # Add a module here when it exists; each is imported when the built-in plugin registers.
-MODULES: list[str] = ["exact_match", "integer_format", "xml_count", "formats", "numeric_proximity", "math_equivalence", "email_rules"]
+MODULES: list[str] = ["exact_match", "integer_format", "xml_count", "xml_format", "formats", "numeric_proximity", "math_equivalence", "email_rules"]
 
 
 def _collect(attr: str) -> list:

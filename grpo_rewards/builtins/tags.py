@@ -11,16 +11,22 @@ given as a string of its own (``reasoning_start = "<start_working_out>"``,
 from __future__ import annotations
 
 import re
+from typing import Any
 
 _TAG_NAME = re.compile(r"[A-Za-z_][\w.-]*", re.ASCII)
 MARKER_KEYS = ("reasoning_start", "reasoning_end", "answer_start", "answer_end")
 
 
+def check_tag_name(key: str, tag: Any) -> None:
+    """A clear ``ValueError`` unless ``tag`` is an XML-style tag name (``think``, ``answer``)."""
+    if not isinstance(tag, str) or not _TAG_NAME.fullmatch(tag):
+        raise ValueError(f"{key} must be a tag name like 'think' or 'answer' (no angle brackets), got {tag!r}")
+
+
 def check_tags(reasoning_tag: str, answer_tag: str) -> None:
     """A clear ``ValueError`` unless both are distinct XML-style tag names (``think``, ``answer``)."""
     for key, tag in (("reasoning_tag", reasoning_tag), ("answer_tag", answer_tag)):
-        if not isinstance(tag, str) or not _TAG_NAME.fullmatch(tag):
-            raise ValueError(f"{key} must be a tag name like 'think' or 'answer' (no angle brackets), got {tag!r}")
+        check_tag_name(key, tag)
     if reasoning_tag == answer_tag:
         raise ValueError(f"reasoning_tag and answer_tag must differ, both are {answer_tag!r}")
 

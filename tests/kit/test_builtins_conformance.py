@@ -51,6 +51,17 @@ class TestXmlCountQwen3Count(RewardConformance):
     bounds = (-3.0, 1.5)
 
 
+class TestXmlFormat(RewardConformance):
+    reward_name = "xml_format"
+    bounds = (0.0, 1.0)
+
+
+class TestXmlFormatVerifiers(RewardConformance):
+    reward_name = "xml_format"
+    params = {"mode": "verifiers", "fields": ["reasoning", ["code", "answer"]]}
+    bounds = (0.0, 1.0 + 1e-9)
+
+
 class TestRepetitionPenalty(RewardConformance):
     reward_name = "repetition_penalty"
 

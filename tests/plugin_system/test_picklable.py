@@ -107,6 +107,7 @@ EVERY_BUILTIN = {
     "soft_format": {},
     "final_answer_format": {"reasoning_end": "<end_working_out>", "answer_start": "<SOLUTION>",
                             "answer_end": "</SOLUTION>", "eos": "<|endoftext|>"},
+    "xml_format": {"fields": ["reasoning", ["code", "answer"]]},
     "email_rules": {},
     "code_execution": CODE,
     "code_execution_binary": CODE,
