@@ -5,18 +5,21 @@ A reward that pays for length (``cosine_scaled`` pays a wrong answer more when i
 lines, runs of spaces, a sentence said a hundred times, a wall of dots. :func:`content_text`
 removes what padding adds:
 
-1. the text is cut into pieces after each sentence end (``.``, ``!``, ``?``, ``;``, their
-   full-width forms ``。！？；``) and each line break;
-2. each piece's whitespace runs become one space, and a piece that is empty or that
-   already occurred (a repeated sentence or line) is dropped;
-3. in what is left, a unit of up to 12 characters repeated three or more times in a row
-   (``.....``, ``ha ha ha ha``, ``检查一遍检查一遍...``) is kept once; a longer phrase
-   said over and over is a repeated piece when it ends a sentence or a line.
+1. the text is cut into pieces after each run of sentence ends (``.``, ``!``, ``?``, ``;``,
+   their full-width forms ``。！？；``) and line breaks;
+2. each piece's whitespace runs become one space, and a piece that is blank or that
+   already occurred (a repeated sentence or line, compared without the spaces at its ends)
+   is dropped;
+3. in what is left, a run repeated three or more times in a row is kept once: one
+   character (``.....``, ``-----``), a phrase of up to six words (``ha ha ha ha``,
+   ``let me check again let me check again ...``) or of up to 12 Chinese, Japanese or
+   Korean characters (``检查一遍检查一遍...``). A longer phrase said over and over is a
+   repeated piece when it ends a sentence or a line.
 
 :func:`content_length` is the number of characters left. In token ids (the ``completion_ids``
 column, which the trainer passes) :func:`content_token_count` is the smaller of two counts
 that padding cannot inflate: the ids left after step 3 is applied to the ids themselves
-(a run of newline or space tokens, a phrase of up to 12 tokens said again and again), and
+(a run of newline or space tokens, a phrase of up to 8 tokens said again and again), and
 the ids times the share of the text's characters that are content (which also removes
 sentences repeated at a distance and spaces spread between words). What padding cannot hide
 is new text: a completion made longer with words it has not used before is longer.
@@ -26,15 +29,23 @@ from __future__ import annotations
 
 import re
 
-_PIECE_END = re.compile(r"(?<=[.!?;\n。！？；])")
-_REPEATED_UNIT = re.compile(r"(.{1,12}?)\1{2,}", re.DOTALL)  # 12: about 1 µs a character
+_PIECE_END = re.compile(r"(?<=[.!?;\n。！？；])(?![.!?;\n。！？；])")  # after a run of sentence ends
+_SPACE = re.compile(r"\s+")
+_SAME_CHAR = re.compile(r"(.)\1{2,}", re.DOTALL)
+_SAME_WORDS = re.compile(r"(?<![^ ])((?:[^ ]+ ){1,6}?)\1{2,}")  # on text whose spaces are single, ending in one
+_SAME_CJK = re.compile(r"([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]{2,12}?)\1{2,}")
+_REPEATED_IDS = re.compile(r"(.{1,8}?)\1{2,}", re.DOTALL)  # token ids as characters: a phrase of up to 8 tokens
 
 
 def content_text(text: str) -> str:
     """``text`` without its padding (module docs): whitespace runs, repeated pieces and repeated short units."""
-    pieces = dict.fromkeys(" ".join(p.split()) for p in _PIECE_END.split(text))
+    pieces: dict[str, str] = {}
+    for piece in _PIECE_END.split(text):  # a loop over sentences and lines, not characters
+        piece = _SPACE.sub(" ", piece)
+        pieces.setdefault(piece.strip(), piece)
     pieces.pop("", None)
-    return _REPEATED_UNIT.sub(r"\1", " ".join(pieces))
+    joined = _SAME_CHAR.sub(r"\1", "".join(pieces.values()).strip())
+    return _SAME_CJK.sub(r"\1", _SAME_WORDS.sub(r"\1", joined + " "))[:-1]
 
 
 def content_length(text: str) -> int:
@@ -47,6 +58,6 @@ def content_token_count(ids: list[int], text: str) -> float:
     if not ids:
         return 0.0
     symbols = "".join(map(chr, (i % 0x110000 for i in ids)))  # one character per id, to reuse the regex
-    collapsed = len(_REPEATED_UNIT.sub(r"\1", symbols))
+    collapsed = len(_REPEATED_IDS.sub(r"\1", symbols))
     share = content_length(text) / len(text) if text else 1.0
     return float(min(collapsed, len(ids) * share))

@@ -80,6 +80,9 @@ class XmlCount:
         if not self.check_order:
             return once
         first = [text.find(tag) for tag in (self.r_open, self.r_close, self.a_open, self.a_close)]
+        present = [p for p in first if p >= 0]
+        if present == sorted(present):  # all in order (the usual case); an absent tag's form is absent too
+            return once
         ordered = in_order([p if p >= 0 else None for p in first])
         return [a and b for a, b in zip(once, ordered)]
 

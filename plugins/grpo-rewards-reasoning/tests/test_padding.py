@@ -55,7 +55,8 @@ def once(text: str, how: str) -> str:
 def test_padding_buys_nothing_in_characters(how, answer):
     fn = reward("cosine_scaled", max_len=400)
     plain, pad = fn([once(answer, how), padded(answer, how)], answer=["72", "72"])
-    assert pad == pytest.approx(plain, abs=1e-12)
+    assert pad <= plain + 1e-12 if answer is WRONG else pad >= plain - 1e-12  # padding never pays
+    assert pad == pytest.approx(plain, abs=5e-3)  # and costs at most a character or two
     raw = reward("cosine_scaled", max_len=400, measure="raw")
     raw_plain, raw_pad = raw([once(answer, how), padded(answer, how)], answer=["72", "72"])
     assert (raw_pad > raw_plain) if answer is WRONG else (raw_pad < raw_plain)  # what the peers' schedule does
