@@ -73,51 +73,63 @@ class XmlCount:
         self.per_tag, self.per_trailing_char, self.mode = per_tag, per_trailing_char, mode
         self.check_order, self.per_bad_tag, self.opened_in_prompt = check_order, per_bad_tag, opened_in_prompt
         self.r_open, self.r_close, self.a_open, self.a_close = marks
+        self.bare = marks
+        self.unsloth_forms = (f"{self.r_open}\n", f"\n{self.r_close}\n", f"\n{self.a_open}\n", f"\n{self.a_close}")
+        self.a_close_line = f"\n{self.a_close}\n"
 
     def counted(self, text: str, tags: tuple[str, str, str, str]) -> list[bool]:
         """Per tag: its form ``tags[i]`` occurs exactly once and (with ``check_order``) the bare tag is in order."""
         once = [text.count(tag) == 1 for tag in tags]
-        if not self.check_order:
+        if not self.check_order or not self.out_of_order(text):
             return once
-        first = [text.find(tag) for tag in (self.r_open, self.r_close, self.a_open, self.a_close)]
-        present = [p for p in first if p >= 0]
-        if present == sorted(present):  # all in order (the usual case); an absent tag's form is absent too
-            return once
+        first = [text.find(tag) for tag in self.bare]
         ordered = in_order([p if p >= 0 else None for p in first])
-        return [a and b for a, b in zip(once, ordered)]
+        return [x and y for x, y in zip(once, ordered)]
+
+    def out_of_order(self, text: str) -> bool:
+        """Whether a tag's first occurrence comes before that of a tag meant to precede it."""
+        r_open, r_close, a_open, a_close = self.bare
+        a, b, c, d = text.find(r_open), text.find(r_close), text.find(a_open), text.find(a_close)
+        return not ((a < 0 or ((b < 0 or a < b) and (c < 0 or a < c) and (d < 0 or a < d)))
+                    and (b < 0 or ((c < 0 or b < c) and (d < 0 or b < d))) and (c < 0 or d < 0 or c < d))
 
     def unsloth(self, text: str) -> float:
         per_tag, per_char = self.per_tag, self.per_trailing_char
-        r_open, r_close, a_open, a_close = self.counted(
-            text, (f"{self.r_open}\n", f"\n{self.r_close}\n", f"\n{self.a_open}\n", f"\n{self.a_close}"))
+        f_r_open, f_r_close, f_a_open, f_a_close = forms = self.unsloth_forms
+        if self.check_order and self.out_of_order(text):
+            r_open, r_close, a_open, a_close = self.counted(text, forms)
+        else:
+            r_open, r_close = text.count(f_r_open) == 1, text.count(f_r_close) == 1
+            a_open, a_close = text.count(f_a_open) == 1, text.count(f_a_close) == 1
         count = 0.0
         if r_open:
             count += per_tag
         if r_close:
             count += per_tag
-        if a_open:
+        if a_open:  # the text after the last "\n</A>\n" (all of it when there is none)
+            end = text.rfind(self.a_close_line)
+            count -= (len(text) if end < 0 else len(text) - end - len(self.a_close_line)) * per_char
             count += per_tag
-            count -= len(text.split(f"\n{self.a_close}\n")[-1]) * per_char
         if a_close:
+            end = text.rfind(f_a_close)  # occurs once: the text after it
             count += per_tag
-            count -= (len(text.split(f"\n{self.a_close}")[-1]) - 1) * per_char
+            count -= (len(text) - end - len(f_a_close) - 1) * per_char
         return count
 
     def lenient(self, text: str) -> float:
-        *first, last = self.counted(text, (self.r_open, self.r_close, self.a_open, self.a_close))
+        *first, last = self.counted(text, self.bare)
         count = self.per_tag * sum(first)
         if last:
             count += self.per_tag - len(text.split(self.a_close)[-1].strip()) * self.per_trailing_char
         return count
 
     def count(self, text: str) -> float:
-        tags = (self.r_open, self.r_close, self.a_open, self.a_close)
-        ok = self.counted(text, tags)
+        ok = self.counted(text, self.bare)
         first = 1 if self.opened_in_prompt else 0  # the prompt wrote the opening marker: it is not scored
         return sum(self.per_tag if good else self.per_bad_tag for good in ok[first:])
 
     def __call__(self, completions: list[Any], **columns: Any) -> list[float | None]:
-        score = {"unsloth": self.unsloth, "lenient": self.lenient, "count": self.count}[self.mode]
+        score = self.unsloth if self.mode == "unsloth" else self.lenient if self.mode == "lenient" else self.count
         return [score(completion_text(c)) for c in completions]
 
 
