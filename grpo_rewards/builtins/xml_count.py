@@ -117,10 +117,15 @@ class XmlCount:
         return count
 
     def lenient(self, text: str) -> float:
-        *first, last = self.counted(text, self.bare)
-        count = self.per_tag * sum(first)
+        r_open, r_close, a_open, a_close = self.bare
+        if self.check_order and self.out_of_order(text):
+            *first, last = self.counted(text, self.bare)
+            count = self.per_tag * sum(first)
+        else:
+            count = self.per_tag * ((text.count(r_open) == 1) + (text.count(r_close) == 1) + (text.count(a_open) == 1))
+            last = text.count(a_close) == 1
         if last:
-            count += self.per_tag - len(text.split(self.a_close)[-1].strip()) * self.per_trailing_char
+            count += self.per_tag - len(text[text.rfind(a_close) + len(a_close):].strip()) * self.per_trailing_char
         return count
 
     def count(self, text: str) -> float:

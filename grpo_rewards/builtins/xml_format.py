@@ -33,7 +33,7 @@ from typing import Any
 
 from grpo_rewards.builtins.tags import check_tag_name
 from grpo_rewards.builtins.xml_count import in_order
-from grpo_rewards.completions import _content_text, completion_text
+from grpo_rewards.completions import completion_text
 from grpo_rewards.specs import RewardSpec
 
 MODES = ("ordered", "verifiers")
@@ -114,7 +114,7 @@ class XmlFormat:
 
     def _messages(self, completion: Any) -> list[str] | None:
         if isinstance(completion, (list, tuple)):
-            return [_content_text(m.get("content", "")) for m in completion
+            return [completion_text({"content": m.get("content", "")}) for m in completion
                     if isinstance(m, dict) and m.get("role") == "assistant"]
         return None
 
