@@ -88,19 +88,27 @@ class XmlCount:
 
     def out_of_order(self, text: str) -> bool:
         """Whether a tag's first occurrence comes before that of a tag meant to precede it."""
+        find = text.find
         r_open, r_close, a_open, a_close = self.bare
-        a, b, c, d = text.find(r_open), text.find(r_close), text.find(a_open), text.find(a_close)
-        return not ((a < 0 or ((b < 0 or a < b) and (c < 0 or a < c) and (d < 0 or a < d)))
-                    and (b < 0 or ((c < 0 or b < c) and (d < 0 or b < d))) and (c < 0 or d < 0 or c < d))
+        d = find(a_close)
+        c = find(a_open, 0, d) if d >= 0 else find(a_open)  # an answer opening after its closing: out of order
+        if d >= 0 and c < 0 and find(a_open) >= 0:
+            return True
+        end = c if c >= 0 else d  # where the answer block starts (-1: no answer tags)
+        b = find(r_close, 0, end) if end >= 0 else find(r_close)
+        if end >= 0 and b < 0 and find(r_close) >= 0:
+            return True
+        start = b if b >= 0 else end  # the reasoning block must open before it closes and before the answer
+        a = find(r_open, 0, start) if start >= 0 else 0
+        return start >= 0 and a < 0 and find(r_open) >= 0
 
     def unsloth(self, text: str) -> float:
         per_tag, per_char = self.per_tag, self.per_trailing_char
         f_r_open, f_r_close, f_a_open, f_a_close = forms = self.unsloth_forms
-        if self.check_order and self.out_of_order(text):
+        r_open, r_close = text.count(f_r_open) == 1, text.count(f_r_close) == 1
+        a_open, a_close = text.count(f_a_open) == 1, text.count(f_a_close) == 1
+        if (r_open or r_close or a_open or a_close) and self.check_order and self.out_of_order(text):
             r_open, r_close, a_open, a_close = self.counted(text, forms)
-        else:
-            r_open, r_close = text.count(f_r_open) == 1, text.count(f_r_close) == 1
-            a_open, a_close = text.count(f_a_open) == 1, text.count(f_a_close) == 1
         count = 0.0
         if r_open:
             count += per_tag
@@ -118,12 +126,12 @@ class XmlCount:
 
     def lenient(self, text: str) -> float:
         r_open, r_close, a_open, a_close = self.bare
-        if self.check_order and self.out_of_order(text):
-            *first, last = self.counted(text, self.bare)
-            count = self.per_tag * sum(first)
-        else:
-            count = self.per_tag * ((text.count(r_open) == 1) + (text.count(r_close) == 1) + (text.count(a_open) == 1))
-            last = text.count(a_close) == 1
+        first = (text.count(r_open) == 1) + (text.count(r_close) == 1) + (text.count(a_open) == 1)
+        last = text.count(a_close) == 1
+        if (first or last) and self.check_order and self.out_of_order(text):
+            *ok, last = self.counted(text, self.bare)
+            first = sum(ok)
+        count = self.per_tag * first
         if last:
             count += self.per_tag - len(text[text.rfind(a_close) + len(a_close):].strip()) * self.per_trailing_char
         return count
