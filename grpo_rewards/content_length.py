@@ -27,7 +27,9 @@ is new text: a completion made longer with words it has not used before is longe
 
 from __future__ import annotations
 
+import operator
 import re
+from itertools import repeat
 
 _PIECE_END = re.compile(r"(?<=[.!?;\n。！？；])(?![.!?;\n。！？；])")  # after a run of sentence ends
 _SPACE = re.compile(r"\s+")
@@ -37,15 +39,22 @@ _SAME_CJK = re.compile(r"([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]
 _REPEATED_IDS = re.compile(r"(.{1,8}?)\1{2,}", re.DOTALL)  # token ids as characters: a phrase of up to 8 tokens
 
 
+def _repeats_words(words: list[str]) -> bool:
+    """Whether some phrase of up to six words occurs three times in a row: for a phrase of ``k`` words, ``2k``
+    words in a row each equal to the word ``k`` after it (computed in C: ``map`` and ``bytes``)."""
+    return any(b"\x01" * (2 * k) in bytes(map(operator.eq, words, words[k:])) for k in range(1, 7))
+
+
 def content_text(text: str) -> str:
     """``text`` without its padding (module docs): whitespace runs, repeated pieces and repeated short units."""
-    pieces: dict[str, str] = {}
-    for piece in _PIECE_END.split(text):  # a loop over sentences and lines, not characters
-        piece = _SPACE.sub(" ", piece)
-        pieces.setdefault(piece.strip(), piece)
-    pieces.pop("", None)
-    joined = _SAME_CHAR.sub(r"\1", "".join(pieces.values()).strip())
-    return _SAME_CJK.sub(r"\1", _SAME_WORDS.sub(r"\1", joined + " "))[:-1]
+    pieces = _PIECE_END.split(text)
+    spaced = list(map(_SPACE.sub, repeat(" "), pieces))
+    kept = dict(zip(map(str.strip, spaced), spaced))  # first occurrence of each piece, in order
+    kept.pop("", None)
+    joined = _SAME_CHAR.sub(r"\1", "".join(kept.values()).strip())
+    if _repeats_words(joined.split(" ")):
+        joined = _SAME_WORDS.sub(r"\1", joined + " ")[:-1]
+    return _SAME_CJK.sub(r"\1", joined)
 
 
 def content_length(text: str) -> int:
