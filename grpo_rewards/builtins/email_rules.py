@@ -54,7 +54,14 @@ _GREETING = re.compile(
     r"\A\s*(?:(?i:dear|hi|hello|hey|greetings|good\s+(?:morning|afternoon|evening)|to)\b[^\n]*"
     r"|(?:(?:[A-Z][\w'.-]*[ \t]+){0,3}[A-Z][\w'.-]*|[^\W\d_A-Za-z]\w*)[ \t]*[,:!，：！،])",
 )
-_SENTENCE_START = re.compile(r"(?:\A|[.!?\n])[\s\"'“‘(*_-]*\Z")
+_OPENING_MARKS = " \t\"'“‘(*_-"
+
+
+def _starts_sentence(body: str, start: int) -> bool:
+    """Whether the word at ``start`` opens a sentence: only quotes, brackets or spaces since a sentence end,
+    a line break or the start of the text (looked for in the 80 characters before it)."""
+    before = body[max(0, start - 80):start].rstrip(_OPENING_MARKS)
+    return not before or before[-1] in ".!?\n"
 
 
 def _cased(ch: str) -> bool:
@@ -82,7 +89,7 @@ def names_recipient(body: str, parts: list[str]) -> bool:
                 return True
             continue
         for found in _name_pattern(part).finditer(body):
-            if found.start() < end or not _SENTENCE_START.search(body, 0, found.start()):
+            if found.start() < end or not _starts_sentence(body, found.start()):
                 return True
     return False
 
