@@ -126,7 +126,7 @@ def cmd_rewards_score(args: argparse.Namespace) -> int:
     from grpo_rewards.errors import ConfigError, RewardInputError
     from grpo_rewards.files import atomic_write, check_output, read_bytes
     from grpo_rewards.reward_config import load_rewards
-    from grpo_rewards.scoring import describe, score_file
+    from grpo_rewards.scoring import describe, gap_warnings, score_file
 
     if args.batch_size < 1:
         raise ConfigError(f"must be >= 1, got {args.batch_size}", file="--batch-size")
@@ -141,6 +141,8 @@ def cmd_rewards_score(args: argparse.Namespace) -> int:
         summary = score_file(composed, args.input, sys.stdout, batch_size=args.batch_size, explain=explain)
     for problem in summary.skipped:
         print(f"skipped {problem}", file=sys.stderr)
+    for line in gap_warnings(summary, args.input):
+        print(f"warning: {line}", file=sys.stderr)
     console = Console(stderr=args.output is None)
     table = Table(title=f"{summary.scored} rows scored, {len(summary.skipped)} skipped")
     for col in ("reward", "use", "weight", "mean", "std", "None", "failures", "time (s)"):
