@@ -135,7 +135,7 @@ def cmd_rewards_score(args: argparse.Namespace) -> int:
     explain = sys.stderr if getattr(args, "explain", False) else None
     if args.output:  # written to a temporary file and renamed when complete: a failure leaves the old file
         out = check_output(args.output, [args.input, args.config], RewardInputError)
-        with atomic_write(out) as fh:
+        with atomic_write(out, error=RewardInputError, label="--output") as fh:
             summary = score_file(composed, args.input, fh, batch_size=args.batch_size, explain=explain)
     else:
         summary = score_file(composed, args.input, sys.stdout, batch_size=args.batch_size, explain=explain)
