@@ -324,9 +324,11 @@ def cmd_train(args: argparse.Namespace) -> int:
     from grpo_core.config import load_config
     from grpo_core.deepspeed_engine import check_trainable
     from grpo_core.distributed import check_world, world_from_env
+    from grpo_core.quiet import quiet_libraries
     from grpo_rewards.errors import ConfigError
 
     cfg = load_config(args.config, args.overrides)
+    quiet_libraries(cfg)  # library chatter that does not concern this run (grpo_core.quiet)
     world = world_from_env()
     if world.enabled:  # a rank: Ctrl-C raises KeyboardInterrupt until the trainer takes it over (see launch)
         import signal
@@ -407,10 +409,12 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_signal(args: argparse.Namespace) -> int:
     """``grpo signal CONFIG``: grpo_core.reward_signal's table; exit 1 when no reward varies in any group."""
     from grpo_core.config import load_config
+    from grpo_core.quiet import quiet_libraries
     from grpo_core.reward_signal import measure_signal, no_signal, signal_table
     from grpo_core.trainer import Trainer
 
     cfg = load_config(args.config, args.overrides)
+    quiet_libraries(cfg)
     preflight(cfg, model=True, run_folder=False)
     trainer = Trainer(cfg)
     signals, texts = measure_signal(trainer, args.prompts)
