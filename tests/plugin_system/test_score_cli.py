@@ -182,3 +182,15 @@ def test_needed_columns_are_asked_of_the_reward():
     assert needed_columns(trl_style, ["answer"]) == ["tests"]
     assert needed_columns(optional) == [] and needed_columns(broken) == []
     assert needed_columns(looks_up) == ["answer", "solution"]
+
+
+def test_a_verifier_reward_never_scores_a_json_object_reference_as_text():
+    from grpo_rewards import reward
+
+    completions = ["<answer>4</answer>"] * 3
+    for use in ("exact_match", "verify:exact", "verify:numeric"):
+        fn = reward(use)
+        assert fn(completions, answer=[{"value": 4}, [4], "4"])[:2] == [None, None], use
+    why = reward("verify:exact").explain(completions, answer=[{"value": 4}, [4], "4"])
+    assert why[0]["reason"] == "the reference is a JSON object, not text"
+    assert why[1]["reason"] == "the reference is a JSON array, not text" and why[2]["status"] == "ok"
