@@ -2,8 +2,8 @@
 
 One set of checks for every place rows meet rewards (``grpo rewards score`` input, a run's training data):
 
-* a column a reward *needs* that no row has is an error: the reward would raise on every batch and every
-  row would score ``None`` (:func:`absent_needed`);
+* a column a reward *needs* (:func:`needs`) that no row has, or every row holds ``null`` in, is an error:
+  the reward would raise on every batch, or every row would score ``None``;
 * rows that lack a needed column, or hold ``null`` there, score ``None`` for that reward: counted
   (:func:`count_gaps`), not refused, since a reward not applying to some rows is normal;
 * a *text reference* (the column a ``reference_column`` key names: what a verifier compares the answer
@@ -70,13 +70,6 @@ def needs(composed: ComposedReward, given: Iterable[str] = ()) -> list[Need]:
     """Every column each reward of ``composed`` needs beyond ``given`` (the columns always passed)."""
     given = list(given)
     return [Need(e.alias, e.use, c) for e in composed.entries for c in needed_columns(_raw(e), given)]
-
-
-def absent_needed(composed: ComposedReward, present: Iterable[str], provided: Iterable[str] = ()) -> list[Need]:
-    """The needs of ``composed`` that no row meets: columns absent from ``present`` (the columns any row has)
-    and not among ``provided`` (passed by the caller: ``prompts``, ``completion_ids``...)."""
-    have = {*present, *provided}
-    return [n for n in needs(composed, provided) if n.column not in have]
 
 
 def count_gaps(needs_: list[Need], rows: Iterable[tuple[int, dict[str, Any]]], counts: dict[str, list[int]]) -> None:

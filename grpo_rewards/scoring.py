@@ -102,19 +102,6 @@ def _read(path: str | Path) -> bytes:
     return data
 
 
-def read_rows(path: str | Path, problems: list[str], composed: ComposedReward | None = None
-              ) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield ``(line_number, row)`` for each well-formed row; malformed ones go to ``problems``
-    (``file:line: why``). A missing, unreadable or binary file raises :class:`RewardInputError` before any
-    row is yielded. With ``composed``, a JSON object or array in one of its text references is malformed."""
-    found: list[Problem] = []
-    references = reference_columns(composed) if composed is not None else {}
-    try:
-        yield from _parse(path, _read(path), found, references)
-    finally:
-        problems.extend(map(str, found))
-
-
 def _present(row: dict[str, Any]) -> Iterator[str]:
     for key in row:
         if key != "completion":
