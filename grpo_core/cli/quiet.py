@@ -10,6 +10,8 @@
   peft's and TRL's calls, not by anything a user wrote (``model.gradient_checkpointing`` is our key).
 * under the trl backend on a machine without an accelerator, torch says that the ``pin_memory`` TRL asks
   for cannot be used: nothing the run can change.
+* transformers says that comet_ml is installed but not configured whenever TRL's trainer starts: unless
+  the run reports to comet_ml (``logging.report_to``), that notice is dropped.
 
 Each is matched by its logger or its message, so every other warning still shows.
 """
@@ -22,6 +24,17 @@ from typing import Any
 
 RENAMED_CHECKPOINTING = r"`(is_)?gradient_checkpointing\w*` is deprecated and will be removed"
 NO_PIN_MEMORY = r"'pin_memory' argument is set as true but no accelerator is found"
+
+
+class _NotAbout(logging.Filter):
+    """Drops a logger's records whose message starts with ``prefix``."""
+
+    def __init__(self, prefix: str):
+        super().__init__()
+        self.prefix = prefix
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(self.prefix)
 
 
 class _BelowError(logging.Filter):
@@ -43,3 +56,8 @@ def quiet_libraries(cfg: Any) -> None:
     warnings.filterwarnings("ignore", message=RENAMED_CHECKPOINTING, category=FutureWarning)
     if cfg.trainer.backend == "trl":
         warnings.filterwarnings("ignore", message=NO_PIN_MEMORY, category=UserWarning)
+    report_to = cfg.logging.report_to
+    if "comet_ml" not in ([report_to] if isinstance(report_to, str) else list(report_to)):
+        hub = logging.getLogger("transformers.integrations.integration_utils")
+        if not any(isinstance(f, _NotAbout) for f in hub.filters):
+            hub.addFilter(_NotAbout("comet_ml "))

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 RUN = """\
 [model]
 name_or_path = "{model}"
@@ -83,3 +85,39 @@ def test_a_short_run_prints_no_library_chatter_and_keeps_real_warnings(tiny_mode
     assert "kernels chatter" not in out, out
     assert "noisy reward: a warning the user should see" in proc.stderr
     assert "noisy reward: a logged warning the user should see" in proc.stderr
+
+
+def test_the_comet_notice_shows_only_for_a_run_reporting_to_comet(capfd: pytest.CaptureFixture[str]) -> None:
+    """transformers' "comet_ml is installed but the Comet API Key is not configured" (printed when TRL's
+    trainer starts) is dropped unless ``logging.report_to`` names comet_ml."""
+    import logging
+    from types import SimpleNamespace
+
+    from grpo_core.cli.quiet import quiet_libraries
+
+    utils = pytest.importorskip("transformers.integrations.integration_utils")
+    if getattr(utils, "_is_comet_configured", None) is not False:
+        pytest.skip("needs comet_ml installed without an API key")
+    logger = logging.getLogger("transformers.integrations.integration_utils")
+    bnb = logging.getLogger("bitsandbytes")
+    saved, bnb_level = list(logger.filters), bnb.level
+
+    def run(report_to: object) -> SimpleNamespace:
+        return SimpleNamespace(distributed=SimpleNamespace(engine="ddp"), trainer=SimpleNamespace(backend="trl"),
+                               quantization=SimpleNamespace(load_in_4bit=False),
+                               logging=SimpleNamespace(report_to=report_to))
+
+    try:
+        utils.is_comet_available()
+        assert "comet_ml is installed" in capfd.readouterr().err  # what a run printed
+        quiet_libraries(run(["comet_ml"]))
+        utils.is_comet_available()
+        assert "comet_ml is installed" in capfd.readouterr().err  # it concerns a run reporting to comet
+        quiet_libraries(run("none"))
+        utils.is_comet_available()
+        logger.warning("another transformers warning")
+        err = capfd.readouterr().err
+        assert "comet_ml is installed" not in err and "another transformers warning" in err
+    finally:
+        logger.filters[:] = saved
+        bnb.setLevel(bnb_level)
