@@ -292,8 +292,31 @@ def reward_columns(cfg: Any, registry: Any = None) -> dict[str, list[str]]:
     return out
 
 
+TRAINER_COLUMNS = ("prompts", "completion_ids")  # every reward gets these from the trainer, not from the data
+
+
 def missing_reward_columns(cfg: Any, rows: list[dict[str, Any]], registry: Any = None) -> list[str]:
-    """One warning line per reward column absent from ``rows`` (such a reward scores nothing useful)."""
+    """The rows checked against the rewards as ``grpo rewards score`` checks its input
+    (:mod:`grpo_rewards.columns`): a :class:`DataError` for a column a reward needs that no row has or
+    every row holds null in (every row would score None), and for a row whose text reference holds a JSON
+    object or array; one warning line per column a reward reads only when present that the data lacks."""
+    from grpo_rewards.columns import needs, reference_columns, reference_problem
+
+    passed = set(rows[0]) - {cfg.data.prompt_field} if rows else set()  # the prompt goes as `prompts`
+    source, have = cfg.data.source, ", ".join(sorted(map(str, passed))) or "none"
+    problems = []
+    for n in needs(cfg.rewards, TRAINER_COLUMNS):
+        if n.column in passed and any(r.get(n.column) is not None for r in rows):
+            continue
+        where = "every row holds null in" if n.column in passed else "no row has"
+        problems.append(Problem(source, None, n.column, f"{where} this column, which {n.who()} needs: every row "
+                                                        f"would score None (columns: {have})"))
+    for column, aliases in reference_columns(cfg.rewards).items():
+        problems += [Problem(source, None, column, f"row {i + 1}: {why} (reward {', '.join(map(repr, aliases))} "
+                                                   "compares answers with it as text)")
+                     for i, r in enumerate(rows) if (why := reference_problem(r.get(column))) is not None]
+    _raise_all(problems)
     present = set(rows[0]) if rows else set()
     return [f"reward {alias!r} reads column {col!r}, which the data does not have (columns: {', '.join(sorted(present))})"
-            for alias, cols in reward_columns(cfg, registry).items() for col in cols if col not in present]
+            for alias, cols in reward_columns(cfg, registry).items() for col in cols
+            if col not in present and col not in TRAINER_COLUMNS]

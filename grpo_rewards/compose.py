@@ -41,6 +41,7 @@ class RewardEntry:
     fn: SafeReward
     weight: float = 1.0
     use: str = ""
+    reference_column: str | None = None  # the column of text references it compares with (see columns.py)
 
 
 @dataclass

@@ -18,8 +18,9 @@ from grpo_rewards.files import atomic_write, check_output, read_bytes
 from grpo_rewards.hookspecs import hookimpl
 from grpo_rewards.plugins import get_registry
 from grpo_rewards.reward_config import load_rewards, verifier_reward_params
-from grpo_rewards.scoring import describe, score_file
+from grpo_rewards.scoring import describe, gap_warnings, score_file
 from grpo_rewards.specs import REQUIRED
+from grpo_rewards.tables import Column, doc_text, print_table
 
 
 @hookimpl
@@ -58,19 +59,18 @@ def cmd_plugins(args: argparse.Namespace) -> int:
         print(json.dumps([p.__dict__ for p in registry.plugins], indent=2))
         return 0
     from rich.console import Console  # lazy: see the module docs
-    from rich.table import Table
+    from rich.text import Text
 
-    table = Table(title="grpo plugins")
-    for col in ("plugin", "distribution", "version", "registers"):
-        table.add_column(col)
+    rows = []
     for p in registry.plugins:
-        what = "; ".join(f"{kind}: {', '.join(names)}" for kind, names in p.registers.items())
+        what: str | Text = "; ".join(f"{kind}: {', '.join(names)}" for kind, names in p.registers.items())
         if not what:
             what = ", ".join(h for h in p.hooks if not h.startswith("grpo_register_")) or ", ".join(p.hooks)
         if p.error:
-            what = f"[red]FAILED: {p.error}[/red]"
-        table.add_row(p.name, p.distribution, p.version, what)
-    Console().print(table)
+            what = Text(f"FAILED: {p.error}", style="red")
+        rows.append([p.name, p.distribution, p.version, what])
+    columns = [Column("plugin", key=True), Column("distribution", key=True), Column("version"), Column("registers")]
+    print_table(Console(), "grpo plugins", columns, rows)
     for problem in registry.problems:
         print(f"warning: {problem}", file=sys.stderr)
     return 0
@@ -78,17 +78,12 @@ def cmd_plugins(args: argparse.Namespace) -> int:
 
 def cmd_rewards_list(args: argparse.Namespace) -> int:
     from rich.console import Console  # lazy: see the module docs
-    from rich.table import Table
 
     registry = get_registry()
-    table = Table(title="rewards (use = NAME) and verifiers (use = \"verify:NAME\")")
-    for col in ("name", "kind", "plugin", "description"):
-        table.add_column(col)
-    for name, spec in sorted(registry.rewards.items()):
-        table.add_row(name, "reward", spec.plugin, spec.summary)
-    for name, spec in sorted(registry.verifiers.items()):
-        table.add_row(f"verify:{name}", "verifier", spec.plugin, spec.summary)
-    Console().print(table)
+    rows = [[name, spec.plugin, doc_text(spec.summary)] for name, spec in sorted(registry.rewards.items())]
+    rows += [[f"verify:{name}", spec.plugin, doc_text(spec.summary)] for name, spec in sorted(registry.verifiers.items())]
+    columns = [Column("name", key=True), Column("plugin"), Column("description", label=False)]
+    print_table(Console(), 'rewards (use = NAME) and verifiers (use = "verify:NAME")', columns, rows)
     return 0
 
 
@@ -100,7 +95,7 @@ def cmd_rewards_show(args: argparse.Namespace) -> int:
     print(f"{args.name}  (plugin {spec.plugin})")
     doc = inspect.getdoc(spec.factory) or spec.summary
     print()
-    print(doc)
+    print(doc_text(doc))
     print("\nparameters:")
     for p in spec.params.values():
         default = "(required)" if p.default is REQUIRED else f"= {p.default!r}"
@@ -108,7 +103,7 @@ def cmd_rewards_show(args: argparse.Namespace) -> int:
     if args.name.startswith("verify:"):
         print("\nkeys of the reward around the verifier (use = \"verify:...\"):")
         for p in verifier_reward_params(spec).values():
-            print(f"  {p.name}: {p.annotation} = {p.default!r}{f'  ({p.doc})' if p.doc else ''}")
+            print(f"  {p.name}: {p.annotation} = {p.default!r}{f'  ({doc_text(p.doc)})' if p.doc else ''}")
         print("  weight, on_error, timeout, max_consecutive_failures: as for any reward")
     if getattr(spec, "columns", ()):
         print(f"\ndataset columns read: {', '.join(spec.columns)}")
@@ -119,8 +114,6 @@ def cmd_rewards_show(args: argparse.Namespace) -> int:
 
 def cmd_rewards_score(args: argparse.Namespace) -> int:
     from rich.console import Console  # lazy: see the module docs
-    from rich.table import Table
-
 
     if args.batch_size < 1:
         raise ConfigError(f"must be >= 1, got {args.batch_size}", file="--batch-size")
@@ -129,24 +122,26 @@ def cmd_rewards_score(args: argparse.Namespace) -> int:
     explain = sys.stderr if getattr(args, "explain", False) else None
     if args.output:  # written to a temporary file and renamed when complete: a failure leaves the old file
         out = check_output(args.output, [args.input, args.config], RewardInputError)
-        with atomic_write(out) as fh:
+        with atomic_write(out, error=RewardInputError, label="--output") as fh:
             summary = score_file(composed, args.input, fh, batch_size=args.batch_size, explain=explain)
     else:
         summary = score_file(composed, args.input, sys.stdout, batch_size=args.batch_size, explain=explain)
     for problem in summary.skipped:
         print(f"skipped {problem}", file=sys.stderr)
-    console = Console(stderr=args.output is None)
-    table = Table(title=f"{summary.scored} rows scored, {len(summary.skipped)} skipped")
-    for col in ("reward", "use", "weight", "mean", "std", "None", "failures", "time (s)"):
-        table.add_column(col, justify="right" if col not in ("reward", "use") else "left")
+    for line in gap_warnings(summary, args.input):
+        print(f"warning: {line}", file=sys.stderr)
+    rows = []
     for entry in composed.entries:
         d = describe(summary.values[entry.alias])
         st = entry.fn.stats
-        table.add_row(entry.alias, entry.use, f"{entry.weight:g}", f"{d['mean']:.4f}", f"{d['std']:.4f}",
-                      f"{d['none_share']:.1%}", str(st.failures), f"{st.seconds:.3f}")
+        rows.append([entry.alias, entry.use, f"{entry.weight:g}", f"{d['mean']:.4f}", f"{d['std']:.4f}",
+                     f"{d['none_share']:.1%}", str(st.failures), f"{st.seconds:.3f}"])
     d = describe(summary.values["total"])
-    table.add_row("total", "", "", f"{d['mean']:.4f}", f"{d['std']:.4f}", f"{d['none_share']:.1%}", "", "")
-    console.print(table)
+    rows.append(["total", "", "", f"{d['mean']:.4f}", f"{d['std']:.4f}", f"{d['none_share']:.1%}", "", ""])
+    columns = [Column("reward", key=True), Column("use", key=True),
+               *(Column(h, justify="right") for h in ("weight", "mean", "std", "None", "failures", "time (s)"))]
+    print_table(Console(stderr=args.output is None), f"{summary.scored} rows scored, {len(summary.skipped)} skipped",
+                columns, rows)
     failed = [e for e in composed.entries if e.fn.stats.failed_rows]
     if getattr(args, "fail_on_error", False) and failed:
         for e in failed:

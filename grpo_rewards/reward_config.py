@@ -241,7 +241,8 @@ def rewards_from_doc(doc: TomlDoc, registry: Registry | None = None, *, section:
         plugin = "" if use.startswith(VERIFIER_PREFIX) else reward_spec(use, registry, base_dir).plugin
         safe = SafeReward(fn, alias, on_error=on_error, timeout=timeout, plugin=plugin,
                           max_consecutive_failures=failures)
-        entries.append(RewardEntry(alias, safe, float(weight), use))
+        ref = params.get("reference_column", known["reference_column"].default) if "reference_column" in known else None
+        entries.append(RewardEntry(alias, safe, float(weight), use, ref if isinstance(ref, str) else None))
     if doc.problems:
         return None
     return ComposedReward(entries)

@@ -1,11 +1,23 @@
 """Score a JSONL file of completions with a composed reward (``grpo rewards score``).
 
 Each input row holds ``completion`` (text or a list of chat messages) plus any
-dataset columns the rewards read (``answer``, ``tests``, ...); ``prompt`` is passed
-as TRL's ``prompts``. Each output row is the input row plus one field per reward
+dataset columns the rewards read (``answer``, ``tests``, ...); ``prompt`` (text or chat messages) is
+passed as TRL's ``prompts``. Each output row is the input row plus one field per reward
 alias and ``total`` (and, with ``--explain``, ``explain``: why each verifier's reward
-scored as it did). A malformed row (not JSON, not UTF-8, no ``completion``) is reported by line
-number and skipped; a file with no row to score is a :class:`RewardInputError`.
+scored as it did).
+
+The whole file is checked before any row is scored (:func:`check_input`), with the checks training data
+gets (:mod:`grpo_rewards.columns`):
+
+* a malformed row (not UTF-8, not JSON, not an object, no ``completion``, a ``prompt`` that is neither
+  text nor chat messages, a JSON object or array where a reward reads a text reference) is reported by
+  ``file:line`` and skipped; when more than half of the rows (:data:`MAX_BAD_SHARE`) are malformed the
+  file is refused (it is not the file meant, or not in this format), as is a file with no row to score;
+* a column a reward needs (``answer`` for ``exact_match`` or ``verify:*``, ``verification_info`` for
+  ``code_execution``) that no row has (or every row holds ``null`` in) is refused, naming the column and
+  the reward: every row would score ``None``; rows that lack it are counted in :attr:`ScoreSummary.gaps`.
+
+Refusals are a :class:`RewardInputError`.
 """
 
 from __future__ import annotations
@@ -18,9 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from grpo_rewards.columns import Need, count_gaps, needs, reference_columns, reference_problem
 from grpo_rewards.compose import ComposedReward
-from grpo_rewards.errors import RewardInputError
+from grpo_rewards.errors import Problem, RewardInputError
 from grpo_rewards.files import read_bytes, text_lines
+
+MAX_BAD_SHARE = 0.5  # more malformed rows than this share of the non-blank lines: the file is refused
+MAX_LISTED = 10  # malformed rows listed when a file is refused
 
 
 @dataclass
@@ -28,46 +44,114 @@ class ScoreSummary:
     scored: int = 0
     skipped: list[str] = field(default_factory=list)
     values: dict[str, list[float | None]] = field(default_factory=dict)
+    gaps: dict[str, list[int]] = field(default_factory=dict)  # needed column -> lines of rows without it
+    needs: list[Need] = field(default_factory=list)
 
 
-def _row_problem(row: Any) -> str | None:
+def _messages_problem(value: Any, key: str) -> str | None:
+    if isinstance(value, str):
+        return None
+    if isinstance(value, list) and all(isinstance(m, dict) and isinstance(m.get("content", ""), (str, list))
+                                       for m in value):
+        return None
+    return f"{key!r} must be text or a list of chat messages ({{'role', 'content'}})"
+
+
+def _row_problem(row: Any, references: dict[str, list[str]]) -> tuple[str, str] | None:
+    """``(key, why)`` when ``row`` cannot be scored, else None."""
     if not isinstance(row, dict):
-        return f"expected a JSON object, got {type(row).__name__}"
+        return "", f"expected a JSON object, got {type(row).__name__}"
     if "completion" not in row:
-        return "missing field 'completion'"
-    c = row["completion"]
-    if isinstance(c, str):
-        return None
-    if isinstance(c, list) and all(isinstance(m, dict) and isinstance(m.get("content", ""), (str, list)) for m in c):
-        return None
-    return "'completion' must be text or a list of chat messages ({'role', 'content'})"
+        return "", "missing field 'completion'"
+    if why := _messages_problem(row["completion"], "completion"):
+        return "", why
+    if row.get("prompt") is not None and (why := _messages_problem(row["prompt"], "prompt")):
+        return "", why
+    for column, aliases in references.items():
+        if (why := reference_problem(row.get(column))) is not None:
+            return column, f"{why} (reward {', '.join(map(repr, aliases))} compares answers with it as text)"
+    return None
 
 
-def read_rows(path: str | Path, problems: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield ``(line_number, row)`` for each well-formed row; malformed ones go to ``problems``.
-    A missing, unreadable or binary file raises :class:`RewardInputError` before any row is yielded."""
-    data = read_bytes(path, RewardInputError)
-    if b"\x00" in data[:65536]:
-        raise RewardInputError("a binary file, not JSON lines", file=str(path))
+def _parse(path: str | Path, data: bytes, problems: list[Problem],
+           references: dict[str, list[str]]) -> Iterator[tuple[int, dict[str, Any]]]:
     for number, line, undecodable in text_lines(data):
         if line is None:
-            problems.append(f"{path}:{number}: {undecodable}")
+            problems.append(Problem(str(path), number, "", undecodable))
             continue
         if not line.strip():
             continue
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
-            problems.append(f"{path}:{number}: invalid JSON: {exc.msg} (column {exc.colno})")
+            problems.append(Problem(str(path), number, "", f"invalid JSON: {exc.msg} (column {exc.colno})"))
             continue
         except RecursionError:
-            problems.append(f"{path}:{number}: invalid JSON: nested too deeply")
+            problems.append(Problem(str(path), number, "", "invalid JSON: nested too deeply"))
             continue
-        why = _row_problem(row)
-        if why:
-            problems.append(f"{path}:{number}: {why}")
+        if why := _row_problem(row, references):
+            problems.append(Problem(str(path), number, *why))
             continue
         yield number, row
+
+
+def _read(path: str | Path) -> bytes:
+    data = read_bytes(path, RewardInputError)
+    if b"\x00" in data[:65536]:
+        raise RewardInputError("a binary file, not JSON lines", file=str(path))
+    return data
+
+
+def _present(row: dict[str, Any]) -> Iterator[str]:
+    for key in row:
+        if key != "completion":
+            yield "prompts" if key == "prompt" else key
+
+
+def check_input(composed: ComposedReward, path: str | Path) -> ScoreSummary:
+    """Check every row of ``path`` against ``composed`` without scoring (module docs); returns a summary
+    holding the malformed rows and the rows lacking a needed column. Raises :class:`RewardInputError`."""
+    data = _read(path)
+    problems: list[Problem] = []
+    summary = ScoreSummary(needs=needs(composed))
+    present: set[str] = set()
+    good = 0
+    rows = _parse(path, data, problems, reference_columns(composed))
+    for number, row in rows:
+        good += 1
+        present.update(_present(row))
+        count_gaps(summary.needs, [(number, _as_passed(row))], summary.gaps)
+    summary.skipped = [str(p) for p in problems]
+    if not good:
+        skipped = f": all {len(problems)} rows are malformed (first: {problems[0]})" if problems else ""
+        raise RewardInputError(f"no rows to score{skipped}", file=str(path))
+    if len(problems) > MAX_BAD_SHARE * (len(problems) + good):
+        listed = problems[:MAX_LISTED]
+        more = [Problem(str(path), None, "", f"... and {len(problems) - len(listed)} more malformed rows")] \
+            if len(problems) > len(listed) else []
+        raise RewardInputError([
+            Problem(str(path), None, "", f"{len(problems)} of {len(problems) + good} rows are malformed (more than "
+                                         f"{MAX_BAD_SHARE:.0%}): not scored; is this the file meant?"),
+            *listed, *more])
+    absent = [n for n in summary.needs if len(summary.gaps.get(n.column, ())) == good]  # absent or null in all
+    if absent:
+        have = ", ".join(sorted(_shown(c) for c in present)) or "none"
+
+        def why(n: Need) -> str:
+            where = "every row holds null in" if n.column in present else "no row has"
+            return f"{where} this column, which {n.who()} needs: every row would score None (the rows have: {have})"
+
+        raise RewardInputError([Problem(str(path), None, _shown(n.column), why(n)) for n in absent])
+    return summary
+
+
+def _shown(column: str) -> str:
+    """A column as the input file names it (``prompt``, which rewards get as ``prompts``)."""
+    return "prompt" if column == "prompts" else column
+
+
+def _as_passed(row: dict[str, Any]) -> dict[str, Any]:
+    return {("prompts" if k == "prompt" else k): v for k, v in row.items()}
 
 
 def _columns(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
@@ -118,10 +202,13 @@ def score_file(
     batch_size: int = 1024,
     explain: TextIO | None = None,
 ) -> ScoreSummary:
-    """Score ``input_path`` into ``output`` in batches; with ``explain``, each row also gets an ``explain``
-    field and one line per reward that can say why it scored (``path:line: alias: status (answer): reason``)
-    is written to ``explain``."""
-    summary = ScoreSummary(values={a: [] for a in [*composed.aliases, "total"]})
+    """Check ``input_path`` (:func:`check_input`: nothing is written when it is refused), then score it into
+    ``output`` in batches; with ``explain``, each row also gets an ``explain`` field and one line per reward
+    that can say why it scored (``path:line: alias: status (answer): reason``) is written to ``explain``."""
+    if batch_size < 1:
+        raise RewardInputError(f"must be >= 1, got {batch_size}", file="--batch-size")
+    summary = check_input(composed, input_path)
+    summary.values = {a: [] for a in [*composed.aliases, "total"]}
     batch: list[dict[str, Any]] = []
     numbers: list[int] = []
 
@@ -137,18 +224,23 @@ def score_file(
         batch.clear()
         numbers.clear()
 
-    if batch_size < 1:
-        raise RewardInputError(f"must be >= 1, got {batch_size}", file="--batch-size")
-    for number, row in read_rows(input_path, summary.skipped):
+    for number, row in _parse(input_path, _read(input_path), [], reference_columns(composed)):
         batch.append(row)
         numbers.append(number)
         if len(batch) >= batch_size:
             flush()
     flush()
-    if not summary.scored:
-        skipped = f": all {len(summary.skipped)} rows are malformed (first: {summary.skipped[0]})" if summary.skipped else ""
-        raise RewardInputError(f"no rows to score{skipped}", file=str(input_path))
     return summary
+
+
+def gap_warnings(summary: ScoreSummary, path: str | Path) -> list[str]:
+    """One line per needed column that some scored rows lack: how many, the first, and who scores them None."""
+    lines = []
+    for column, missing in summary.gaps.items():
+        who = ", ".join(n.who() for n in summary.needs if n.column == column)
+        lines.append(f"{path}: {_shown(column)}: {len(missing)} of {summary.scored} rows have no value here "
+                     f"(first: line {missing[0]}); {who} scores them None")
+    return lines
 
 
 def _why_line(why: dict[str, Any] | None) -> str:

@@ -78,7 +78,8 @@ def reward_from_verifier(
     ``undecided`` scores ``None``: the row does not count. A completion with no
     answer against a reference the verifier cannot check either (``verify(ref, ref)``
     is undecided) also scores ``None``, as the built-in rewards do. A row without a
-    reference (``None``, NaN or blank) scores ``None``: the reward does not apply to it.
+    reference (``None``, NaN or blank) scores ``None``: the reward does not apply to it; nor does it to a
+    reference that is a JSON object or array (its ``str()`` is not a reference).
     """
 
     if isinstance(extract, str):
@@ -139,6 +140,11 @@ class VerifierReward:
         for completion, ref in zip(completions, refs, strict=True):
             if _missing(ref):  # no reference: the row does not count (str(None) would be a reference "None")
                 out.append((None, None))
+                continue
+            if isinstance(ref, (dict, list, tuple)):  # str() of a JSON object is not a reference: not scored
+                out.append((None, (Status.UNDECIDED.value, None, None,
+                                   f"the reference is a JSON {'object' if isinstance(ref, dict) else 'array'}, "
+                                   "not text")))
                 continue
             answer = self.answer(completion)
             if answer is None:

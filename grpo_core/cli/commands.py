@@ -333,12 +333,14 @@ def memory_estimate(cfg: Any) -> Any:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    from grpo_core.cli.quiet import quiet_libraries
     from grpo_core.config import load_config
     from grpo_core.parallel.deepspeed import check_trainable
     from grpo_core.parallel.distributed import check_world, world_from_env
     from grpo_rewards.errors import ConfigError
 
     cfg = load_config(args.config, args.overrides)
+    quiet_libraries(cfg)  # library chatter that does not concern this run (grpo_core.cli.quiet)
     world = world_from_env()
     if world.enabled:  # a rank: Ctrl-C raises KeyboardInterrupt until the trainer takes it over (see launch)
         import signal
@@ -418,11 +420,13 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def cmd_signal(args: argparse.Namespace) -> int:
     """``grpo signal CONFIG``: grpo_core.reward_signal's table; exit 1 when no reward varies in any group."""
+    from grpo_core.cli.quiet import quiet_libraries
     from grpo_core.config import load_config
     from grpo_core.reward_signal import measure_signal, no_signal, signal_table
     from grpo_core.trainer import Trainer
 
     cfg = load_config(args.config, args.overrides)
+    quiet_libraries(cfg)
     preflight(cfg, model=True, run_folder=False, outputs=False)  # trains nothing: no tracker, no push
     trainer = Trainer(cfg)
     signals, texts = measure_signal(trainer, args.prompts)

@@ -64,6 +64,7 @@ def run_demo(
 ) -> dict[str, Any]:
     import torch
 
+    from grpo_core.cli.quiet import quiet_libraries
     from grpo_core.config import load_config
     from grpo_core.data import format_prompt, load_rows
     from grpo_core.demo.evaluate import exact_match_accuracy
@@ -82,6 +83,7 @@ def run_demo(
     if output_dir:
         overrides.append(f'logging.output_dir="{Path(output_dir) / "grpo"}"')
     cfg = load_config(config_path or str(QUICKSTART), overrides)
+    quiet_libraries(cfg)
     from grpo_core.run_folder.checkpoints import check_run_dir, clear_run_dir
 
     check_run_dir(cfg.logging.output_dir, overwrite=overwrite)  # an earlier run: refused now, not after the warm-up

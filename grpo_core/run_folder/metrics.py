@@ -50,9 +50,11 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def read_jsonl(path: str | Path, problems: list[str] | None = None) -> list[dict[str, Any]]:
+def read_jsonl(path: str | Path, problems: list[str] | None = None,
+               numbers: list[int] | None = None) -> list[dict[str, Any]]:
     """Records (JSON objects) of a JSONL file. A torn last line (a run killed mid-write) is skipped quietly;
-    any other line that is not a JSON object is skipped and described in ``problems`` when given."""
+    any other line that is not a JSON object is skipped and described in ``problems`` when given. The line
+    number of each record goes to ``numbers`` when given."""
     from grpo_rewards.errors import UserError
     from grpo_rewards.files import read_bytes, text_lines
 
@@ -73,6 +75,8 @@ def read_jsonl(path: str | Path, problems: list[str] | None = None) -> list[dict
                 why = "invalid JSON"
             if not why:
                 records.append(record)
+                if numbers is not None:
+                    numbers.append(number)
         if why and problems is not None and not (torn and number == len(lines)):
             problems.append(f"{path}:{number}: {why}; line skipped")
     return records

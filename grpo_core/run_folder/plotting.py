@@ -3,7 +3,9 @@
 Drawn with matplotlib's Agg canvas on a standalone ``Figure`` (no pyplot, no display, thread-safe);
 ``grpo plot RUN_DIR`` draws it on demand, ``MetricsLogger.close()`` at the end of a run. The PNG is
 written atomically and never over an input: ``--out`` must name a ``.png`` file outside the run's records.
-Lines of ``metrics.jsonl`` that are not JSON objects are skipped and reported through ``warn``.
+Lines of ``metrics.jsonl`` that are not JSON objects, or whose ``step`` is not a finite number, are skipped
+and reported through ``warn`` (``file:line: key: why``). An output that cannot be written (a read-only
+place, a full disk) is a one-line :class:`UserError` naming ``--out``.
 """
 
 from __future__ import annotations
@@ -54,14 +56,32 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None,
         raise UserError(f"{out}: the plot is a PNG; name a .png file", file="--out")
     check_output(out, [metrics, *(p for p in run_dir.iterdir() if p.suffix != ".png")], UserError, label="--out")
     problems: list[str] = []
-    records = read_jsonl(metrics, problems)
-    for line in problems:
+    numbers: list[int] = []
+    records = read_jsonl(metrics, problems, numbers)
+    records = [r for r, n in zip(records, numbers, strict=True) if not _bad_step(r, metrics, n, problems)]
+    for line in sorted(problems, key=_line_of):
         if warn is not None:
             warn(line)
     series = metric_series(records)
     if not series:
         raise UserError(f"no metrics to plot ({len(records)} records, {len(problems)} bad lines)", file=str(metrics))
     return _draw(series, run_dir.name, out)
+
+
+def _bad_step(record: dict[str, Any], path: Path, line: int, problems: list[str]) -> bool:
+    """A record whose ``step`` is not a finite number is refused (it cannot be placed on the x axis)."""
+    step = record.get("step")
+    if isinstance(step, (int, float)) and not isinstance(step, bool) and math.isfinite(step):
+        return False
+    why = "missing" if "step" not in record else f"not a number ({step!r})"
+    problems.append(f"{path}:{line}: step: {why}; line skipped")
+    return True
+
+
+def _line_of(problem: str) -> int:
+    head = problem.split(": ", 1)[0]
+    number = head.rpartition(":")[2]
+    return int(number) if number.isdigit() else 0
 
 
 def _draw(series: dict[str, tuple[list[float], list[float]]], title: str, out: Path) -> Path:
@@ -83,6 +103,6 @@ def _draw(series: dict[str, tuple[list[float], list[float]]], title: str, out: P
         ax.tick_params(labelsize=7)
         ax.grid(alpha=0.3)
     fig.suptitle(title)
-    with atomic_write(out, "wb") as fh:
+    with atomic_write(out, "wb", error=UserError, label="--out") as fh:
         fig.savefig(fh, format="png", dpi=90)
     return out

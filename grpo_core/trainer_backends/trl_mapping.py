@@ -23,7 +23,7 @@ from grpo_rewards.tomlfile import ConfigError, Problem
 if TYPE_CHECKING:
     from grpo_core.config import RunConfig
 
-# our key -> why TRL's GRPOTrainer cannot honour it (printed as a warning when the backend starts)
+# our key -> why TRL's GRPOTrainer cannot honour it (a warning when the backend starts, for a key the user set)
 NO_TRL_EQUIVALENT: dict[str, str] = {
     "model.offload_activations": "TRL does not offload checkpointed activations to host memory",
     "model.mlp_chunk_tokens": "TRL does not tile the MLP under gradient checkpointing",
@@ -38,11 +38,19 @@ NO_TRL_EQUIVALENT: dict[str, str] = {
 GENERATION_BACKENDS = ("transformers", "vllm")
 
 
+def user_set(cfg: RunConfig, key: str) -> bool:
+    """Whether the config file or a ``--set`` gave ``section.name`` (not left at its default)."""
+    section, _, name = key.partition(".")
+    table = cfg.raw.get(section)
+    return isinstance(table, dict) and name in table
+
+
 def no_trl_equivalent(cfg: RunConfig) -> dict[str, str]:
-    """The keys of ``cfg`` the trl backend cannot honour, with why: :data:`NO_TRL_EQUIVALENT`, and
-    ``data.overlong_prompts = "truncate"`` (over-long prompts are dropped or refused before TRL sees them,
-    as the built-in trainer does, but TRL 1.x cannot cut a prompt)."""
-    out = dict(NO_TRL_EQUIVALENT)
+    """The keys the user set (:func:`user_set`) that the trl backend cannot honour, with why:
+    :data:`NO_TRL_EQUIVALENT`, and ``data.overlong_prompts = "truncate"`` (over-long prompts are dropped or
+    refused before TRL sees them, as the built-in trainer does, but TRL 1.x cannot cut a prompt). A key left
+    at its default says nothing: the user asked for nothing TRL leaves out."""
+    out = {key: why for key, why in NO_TRL_EQUIVALENT.items() if user_set(cfg, key)}
     if cfg.data.overlong_prompts == "truncate" and cfg.data.max_prompt_length:
         out["data.overlong_prompts"] = ("\"truncate\": TRL 1.x has no prompt length limit; over-long prompts "
                                         "are kept whole")

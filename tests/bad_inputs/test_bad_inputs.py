@@ -14,6 +14,7 @@ A case (one ``[[case]]`` table)::
     argv = ["config", "validate", "run.toml"]
     exit = 2                               # default 2
     expect = ["run.toml:", "grpo.beta: must be a finite number"]   # each must appear in stderr (+ stdout)
+    absent = ["warning:"]                  # optional: none may appear in stderr (+ stdout)
     env = {HF_HUB_OFFLINE = "1"}           # optional environment
 
 ``{tiny}`` in a file or argument is a tiny saved Llama (built once, only when a case uses it).
@@ -138,6 +139,8 @@ def test_bad_input(case: dict[str, Any], tmp_path: Path, monkeypatch: pytest.Mon
     assert "Traceback" not in err and "Traceback" not in out, err
     for fragment in case.get("expect", []):
         assert fill(fragment) in err + out, f"{fragment!r} not in:\n{err}"
+    for fragment in case.get("absent", []):
+        assert fill(fragment) not in err + out, f"{fragment!r} in:\n{err}"
     _check_lines_point_at_keys(folder, err)
     after = _snapshot(folder)
     if code == 0:

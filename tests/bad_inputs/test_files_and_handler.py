@@ -95,3 +95,46 @@ def test_atomic_write_follows_links_and_never_replaces_a_device(tmp_path: Path) 
         fh.write("through the pipe\n")
     reader.join(10)
     assert got == [b"through the pipe\n"] and not fifo.is_file()  # still a pipe, not replaced by a file
+
+
+def _run_dir(tmp_path: Path) -> Path:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text("".join(f'{{"step": {i}, "kl": {i / 10}}}\n' for i in range(1, 6)))
+    return run
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs /proc, where no file can be made")
+def test_plot_out_where_no_file_can_be_made_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from grpo_rewards.cli import main
+
+    run = _run_dir(tmp_path)
+    assert main(["plot", str(run), "--out", "/proc/curves.png"]) == 2  # refused even as root
+    err = capsys.readouterr().err
+    assert err.startswith("--out: cannot write /proc/curves.png: ") and len(err.splitlines()) == 1, err
+
+
+def test_plot_on_a_full_disk_is_one_line_and_leaves_the_old_png(tmp_path: Path) -> None:
+    """A file-size limit (RLIMIT_FSIZE, SIGXFSZ ignored) makes the PNG's write fail as a full disk does."""
+    import subprocess
+    import sys
+
+    run = _run_dir(tmp_path)
+    (run / "curves.png").write_bytes(b"old png")
+    script = ("import resource, signal, sys\n"
+              "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+              "resource.setrlimit(resource.RLIMIT_FSIZE, (2048, 2048))\n"
+              "from grpo_rewards.cli import main\n"
+              f"sys.exit(main(['plot', {str(run)!r}]))\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [f"--out: cannot write {run / 'curves.png'}: File too large"]
+    assert (run / "curves.png").read_bytes() == b"old png"
+    assert sorted(p.name for p in run.iterdir()) == ["curves.png", "metrics.jsonl"]  # no temporary left
+
+
+def test_check_output_accepts_a_writable_device_and_probes_the_folder(tmp_path: Path) -> None:
+    assert check_output("/dev/null", [tmp_path / "in.jsonl"]) == Path("/dev/null")
+    assert check_output(tmp_path / "o.jsonl", []) == tmp_path / "o.jsonl"
+    assert os.listdir(tmp_path) == []  # the probe file is removed

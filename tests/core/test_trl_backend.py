@@ -42,6 +42,7 @@ learning_rate = 0.01
 prompts_per_step = 2
 gradient_accumulation_steps = 2
 max_steps = 3
+share_prompts = true
 
 [lora]
 enabled = true
@@ -114,8 +115,10 @@ def test_trl_backend_trains_a_toml_run_and_logs_each_reward_by_alias_and_weight(
     assert seen.max_steps == 3 and {"loss", "rewards/len"} <= set(seen.metrics)
     err = capfd.readouterr().err  # (the SIGINT line is written to fd 2 directly)
     assert "SIGINT: finishing this step" in err
-    for key in NO_TRL_EQUIVALENT:  # one warning line per key TRL cannot honour
-        assert len(re.findall(rf"^warning: .*{re.escape(key)} has no TRL equivalent", err, re.M)) == 1, err
+    for key in NO_TRL_EQUIVALENT:  # one warning line per key TRL cannot honour that the config sets, no other
+        want = 1 if key == "grpo.share_prompts" else 0
+        assert len(re.findall(rf"^warning: .*{re.escape(key)} has no TRL equivalent", err, re.M)) == want, err
+    assert "is deprecated and will be removed in v6" not in err  # transformers' renames, raised inside TRL/peft
 
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [1, 2]  # one line per step, the evaluation on its step's line
@@ -276,6 +279,20 @@ def test_mapping_gives_trl_the_same_batch_and_step_count(core_registry: Any) -> 
     cfg.generation.backend = "my_backend"
     with pytest.raises(ConfigError, match="generation.backend: the trl trainer backend generates with"):
         grpo_config_kwargs(cfg)
+
+
+def test_no_trl_equivalent_names_only_the_keys_the_user_set(core_registry: Any) -> None:
+    from grpo_core.config import config_from_dict
+    from grpo_core.trainer_backends.trl_mapping import NO_TRL_EQUIVALENT, no_trl_equivalent
+
+    base = {"model": {"name_or_path": "m"}, "data": {"source": "hub/x"}, "trainer": {"backend": "trl"},
+            "rewards": {"a": {"use": "core_len"}}}
+    assert no_trl_equivalent(config_from_dict(base, registry=core_registry)) == {}
+    chosen = {"grpo": {"share_prompts": True}, "logging": {"sample_every": 5}, "model": {"name_or_path": "m",
+              "mlp_chunk_tokens": 0}}
+    cfg = config_from_dict({**base, **chosen}, registry=core_registry)  # set, even to the default: said
+    assert no_trl_equivalent(cfg) == {k: NO_TRL_EQUIVALENT[k] for k in
+                                      ("model.mlp_chunk_tokens", "grpo.share_prompts", "logging.sample_every")}
 
 
 def test_trainer_backends_are_registered_and_checked(core_registry: Any) -> None:
