@@ -53,28 +53,37 @@ from __future__ import annotations
 import re
 from collections import deque
 
+from grpo_rewards import prose_answers as prose
 from grpo_rewards.numbers import NUMBER_IN_TEXT, is_list_marker, parse_literal
 
 METHODS = ("auto", "answer_tag", "gsm8k", "boxed", "answer_prefix", "last_number", "regex")
 AUTO_ORDER = ("answer_tag", "gsm8k", "boxed", "answer_prefix", "last_number")
 
-_ANSWER_OPEN = re.compile(r"<answer>", re.IGNORECASE)
+_ANSWER_OPEN = re.compile(r"<answer(?:\s[^<>]{0,200})?>", re.IGNORECASE)
 _ANSWER_CLOSE = re.compile(r"</answer>", re.IGNORECASE)
 _THINK = re.compile(r"<(/?)think>", re.IGNORECASE)
 _GSM8K = re.compile(r"####[ \t]*(?:\n[ \t]*)?([^\n]*)")
 _BOXED = re.compile(r"\\(?:boxed|fbox)(?:\s*\{|\s+([^\s{}\\$]+))")
 _BRACES = re.compile(r"[{}]")
 _MARKS = "[ \t*#>_-]*"
+_FINAL_WORDS = (r"final[ \t]+answer|respuesta[ \t]+final|r[ée]ponse[ \t]+finale|endg[üu]ltige[ \t]+antwort|"
+                r"resposta[ \t]+final|risposta[ \t]+finale|окончательный[ \t]+ответ|итоговый[ \t]+ответ|最终答案|最終答案")
+_ANSWER_WORDS = r"answer|respuesta|r[ée]ponse|antwort|resposta|risposta|ответ|答案"
 # kind 0: "final answer", kind 1: "answer", kind 2: "A" (Q/A style, capital only)
 _PREFIX = re.compile(
-    rf"^{_MARKS}(?:(?P<final>final[ \t]+answer)|(?P<answer>answer)|(?P<qa>(?-i:A)))"
+    rf"^{_MARKS}(?:(?P<final>{_FINAL_WORDS})|(?P<answer>{_ANSWER_WORDS})|(?P<qa>(?-i:A)))"
     r"[ \t*_]*(?:[:：][ \t*_]*(?:\n[ \t]*)?(?P<rest>\S[^\n]*)"
     r"|(?(qa)(?!)|[ \t*_]*\n(?:[ \t]*\n)*[ \t]*(?P<next>\S[^\n]*)))",
     re.IGNORECASE | re.MULTILINE,
 )
 _PHRASE = re.compile(
-    r"\b(?:(?P<final>final[ \t]+answer)|(?P<answer>answer))(?:[ \t*_]+(?:is|was|would be|will be)"
-    r"|[ \t*_]*(?:=|is:))[ \t*_:]*(?P<rest>\S[^\n]*)",
+    rf"(?:\b|(?=[最答]))(?:(?P<final>{_FINAL_WORDS})|(?P<answer>{_ANSWER_WORDS}))"
+    r"(?:[ \t*_]+(?:is|was|would be|will be|es|est|ist|é|è|будет|—)|[ \t*_]*(?:=|is:|是|为|為))[ \t*_:]*(?P<rest>\S[^\n]*)",
+    re.IGNORECASE,
+)
+_COMMITMENT = re.compile(
+    r"\b(?:answer|total|result|sum|value|number|count|it|that|this)(?:'s|[ \t]+(?:is|was|would be|will be|comes to|"
+    r"equals|should be|must be))[ \t*_:]*(?P<rest>\S[^\n]*)",
     re.IGNORECASE,
 )
 _MATH_SPAN = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]")
@@ -111,25 +120,47 @@ _SPACE = re.compile(r"\s+")
 LIST_SEPARATOR = ", "
 
 
+def _key(value: str) -> object:
+    """What makes two final answers the same answer: their number (``12`` and ``12.0``, ``twelve``), else their
+    text without whitespace."""
+    number = parse_literal(value) if len(value) < 200 else None
+    return ("number", number.value, number.percent) if number is not None else _SPACE.sub("", value)
+
+
 def _one_answer(values: list[str]) -> str | None:
     """The answer given by ``values`` (each a final answer, stripped): the one answer, or, when they
-    differ (whitespace aside), all of them as a list ``"a, b, c"`` in order, duplicates dropped."""
-    distinct: dict[str, str] = {}
+    differ (whitespace aside; one number restated in another form is the same answer), all of them as a
+    list ``"a, b, c"`` in order, duplicates dropped."""
+    distinct: dict[object, str] = {}
     for value in values:
         if value:
-            distinct.setdefault(_SPACE.sub("", value), value)
+            distinct.setdefault(_key(value), value)
     return LIST_SEPARATOR.join(distinct.values()) or None
+
+
+_EMPHASIS = re.compile(r"^(\*\*|__|\*)(?=\S)(.*?)(?<=\S)\1$", re.DOTALL)
+
+
+def _peel_emphasis(value: str) -> str:
+    """``value`` without Markdown emphasis around it (``**12**``, ``__12__``, ``*12*``)."""
+    for _ in range(3):
+        m = _EMPHASIS.match(value)
+        if not m:
+            break
+        value = m.group(2).strip()
+    return value
 
 
 def _answer_tag(text: str) -> str | None:
     if "<a" not in text and "<A" not in text:  # fast path: no tag can start here
         return None
-    opens = [m.end() for m in _ANSWER_OPEN.finditer(text)]
+    opens = list(_ANSWER_OPEN.finditer(text))
     values = []
-    for k, start in enumerate(opens):
-        stop = opens[k + 1] - len("<answer>") if k + 1 < len(opens) else len(text)
+    for k, found in enumerate(opens):
+        start = found.end()
+        stop = opens[k + 1].start() if k + 1 < len(opens) else len(text)
         close = _ANSWER_CLOSE.search(text, start, stop)
-        values.append(text[start:close.start() if close else stop].strip())
+        values.append(_peel_emphasis(text[start:close.start() if close else stop].strip()))
     return _one_answer(values)
 
 
@@ -139,8 +170,10 @@ def _last_gsm8k(text: str) -> re.Match[str] | None:
 
 
 def _gsm8k(text: str) -> str | None:
-    found = _last_gsm8k(text)
-    return found.group(1).strip() if found else None
+    """Every ``####`` line's answer: one answer, or the list of those that differ (a hedge)."""
+    if "####" not in text:
+        return None
+    return _one_answer([m.group(1).strip() for m in _GSM8K.finditer(text)])
 
 
 _TEXT_MODE = re.compile(r"\$([^$]*)\$")
@@ -184,8 +217,12 @@ def _clean(value: str) -> str:
     return value
 
 
+_SENTENCE = re.compile(r"[^.,;:!?\n]*")
+
+
 def _after_is(rest: str) -> str | None:
-    """The answer that follows "the answer is": a math span, a ``\\boxed{}`` or a number literal."""
+    """The answer that follows "the answer is": a math span, a ``\\boxed{}``, a number literal (in digits or in
+    words), an option letter; a disjunction or range of numbers ("12 or 13", "between 10 and 14") as written."""
     rest = _clean(rest)
     if rest.startswith("\\boxed") or rest.startswith("\\fbox"):
         return _boxed(rest)
@@ -194,7 +231,18 @@ def _after_is(rest: str) -> str | None:
         return rest[:span.end()]
     number = NUMBER_IN_TEXT.match(rest)
     if number and parse_literal(number.group()) is not None:
-        return number.group()
+        return prose.hedged_span(rest, number) or number.group()
+    sentence = _SENTENCE.match(rest).group().strip()
+    letter = prose.letter_answer(sentence)
+    if letter:
+        return letter
+    if sentence and parse_literal(sentence) is not None:  # "twelve", "USD 40"
+        return sentence
+    words = sentence.split(" ", 1)
+    if words[0].lower() in ("between", "either", "from") and len(words) > 1:
+        inner = NUMBER_IN_TEXT.search(words[1])
+        if inner and prose.range_start(words[1], inner):
+            return sentence  # "between 10 and 14": a hedge, no number
     return None  # "the answer is correct": words after "is" are not taken for an answer
 
 
@@ -202,6 +250,8 @@ def _prefix_value(match: re.Match[str]) -> str | None:
     rest = match.group("rest")
     if rest is None:
         return _clean(match.group("next")) or None
+    if match.group("qa") and prose.is_option_list(rest):
+        return None  # "A: 7, B: 12": an option list, not an answer
     value = _clean(rest.rstrip(" \t*_"))
     inner = _PHRASE.match(value)  # "Final answer: The final answer is $7$."
     if inner:
@@ -213,20 +263,57 @@ def _kind(match: re.Match[str]) -> int:
     return 0 if match.group("final") else 1 if match.group("answer") else 2
 
 
+def _committed_after(text: str, start: int) -> str | None:
+    """The answer committed to in ``text[start:]``: an answer phrase or "the total is N", not negated."""
+    found = None
+    for pattern in (_PHRASE, _COMMITMENT):
+        for match in pattern.finditer(text, start):
+            value = _after_is(match.group("rest"))
+            if value and (found is None or match.start() > found[0]):
+                found = (match.start(), value)
+    return found[1] if found else None
+
+
 def _announced(text: str) -> tuple[int, int, str] | None:
-    """The answer announced in words as ``(kind, -position, value)``: the strongest kind, then the last."""
-    best: tuple[int, int, str] | None = None  # (kind, -position, value): lowest kind, then last
-    if "nswer" not in text and "NSWER" not in text and "A" not in text:
+    """The answer announced in words as ``(kind, -position, value)``: the strongest kind, then the last.
+
+    Answer lines (``Final answer: X``, ``Answer: X``) are explicit markers: several of the strongest kind
+    that differ are a hedge (their list). An answer announced in a sentence ("the answer is X") is prose:
+    a later revision ("but after checking, the total is Y") replaces it with the answer committed to after
+    the revision.
+    """
+    if "A" not in text and _ANY_ANSWER_WORD.search(text) is None:  # fast path: nothing announces an answer
         return None
+    best: tuple[int, int, str] | None = None  # (kind, -position, value): lowest kind, then last
+    lines: dict[int, list[str]] = {}
     for match in _PREFIX.finditer(text):
         value = _prefix_value(match)
-        if value and (best is None or (_kind(match), -match.start()) <= best[:2]):
-            best = (_kind(match), -match.start(), value)
+        if value:
+            lines.setdefault(_kind(match), []).append(value)
+            if best is None or (_kind(match), -match.start()) <= best[:2]:
+                best = (_kind(match), -match.start(), value)
+    prose_best: tuple[int, int, str] | None = None
     for match in _PHRASE.finditer(text):
         value = _after_is(match.group("rest"))
-        if value and (best is None or (_kind(match), -match.start()) <= best[:2]):
-            best = (_kind(match), -match.start(), value)
+        if value and (prose_best is None or (_kind(match), -match.start()) <= prose_best[:2]):
+            prose_best = (_kind(match), -match.start(), value)
+    chosen = prose.chosen_letter(text)
+    if chosen and (prose_best is None or (1, -chosen[0]) <= prose_best[:2]):
+        prose_best = (1, -chosen[0], chosen[1])
+    if prose_best is not None and (best is None or prose_best[:2] <= best[:2]):
+        revised = prose.after_revision(text, -prose_best[1] + 1)
+        if revised is not None:
+            later = _committed_after(text, revised)
+            if later:
+                return (prose_best[0], -revised, later)
+        return prose_best
+    if best is not None and len(lines.get(best[0], ())) > 1:
+        return (best[0], best[1], _one_answer(lines[best[0]]) or best[2])
     return best
+
+
+_ANY_ANSWER_WORD = re.compile(
+    rf"(?i:{_ANSWER_WORDS}|option|choice|pick|choose|select|go with|take)")
 
 
 def _answer_prefix(text: str) -> str | None:
@@ -238,8 +325,9 @@ def _last_number(text: str) -> str | None:
     matches = deque(NUMBER_IN_TEXT.finditer(text), maxlen=8)
     while matches:
         found = matches.pop()
-        if not is_list_marker(text, found):
-            return found.group().strip()
+        if is_list_marker(text, found) or prose.negated(text, found):
+            continue
+        return prose.hedged_span(text, found) or found.group().strip()
     return None
 
 
@@ -295,21 +383,32 @@ def extract_answer(text: str, method: str = "auto", *, pattern: str | re.Pattern
         return (value or "").strip() or None
     text = strip_reasoning(text)
     if method == "auto":
-        return _auto(text)
-    try:
-        extractor = _EXTRACTORS[method]
-    except KeyError:
-        raise ValueError(f"unknown extract method {method!r}; choose one of {', '.join(METHODS)}") from None
-    return extractor(text) or None
+        value = _auto(text)
+    else:
+        try:
+            extractor = _EXTRACTORS[method]
+        except KeyError:
+            raise ValueError(f"unknown extract method {method!r}; choose one of {', '.join(METHODS)}") from None
+        value = extractor(text) or None
+    if value and len(value) <= 8:
+        letter = prose.letter_answer(value)
+        if letter:  # "(B)", "**B**": the option letter, carrying its option's text when the completion lists it
+            return prose.choice(text, letter)
+    return value
 
 
-def _gsm8k_answer(text: str) -> str | None:
-    """The ``####`` answer when it reads as one: a number literal, or the last line; not a heading."""
-    found = _last_gsm8k(text)
-    if not found:
-        return None
+def compared_answer(answer: str, reference: str) -> str:
+    """The text of ``answer`` to compare with ``reference``: a chosen option letter (:class:`Choice`) is compared
+    as its option's text ("12") against a reference that is no option letter, as the letter otherwise."""
+    if isinstance(answer, prose.Choice) and answer.option and prose.letter_answer(reference) is None:
+        return answer.option
+    return answer
+
+
+def _gsm8k_value(text: str, found: re.Match[str]) -> str | None:
+    """The answer of one ``####`` line when it reads as one: a number literal, or the last line; not a heading."""
     value = _clean(found.group(1))
-    if not value or "\\boxed" in text[found.end():] or "\\fbox" in text[found.end():]:
+    if not value:
         return None
     announced = _PREFIX.match(value)
     if announced:  # "#### Final answer: 7"
@@ -317,6 +416,17 @@ def _gsm8k_answer(text: str) -> str | None:
     if parse_literal(value) is not None or not text[found.end():].strip():
         return value or None
     return None
+
+
+def _gsm8k_answer(text: str) -> str | None:
+    """The ``####`` answer for ``auto``: every ``####`` line that reads as an answer (several that differ are a
+    hedge, their list); none when a ``\\boxed{}`` follows the last one."""
+    found = _last_gsm8k(text)
+    if not found or "\\boxed" in text[found.end():] or "\\fbox" in text[found.end():]:
+        return None
+    if _gsm8k_value(text, found) is None:
+        return None
+    return _one_answer([v for m in _GSM8K.finditer(text) if (v := _gsm8k_value(text, m))])
 
 
 def _auto(text: str) -> str | None:
@@ -337,4 +447,4 @@ def _auto(text: str) -> str | None:
         value = extractor(text)
         if value:
             return value
-    return None
+    return prose.letter_answer(text) if len(text) <= 16 else None  # a completion that is only "(B)"

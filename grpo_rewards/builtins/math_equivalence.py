@@ -63,7 +63,7 @@ from typing import Any
 from grpo_rewards.builtins import math_check
 from grpo_rewards.builtins.timeout_pool import START_METHODS, Outcome, run_items
 from grpo_rewards.completions import completion_text
-from grpo_rewards.extraction import check_extraction, extract_answer
+from grpo_rewards.extraction import check_extraction, compared_answer, extract_answer
 from grpo_rewards.extras import require_extra
 from grpo_rewards.specs import RewardSpec, VerifierSpec
 from grpo_rewards.verdict import Status, Verdict, explanation
@@ -281,6 +281,8 @@ class MathEquivalence:
             except TypeError:
                 continue
             answer = self._answer_of(text)
+            if answer is not None:
+                answer = str(compared_answer(answer, str(ref)))
             rows.append((i, answer))  # a missing answer still goes: an unparseable reference must score None
             pairs.append((str(ref), answer or ""))
         verdicts = verify_pairs(pairs, timeout_seconds=self.timeout_seconds, workers=self.workers,
