@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
+from collections.abc import Iterator
 
 from grpo_rewards import prose_answers as prose
 from grpo_rewards.numbers import NUMBER_IN_TEXT, is_list_marker, parse_literal
@@ -189,25 +190,37 @@ def _box_text(value: str) -> str:
     return _TEXT_MODE.sub(lambda m: f"\\text{{{m.group(1)}}}", bare).replace("$", "").replace("\0", "\\$")
 
 
-def _boxed(text: str) -> str | None:
-    if "\\boxed" not in text and "\\fbox" not in text:  # fast path
-        return None
-    values: list[str] = []
+def iter_boxes(text: str) -> Iterator[tuple[int, int | None, str | None]]:
+    """Every top-level ``\\boxed{...}`` / ``\\fbox{...}`` of ``text``, in order, as ``(start, end, bare)``:
+    the content runs from ``start`` to ``end`` (nested braces matched; ``end`` is ``None`` for an
+    unbalanced box, which ends the scan); ``bare`` is the argument of ``\\boxed 5`` (no braces), else
+    ``None``. The one scanner of boxes: extraction and ``math_equivalence``'s guards both use it."""
     pos = 0
     while (found := _BOXED.search(text, pos)) is not None:
         if found.group(1) is not None:  # \boxed 5
-            values.append(found.group(1))
+            yield found.start(1), found.end(1), found.group(1)
             pos = found.end()
             continue
         depth = 1
         for brace in _BRACES.finditer(text, found.end()):
             depth += 1 if brace.group() == "{" else -1
             if depth == 0:
-                values.append(_box_text(text[found.end():brace.start()].strip()))
+                yield found.end(), brace.start(), None
                 pos = brace.end()  # a box inside this one is part of its answer
                 break
         else:
+            yield found.end(), None, None
+            return
+
+
+def _boxed(text: str) -> str | None:
+    if "\\boxed" not in text and "\\fbox" not in text:  # fast path
+        return None
+    values: list[str] = []
+    for start, end, bare in iter_boxes(text):
+        if end is None:
             return None  # an unbalanced last box: no answer rather than a guess
+        values.append(bare if bare is not None else _box_text(text[start:end].strip()))
     return _one_answer(values)
 
 
