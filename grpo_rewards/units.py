@@ -90,7 +90,7 @@ def split_unit(text: str) -> tuple[str, str] | None:
     value = plain[:found.start()].strip()
     if not value or not _VALUE_END.search(value) or value.endswith("\\"):
         return None
-    unit = found.group("unit").strip().rstrip(".")
+    unit = re.sub(r"\s*\^\s*\{?\s*(\d)\s*\}?", r"^\1", found.group("unit").strip().rstrip("."))
     if _factor(unit) is None and not had_text:
         return None
     return value, unit

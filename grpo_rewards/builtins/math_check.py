@@ -53,7 +53,7 @@ from typing import Any
 from grpo_rewards.numbers import Number, compared_values, format_number, parse_literal
 
 _DELIMITED = re.compile(r"\$|\\\(|\\\[|\\begin\{")
-_FORMULA_HINT = re.compile(r"[\\^_{A-Za-z]")
+_FORMULA_HINT = re.compile(r"[\\^_{A-Za-z<>=≤≥]")
 _TEXT_ARGS = re.compile(r"\\(?:text|mathrm|textbf|mathbf|operatorname|mbox)\s*\{[^{}]*\}")
 _COMMANDS = re.compile(r"\\[A-Za-z]+")
 _WORD = re.compile(r"[A-Za-z]{3,}")
@@ -235,7 +235,10 @@ def _parse(text: str, plain_text: bool = True, options: Options = DEFAULT_OPTION
     from math_verify import parse
     from sympy import Basic, MatrixBase
 
-    text = _money_free(text.strip())
+    original = text.strip()
+    text = _money_free(original)
+    if "expr" not in options.match_types and not _DELIMITED.search(text) and (text != original or not plain_text):
+        text = f"${text}$"  # LaTeX extraction only reads delimited math: an extracted answer, a lone amount
     if "=" in text and "," in text and _PM_LIST.search(text.strip().strip("$").removeprefix("\\boxed{")):
         text = _solutions(text)
     if "latex" in options.match_types and (is_formula(text) or is_structure(text, plain_text)
@@ -315,6 +318,8 @@ def _false_relation(parsed: list[Any]) -> str | None:
     import sympy
 
     for item in parsed:
+        if item is sympy.false:  # a relation between numbers sympy already found false (2 < 1)
+            return "the answer states a false relation"
         if isinstance(item, sympy.Rel) and not item.free_symbols:
             try:
                 truth = sympy.simplify(item.lhs - item.rhs) == 0 if isinstance(item, sympy.Eq) else bool(item.doit())

@@ -10,12 +10,36 @@ takes one of them, so several answer tags, or an answer in the reasoning, can wi
 extraction, and keep ``"none"`` for comparing with TRL's and open-r1's ``accuracy_reward``.
 
 * A reference that is a number literal (:mod:`grpo_rewards.numbers`: ``72``,
-  ``1,234``, ``0.5``, ``\\frac{3}{4}``, ``50%``) is compared by the number grammar,
+  ``1,234``, ``0.5``, ``\\frac{3}{4}``, ``3\\frac{1}{2}``, ``50%``) is compared by the number grammar,
   in the calling process, with an answer that is a number literal too (``x = 5``
-  counts as 5). ``require_literal`` (on by default) makes any other answer wrong:
-  ``17*23+5`` or ``2^{10}`` is not the answer 396 or 1024, the policy must do the
-  arithmetic. With ``require_literal = false`` such answers go to math-verify.
-  Percentages follow the grammar's one rule: ``50%`` equals ``50`` and ``0.5``.
+  counts as 5). ``require_literal`` (on by default) makes any other answer wrong,
+  except a simplest exact form: an expression in which sympy, reading it with
+  ``evaluate=False``, finds nothing to compute (``\\sqrt{17}`` for ``4.123105625617661``,
+  ``\\frac{1+\\sqrt{5}}{2}``), compared by math-verify. Arithmetic left undone is
+  refused: ``17*23+5``, ``(9+1)``, ``2^{10}``, ``\\sqrt{16}``, ``2 \\cdot 3\\sqrt{2}`` are not
+  the answers 396, 10, 1024, 4 and 6\\sqrt{2}; the policy must do the arithmetic. With
+  ``require_literal = false`` such answers go to math-verify. Percentages follow the
+  grammar's one rule: ``50%`` equals ``50`` and ``0.5``.
+* One precision rule (math-verify's, defined by its ``test_float_precision`` and
+  ``test_complex_math_expressions`` cases): a number written with a decimal point is
+  rounded, with the value it is compared with, to ``precision`` decimal places (6 by
+  default), in the number fast path as in math-verify: ``0.0833333333333333`` is
+  ``\\frac{1}{12}`` and ``1.414214`` is ``\\sqrt{2}``, ``0.0833`` and ``1.4142`` are not.
+  Numbers written without a decimal point compare exactly (``1/3`` is not ``333/1000``).
+* Units (:mod:`grpo_rewards.units`): a reference with a unit (``12 m``, ``3 hours``,
+  ``5\\text{ cm}^3``) needs an answer with a unit of the same kind; an equal quantity
+  in another unit of the table passes (``0.25 km`` for ``250 m``), another unit or a
+  bare number is wrong (``12 km`` for ``12 m``, ``cm^2`` for ``cm^3``, ``3`` for
+  ``3 hours``). A reference without a unit is compared as before.
+* Relations: a relation without variables that is false (``\\sqrt{3} = \\sqrt{2}``,
+  ``6 \\cdot 7 = 41``, ``2 < 1``) is wrong; a true one is its last side (``6 \\cdot 7 = 42``
+  answers 42); ``x = 5`` is 5 (math-verify's assignment rule).
+* Several different math spans in a prose answer (``it is $\\sqrt3$, though $\\sqrt2$ is
+  possible``) are a hedge, wrong; the same value restated (``$\\sqrt5$, which is $5^{1/2}$``) is
+  one answer.
+* A list of solutions ``x = a, x = b \\pm c`` (reference or answer) is the set of its values.
+* math-verify's options are parameters: ``precision`` (its ``float_rounding``),
+  ``match_types`` (``["latex", "expr"]``), ``strict`` and ``allow_set_relation_comp``.
 * Any other reference goes to math-verify and sympy (see
   :mod:`grpo_rewards.builtins.math_check` for how bare LaTeX, plain-text algebra
   and prose are read) in a process pool with a hard time limit per item
@@ -43,11 +67,7 @@ differences are deliberate (listed case by case in ``tests/conformance``, counte
 ``docs/conformance.md``):
 
 * the answer is extracted first; a timeout is wrong rather than ``None``;
-* numeric references are compared as number literals, compared exactly, as fractions:
-  ``0.0833333333333333`` is not ``1/12`` (math-verify rounds to 6 digits);
-* math-verify runs with math-verify's default options (LaTeX and plain-expression
-  extraction, ``float_rounding`` 6, ``strict``, no set/relation comparison); none of
-  them is a parameter here;
+* ``require_literal`` refuses arithmetic left undone against a numeric reference;
 * a reasoning block is not required: a completion with no ``</think>`` is scored on
   its answer (TRL's ``reasoning_accuracy_reward`` scores it 0); requiring the layout
   is the job of the format rewards.
