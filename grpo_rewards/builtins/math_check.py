@@ -50,7 +50,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from grpo_rewards.numbers import Number, compared_values, format_number, parse_literal
+from grpo_rewards.numbers import Number, compared_values, format_number, parse_literal, unwrap
 
 _DELIMITED = re.compile(r"\$|\\\(|\\\[|\\begin\{")
 _FORMULA_HINT = re.compile(r"[\\^_{A-Za-z<>=≤≥]")
@@ -284,12 +284,14 @@ def arithmetic_left(latex: str) -> str | None:
     import sympy
     from latex2sympy2_extended import latex2sympy
 
+    if "\\boxed" in latex or "\\fbox" in latex or "," in latex or ";" in latex:
+        return "it is not one number"  # latex2sympy would read one box of a list, or one item
     try:
         with sympy.evaluate(False):
             tree = latex2sympy(latex)
     except Exception:  # noqa: BLE001 - an answer sympy cannot read is no simplest form
         return "sympy cannot read it"
-    if not isinstance(tree, sympy.Basic) or tree.free_symbols:
+    if not isinstance(tree, sympy.Expr) or tree.free_symbols:  # a list, a set, a relation, a variable
         return "it is not a number"
     if tree.is_Rational or tree.is_Float:
         return None
@@ -317,7 +319,8 @@ def _false_relation(parsed: list[Any]) -> str | None:
     """Why a relation the answer states is false (``\\sqrt{3} = \\sqrt{2}``), when it has no variable."""
     import sympy
 
-    for item in parsed:
+    items = [arg for item in parsed for arg in (item.args if isinstance(item, sympy.And) else (item,))]
+    for item in items:
         if item is sympy.false:  # a relation between numbers sympy already found false (2 < 1)
             return "the answer states a false relation"
         if isinstance(item, sympy.Rel) and not item.free_symbols:
@@ -372,6 +375,8 @@ def check(gold: str, answer: str, require_literal: bool = False, whole_text: boo
         return "wrong", _show(gold_parsed), _show(answer_parsed), false
     ref = parse_literal(gold_text(gold))
     texts = [x for x in answer_parsed if isinstance(x, str)]
+    if ref is not None and require_literal and not whole_text:
+        texts = [unwrap(answer)]  # the extracted answer itself must be the number, not what math-verify found in it
     if texts and "=" in texts[0] and literal_answer(texts[0].rsplit("=", 1)[1]) is not None:
         texts = [texts[0].rsplit("=", 1)[1]]  # a true relation (or x = value): its last side
     if ref is not None and (require_literal or any(literal_answer(x) for x in texts)):
