@@ -79,7 +79,7 @@ _PREFIX = re.compile(
 )
 _PHRASE = re.compile(
     rf"(?:\b|(?=[最答]))(?:(?P<final>{_FINAL_WORDS})|(?P<answer>{_ANSWER_WORDS}))"
-    r"(?:[ \t*_]+(?:is|was|would be|will be|es|est|ist|é|è|будет|—)|[ \t*_]*(?:=|is:|是|为|為))[ \t*_:]*(?P<rest>\S[^\n]*)",
+    r"(?:[ \t*_]+(?:is|was|would be|will be|est|es|ist|é|è|будет|—)(?!\w)|[ \t*_]*(?:=|is:|是|为|為))[ \t*_:]*(?P<rest>\S[^\n]*)",
     re.IGNORECASE,
 )
 _COMMITMENT = re.compile(

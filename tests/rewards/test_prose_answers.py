@@ -74,7 +74,7 @@ def test_disagreeing_explicit_markers_are_a_hedge(text, gold, score):
     ("<answer>**12**</answer>", "12", 2.0),
     ("<answer>__12__</answer>", "12", 2.0),
     ("<answer>*Paris*</answer>", "Paris", 2.0),
-    ('<answer class="final">12</answer>', "12", 2.0),
+    ('<answer class="final">12</answer>\nI checked it in 3 steps.', "12", 2.0),
     ("<answer id='a1'>\n12\n</answer>", "12", 2.0),
     ('<answer class="final">11</answer>', "12", 0.0),
     ('<answer x="1">11</answer><answer>12</answer>', "12", 0.0),  # two tags that differ: a hedge
@@ -118,12 +118,12 @@ def test_numeric_proximity_reads_prose_the_same_way():
     assert fn(["The answer is 35 or 36."], answer=["36"]) == [0.0]
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("Respuesta final: 14", "14"),
-    ("Réponse finale : 14", "14"),
-    ("最终答案：14", "14"),
-    ("La réponse est 14.", "14"),
-    ("答案是 14", "14"),
+@pytest.mark.parametrize(("text", "expected"), [  # each ends with another number a last-number read would take
+    ("Respuesta final: 14\n(comprobado en 3 pasos)", "14"),
+    ("Réponse finale : 14\nVérifié en 2 étapes.", "14"),
+    ("最终答案：14\n共 3 步", "14"),
+    ("La réponse est 14, trouvée en 2 étapes.", "14"),
+    ("答案是 14，用了 3 步", "14"),
     ("Final answer: 14\nFinal answer: 15", "14, 15"),
     ("Respuesta final: 14\nRespuesta final: 15", "14, 15"),
     ("<answer>**٣**</answer>", "٣"),
