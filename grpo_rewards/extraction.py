@@ -67,19 +67,41 @@ _GSM8K = re.compile(r"####[ \t]*(?:\n[ \t]*)?([^\n]*)")
 _BOXED = re.compile(r"\\(?:boxed|fbox)(?:\s*\{|\s+([^\s{}\\$]+))")
 _BRACES = re.compile(r"[{}]")
 _MARKS = "[ \t*#>_-]*"
-_FINAL_WORDS = (r"final[ \t]+answer|respuesta[ \t]+final|r[ée]ponse[ \t]+finale|endg[üu]ltige[ \t]+antwort|"
-                r"resposta[ \t]+final|risposta[ \t]+finale|окончательный[ \t]+ответ|итоговый[ \t]+ответ|最终答案|最終答案")
-_ANSWER_WORDS = r"answer|respuesta|r[ée]ponse|antwort|resposta|risposta|ответ|答案"
-# kind 0: "final answer", kind 1: "answer", kind 2: "A" (Q/A style, capital only)
-_PREFIX = re.compile(
-    rf"^{_MARKS}(?:(?P<final>{_FINAL_WORDS})|(?P<answer>{_ANSWER_WORDS})|(?P<qa>(?-i:A)))"
-    r"[ \t*_]*(?:[:：][ \t*_]*(?:\n[ \t]*)?(?P<rest>\S[^\n]*)"
-    r"|(?(qa)(?!)|[ \t*_]*\n(?:[ \t]*\n)*[ \t]*(?P<next>\S[^\n]*)))",
-    re.IGNORECASE | re.MULTILINE,
-)
+_FOREIGN_FINAL = (r"respuesta[ \t]+final|r[ée]ponse[ \t]+finale|endg[üu]ltige[ \t]+antwort|resposta[ \t]+final|"
+                  r"risposta[ \t]+finale|окончательный[ \t]+ответ|итоговый[ \t]+ответ|最终答案|最終答案")
+_FOREIGN_ANSWER = r"respuesta|r[ée]ponse|antwort|resposta|risposta|ответ|答案"
+#: lower-case words whose presence makes the (slower) patterns of other languages worth running
+FOREIGN_WORDS = ("respuesta", "réponse", "reponse", "antwort", "resposta", "risposta", "ответ", "答案")
+
+
+def _foreign(text: str) -> bool:
+    """Whether ``text`` may announce an answer in another language (cheap substring tests before the patterns)."""
+    if not text.isascii():
+        low = text.lower()
+        return any(word in low for word in FOREIGN_WORDS)
+    return "espuesta" in text or "eponse" in text or "ntwort" in text or "esposta" in text or "isposta" in text
+
+
+def _prefix_pattern(final: str, answer: str) -> re.Pattern[str]:
+    # kind 0: "final answer", kind 1: "answer", kind 2: "A" (Q/A style, capital only)
+    return re.compile(
+        rf"^{_MARKS}(?:(?P<final>{final})|(?P<answer>{answer})|(?P<qa>(?-i:A)))"
+        r"[ \t*_]*(?:[:：][ \t*_]*(?:\n[ \t]*)?(?P<rest>\S[^\n]*)"
+        r"|(?(qa)(?!)|[ \t*_]*\n(?:[ \t]*\n)*[ \t]*(?P<next>\S[^\n]*)))",
+        re.IGNORECASE | re.MULTILINE,
+    )
+
+
+_PREFIX = _prefix_pattern(r"final[ \t]+answer", "answer")
+_PREFIX_FOREIGN = _prefix_pattern(_FOREIGN_FINAL, _FOREIGN_ANSWER)
 _PHRASE = re.compile(
-    rf"(?:\b|(?=[最答]))(?:(?P<final>{_FINAL_WORDS})|(?P<answer>{_ANSWER_WORDS}))"
-    r"(?:[ \t*_]+(?:is|was|would be|will be|est|es|ist|é|è|будет|—)(?!\w)|[ \t*_]*(?:=|is:|是|为|為))[ \t*_:]*(?P<rest>\S[^\n]*)",
+    r"\b(?:(?P<final>final[ \t]+answer)|(?P<answer>answer))(?:[ \t*_]+(?:is|was|would be|will be)"
+    r"|[ \t*_]*(?:=|is:))[ \t*_:]*(?P<rest>\S[^\n]*)",
+    re.IGNORECASE,
+)
+_PHRASE_FOREIGN = re.compile(
+    rf"(?:\b|(?=[最答]))(?:(?P<final>{_FOREIGN_FINAL})|(?P<answer>{_FOREIGN_ANSWER}))"
+    r"(?:[ \t*_]+(?:est|es|ist|é|è|будет|—)(?!\w)|[ \t*_]*(?:=|是|为|為))[ \t*_:]*(?P<rest>\S[^\n]*)",
     re.IGNORECASE,
 )
 _COMMITMENT = re.compile(
@@ -132,6 +154,8 @@ def _one_answer(values: list[str]) -> str | None:
     """The answer given by ``values`` (each a final answer, stripped): the one answer, or, when they
     differ (whitespace aside; one number restated in another form is the same answer), all of them as a
     list ``"a, b, c"`` in order, duplicates dropped."""
+    if len(values) == 1:  # the usual case: one answer, nothing to compare
+        return values[0] or None
     distinct: dict[object, str] = {}
     for value in values:
         if value:
@@ -266,7 +290,7 @@ def _prefix_value(match: re.Match[str]) -> str | None:
     if match.group("qa") and prose.is_option_list(rest):
         return None  # "A: 7, B: 12": an option list, not an answer
     value = _clean(rest.rstrip(" \t*_"))
-    inner = _PHRASE.match(value)  # "Final answer: The final answer is $7$."
+    inner = _PHRASE.match(value) or _PHRASE_FOREIGN.match(value)  # "Final answer: The final answer is $7$."
     if inner:
         return _after_is(inner.group("rest"))
     return value or None
@@ -279,7 +303,7 @@ def _kind(match: re.Match[str]) -> int:
 def _committed_after(text: str, start: int) -> str | None:
     """The answer committed to in ``text[start:]``: an answer phrase or "the total is N", not negated."""
     found = None
-    for pattern in (_PHRASE, _COMMITMENT):
+    for pattern in (_PHRASE, _PHRASE_FOREIGN, _COMMITMENT):
         for match in pattern.finditer(text, start):
             value = _after_is(match.group("rest"))
             if value and (found is None or match.start() > found[0]):
@@ -293,24 +317,31 @@ def _announced(text: str) -> tuple[int, int, str] | None:
     Answer lines (``Final answer: X``, ``Answer: X``) are explicit markers: several of the strongest kind
     that differ are a hedge (their list). An answer announced in a sentence ("the answer is X") is prose:
     a later revision ("but after checking, the total is Y") replaces it with the answer committed to after
-    the revision.
+    the revision. A text with the word "answer" is read in English; the other languages' answer words and
+    an option chosen in words ("I pick B") are read in a text without it.
     """
-    if "A" not in text and _ANY_ANSWER_WORD.search(text) is None:  # fast path: nothing announces an answer
-        return None
+    english = "nswer" in text or "NSWER" in text
+    foreign = choosing = False
+    if not english:  # the word "answer" decides; other languages and choices in words are read without it
+        foreign, choosing = _foreign(text), prose.may_choose(text)
+        if not foreign and not choosing and "A" not in text:
+            return None  # fast path: nothing announces an answer
     best: tuple[int, int, str] | None = None  # (kind, -position, value): lowest kind, then last
     lines: dict[int, list[str]] = {}
-    for match in _PREFIX.finditer(text):
+    prefixes = (_PREFIX, _PREFIX_FOREIGN) if foreign else (_PREFIX,)
+    for match in (m for pattern in prefixes for m in pattern.finditer(text)):
         value = _prefix_value(match)
         if value:
             lines.setdefault(_kind(match), []).append(value)
             if best is None or (_kind(match), -match.start()) <= best[:2]:
                 best = (_kind(match), -match.start(), value)
     prose_best: tuple[int, int, str] | None = None
-    for match in _PHRASE.finditer(text):
+    phrases = ((_PHRASE,) if english else ()) + ((_PHRASE_FOREIGN,) if foreign else ())
+    for match in (m for pattern in phrases for m in pattern.finditer(text)):
         value = _after_is(match.group("rest"))
         if value and (prose_best is None or (_kind(match), -match.start()) <= prose_best[:2]):
             prose_best = (_kind(match), -match.start(), value)
-    chosen = prose.chosen_letter(text)
+    chosen = prose.chosen_letter(text) if choosing else None
     if chosen and (prose_best is None or (1, -chosen[0]) <= prose_best[:2]):
         prose_best = (1, -chosen[0], chosen[1])
     if prose_best is not None and (best is None or prose_best[:2] <= best[:2]):
@@ -325,8 +356,6 @@ def _announced(text: str) -> tuple[int, int, str] | None:
     return best
 
 
-_ANY_ANSWER_WORD = re.compile(
-    rf"(?i:{_ANSWER_WORDS}|option|choice|pick|choose|select|go with|take)")
 
 
 def _answer_prefix(text: str) -> str | None:
@@ -403,10 +432,9 @@ def extract_answer(text: str, method: str = "auto", *, pattern: str | re.Pattern
         except KeyError:
             raise ValueError(f"unknown extract method {method!r}; choose one of {', '.join(METHODS)}") from None
         value = extractor(text) or None
-    if value and len(value) <= 8:
-        letter = prose.letter_answer(value)
-        if letter:  # "(B)", "**B**": the option letter, carrying its option's text when the completion lists it
-            return prose.choice(text, letter)
+    if value and len(value) <= 8 and len(core := value.strip(" \t*_().!")) == 1 and "A" <= core <= "J":
+        # "(B)", "**B**": the option letter, carrying its option's text when the completion lists it
+        return prose.choice(text, core)
     return value
 
 
@@ -437,8 +465,9 @@ def _gsm8k_answer(text: str) -> str | None:
     found = _last_gsm8k(text)
     if not found or "\\boxed" in text[found.end():] or "\\fbox" in text[found.end():]:
         return None
-    if _gsm8k_value(text, found) is None:
-        return None
+    value = _gsm8k_value(text, found)
+    if value is None or text.count("####") == 1:
+        return value
     return _one_answer([v for m in _GSM8K.finditer(text) if (v := _gsm8k_value(text, m))])
 
 

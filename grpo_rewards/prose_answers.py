@@ -36,18 +36,17 @@ _NEGATION_BEFORE = re.compile(
     r"(?:\b(?:not|never|isn't|wasn't|rather than|instead of|except|no longer|nicht|pas|no es|não é)[ \t]*|不是[ \t]*)\Z",
     re.IGNORECASE,
 )
+_NEGATION_HINT = re.compile(r"(?i:not|never|n't|than|instead|except|longer|nicht|pas|no es|não|不是)")
 _NEGATION_AFTER = re.compile(
     r"[ \t]*(?:is|was)?[ \t]*(?:wrong|incorrect|not (?:right|correct|the answer)|a mistake)\b", re.IGNORECASE)
 _DISJUNCTION = re.compile(r"[ \t]*(?:,[ \t]*)?(?:or|to)[ \t]+(?:maybe[ \t]+|perhaps[ \t]+|possibly[ \t]+)?",
                           re.IGNORECASE)
 _RANGE_BEFORE = re.compile(r"\b(?:between|from|either)[ \t]+\Z", re.IGNORECASE)
 _RANGE_AND = re.compile(r"[ \t]+and[ \t]+", re.IGNORECASE)
-_DISJUNCTION_BEFORE = re.compile(
-    r"(?P<first>\S+?)[ \t]*(?:,[ \t]*)?\b(?:or|to|and)[ \t]+(?:maybe[ \t]+|perhaps[ \t]+|possibly[ \t]+)?\Z",
-    re.IGNORECASE)
+_FILLERS = ("maybe", "perhaps", "possibly")
+_JOINER_HINT = re.compile(r"\b(?:or|to|and)\b")
 _CHOICE = re.compile(
-    r"(?:\bI(?:'d| would| will|'ll)?[ \t]+(?:pick|choose|select|go with|take)|\b(?:option|choice)|"
-    r"\b(?:final[ \t]+)?answer[ \t]*(?:is|:)|\bcorrect[ \t]+(?:option|choice|answer)[ \t]+is)"
+    r"(?:\bI(?:'d| would| will|'ll)?[ \t]+(?:pick|choose|select|go with)|\b(?i:option|choice))"
     r"[ \t*_]*(?:option[ \t]+|choice[ \t]+)?\(?(?P<letter>[A-J])\)?(?![\w'])",
 )
 _LETTER = re.compile(r"\A[ \t*_]*\(?(?P<letter>[A-J])\)?[ \t*_]*[.!]?[ \t*_]*\Z")
@@ -79,8 +78,10 @@ def after_revision(text: str, start: int) -> int | None:
 
 def negated(text: str, match: re.Match[str]) -> bool:
     """Whether the number ``match`` of ``text`` is said not to be the answer ("not 12", "12 is wrong")."""
-    return (_NEGATION_BEFORE.search(text[max(0, match.start() - 24):match.start()]) is not None
-            or _NEGATION_AFTER.match(text, match.end()) is not None)
+    window = text[max(0, match.start() - 24):match.start()]
+    if _NEGATION_HINT.search(window) and _NEGATION_BEFORE.search(window) is not None:
+        return True
+    return _NEGATION_AFTER.match(text, match.end()) is not None
 
 
 def _same(a: str, b: str) -> bool:
@@ -91,7 +92,10 @@ def _same(a: str, b: str) -> bool:
 def hedged_span(text: str, match: re.Match[str]) -> str | None:
     """The disjunction or range around the number ``match`` ("12 or 13", "between 10 and 14") as written,
     or ``None`` when the number stands alone or both ends are one value restated."""
+    near = text[match.end():match.end() + 16].lower()
     head = text[max(0, match.start() - 60):match.start()]
+    if not _JOINER_HINT.search(near) and not _JOINER_HINT.search(head[-16:].lower()):
+        return None  # no "or", "to", "and" next to the number: it stands alone
     follow = _DISJUNCTION.match(text, match.end())
     if follow is None and _RANGE_BEFORE.search(head):  # "between 10 and 14"
         follow = _RANGE_AND.match(text, match.end())
@@ -99,14 +103,17 @@ def hedged_span(text: str, match: re.Match[str]) -> str | None:
         other = NUMBER_IN_TEXT.match(text, follow.end())
         if other and not _same(match.group(), other.group()):
             return text[match.start():other.end()].strip()
-    before = _DISJUNCTION_BEFORE.search(head)
-    if before:
-        first = before.group("first").rstrip(",")
-        joined = re.search(r"\band\b", head[before.start():], re.IGNORECASE)
-        ranged = _RANGE_BEFORE.search(head[:before.start()]) is not None
-        if parse_literal(first) is not None and not _same(first, match.group()) and (not joined or ranged):
-            return (head[before.start():] + match.group()).strip()
-    return None
+    words = head.split()[-5:]
+    if words and head[-1:] in " \t" and words[-1].lower() in _FILLERS:
+        words.pop()
+    if len(words) < 2 or head[-1:] not in " \t" or words[-1].lower() not in ("or", "to", "and"):
+        return None
+    joiner = words.pop().lower()
+    first = words[-1].rstrip(",")
+    ranged = len(words) >= 2 and words[-2].lower() in ("between", "from", "either")
+    if parse_literal(first) is None or _same(first, match.group()) or (joiner == "and" and not ranged):
+        return None
+    return (head[head.rfind(words[-1]):] + match.group()).strip()
 
 
 def range_start(text: str, match: re.Match[str]) -> bool:
@@ -139,6 +146,12 @@ def letter_answer(value: str) -> str | None:
     """The option letter ``value`` is when it is one alone (``B``, ``(B)``, ``**B**``, ``B.``), else ``None``."""
     match = _LETTER.match(value)
     return match.group("letter") if match else None
+
+
+def may_choose(text: str) -> bool:
+    """Whether ``text`` holds a word that can choose an option (a cheap test before the regex)."""
+    return ("pick" in text or "choose" in text or "select" in text or "go with" in text or "ption" in text
+            or "hoice" in text)
 
 
 def chosen_letter(text: str) -> tuple[int, str] | None:
