@@ -80,8 +80,8 @@ def main() -> None:
     import torch
 
     from grpo_core.data import format_prompt
-    from grpo_core.generation import TransformersBackend, completion_mask_from_eos
-    from grpo_core.models import load_model_and_tokenizer
+    from grpo_core.generation.transformers_backend import TransformersBackend, completion_mask_from_eos
+    from grpo_core.policy.models import load_model_and_tokenizer
 
     model_dir = args.model
     if model_dir is None:
@@ -116,7 +116,7 @@ def main() -> None:
         hf_rate, _ = timed("hf model.generate", hf_generate, args.repeats)
         ours_rate, _ = timed("ours (transformers)", lambda: hf_backend.generate(prompts, n).num_tokens, args.repeats)
 
-        from grpo_core.vllm.engine import VLLMBackend
+        from grpo_core.generation.vllm.engine import VLLMBackend
 
         start = time.perf_counter()
         vllm_backend = VLLMBackend(cfg, model, tok)

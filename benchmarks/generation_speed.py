@@ -4,7 +4,7 @@
 
 The same left-padded batch (chat-templated addition questions, each repeated ``--generations`` times),
 the same temperature-1 sampling with nothing else in the sampler, the same EOS ids. ``generate`` prefills
-every row and decodes every row to the end; :func:`grpo_core.group_sampling.sample_groups` prefills each
+every row and decodes every row to the end; :func:`grpo_core.generation.group_sampling.sample_groups` prefills each
 prompt once and drops rows as they finish. Tokens/s counts completion tokens up to and including EOS
 (what the trainer uses); the best of ``--repeats`` runs is reported for each.
 """
@@ -27,8 +27,8 @@ def main() -> int:
     a = p.parse_args()
     from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
-    from grpo_core.generation import completion_mask_from_eos, end_of_turn_ids
-    from grpo_core.group_sampling import sample_groups
+    from grpo_core.generation.group_sampling import sample_groups
+    from grpo_core.generation.transformers_backend import completion_mask_from_eos, end_of_turn_ids
 
     if not a.model_dir:
         from grpo_core.smollm2 import fetch_smollm2

@@ -96,7 +96,7 @@ def run_ours(a: argparse.Namespace, rec: Recorder, completions: Any) -> dict[str
     import torch
 
     from grpo_core.config import config_from_dict
-    from grpo_core.generation import Generation
+    from grpo_core.generation.transformers_backend import Generation
     from grpo_core.trainer import Trainer
     from grpo_rewards import compose, hookimpl
     from grpo_rewards.plugins import load_registry

@@ -20,7 +20,7 @@ full-length completions: generation is replaced by fixed token ids on both sides
 why), so the step measured is decode + reward + advantages + policy update + optimiser step. A child is
 capped with ``RLIMIT_AS`` (``--memory-limit-gb``) so that running out of memory is reported as a result
 instead of taking the machine down. Prints a table, how far our peak is from the floor (runtime +
-weights + LoRA states + one logits tile, from ``grpo_core.memory_model``), and one
+weights + LoRA states + one logits tile, from ``grpo_core.policy.memory_model``), and one
 ``summary tokens=L peak_ratio=R time_ratio=T`` line per length (ours / TRL).
 """
 
@@ -166,7 +166,7 @@ def main() -> int:
 
     sys.path.insert(0, str(HERE.parent))
     from grpo_core.config import GRPOConfig
-    from grpo_core.memory_model import estimate_peak_memory
+    from grpo_core.policy.memory_model import estimate_peak_memory
 
     if a.micro_batch_tokens is None:
         a.micro_batch_tokens = GRPOConfig().micro_batch_tokens

@@ -12,15 +12,20 @@ the training-event hooks receive).
 
 from __future__ import annotations
 
+import os
 from typing import Any
+
+# Module paths from before the package had a folder per extension point (grpo_core.checkpoint, ...) are
+# found in _aliases/ and resolve, with a DeprecationWarning, to the modules that now hold the code.
+__path__.append(os.path.join(os.path.dirname(__file__), "_aliases"))
 
 _EXPORTS = {
     "Trainer": "grpo_core.trainer",
     "load_config": "grpo_core.config",
     "config_from_dict": "grpo_core.config",
     "RunConfig": "grpo_core.config",
-    "group_advantages": "grpo_core.advantages",
-    "grpo_loss": "grpo_core.loss",
+    "group_advantages": "grpo_core.algorithm.advantages",
+    "grpo_loss": "grpo_core.algorithm.loss",
     "run_demo": "grpo_core.demo.run",
     "TrainingContext": "grpo_core.context",
 }

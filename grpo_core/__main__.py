@@ -1,5 +1,5 @@
 """``python -m grpo_core ...`` runs the ``grpo`` command line; ``torchrun --nproc_per_node N -m grpo_core train
-run.toml`` starts it once per rank (grpo_core.distributed)."""
+run.toml`` starts it once per rank (grpo_core.parallel.distributed)."""
 
 from grpo_rewards.cli import main
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grpo_core.vllm.support import vllm_problems
+from grpo_core.generation.vllm.support import vllm_problems
 from grpo_rewards.compose import ComposedReward
 from grpo_rewards.plugins import Registry, get_registry
 from grpo_rewards.reward_config import rewards_from_doc
@@ -94,11 +94,11 @@ class GenerationConfig:
     min_p: float = 0.0
     repetition_penalty: float = 1.0
     stop: list[str] = field(default_factory=list)  # stop strings (vllm backend; EOS always stops)
-    # the trainer/sampler mismatch (a backend returning its sampling log-probs): grpo_core.sampler_correction
+    # the trainer/sampler mismatch (a backend returning its sampling log-probs): grpo_core.algorithm.sampler_correction
     importance_sampling: str = "sequence_mask"
     importance_sampling_min: float | None = None
     importance_sampling_max: float | None = 3.0
-    # backend = "vllm" only (grpo_core.vllm)
+    # backend = "vllm" only (grpo_core.generation.vllm)
     vllm_mode: str = "colocate"  # "colocate": an engine in the training process; "server": a `vllm serve` server
     vllm_server_host: str = "127.0.0.1"  # vllm_mode = "server": where the server listens
     vllm_server_port: int = 8000
@@ -187,8 +187,8 @@ class DistributedConfig:
 
     # ddp: DistributedDataParallel, each process holds the whole model; fsdp2: torch's fully_shard (parameters,
     # gradients and optimizer state sharded over the processes, each decoder layer gathered in its turn;
-    # grpo_core.fsdp); deepspeed: DeepSpeed's ZeRO engine (optimizer state and gradients partitioned, the
-    # optimizer optionally on the CPU; one process too; grpo_core.deepspeed_engine)
+    # grpo_core.parallel.fsdp); deepspeed: DeepSpeed's ZeRO engine (optimizer state and gradients partitioned, the
+    # optimizer optionally on the CPU; one process too; grpo_core.parallel.deepspeed)
     engine: str = "ddp"
     backend: str = "auto"  # the torch.distributed backend: auto = nccl on CUDA, gloo otherwise
     zero_stage: int = 2  # engine = "deepspeed": ZeRO stage 0-2 (3 shards the weights, which generation needs whole)

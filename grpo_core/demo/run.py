@@ -70,8 +70,8 @@ def run_demo(
     from grpo_core.demo.task import completion
     from grpo_core.demo.tiny import TinySpec, build_tiny_model
     from grpo_core.demo.warmup import warm_up
-    from grpo_core.generation import TransformersBackend
-    from grpo_core.models import load_model_and_tokenizer, save_model
+    from grpo_core.generation.transformers_backend import TransformersBackend
+    from grpo_core.policy.models import load_model_and_tokenizer, save_model
     from grpo_core.trainer import Trainer
 
     settings = settings or DemoSettings()
@@ -82,7 +82,7 @@ def run_demo(
     if output_dir:
         overrides.append(f'logging.output_dir="{Path(output_dir) / "grpo"}"')
     cfg = load_config(config_path or str(QUICKSTART), overrides)
-    from grpo_core.checkpoint import check_run_dir, clear_run_dir
+    from grpo_core.run_folder.checkpoints import check_run_dir, clear_run_dir
 
     check_run_dir(cfg.logging.output_dir, overwrite=overwrite)  # an earlier run: refused now, not after the warm-up
     if overwrite:
@@ -173,8 +173,8 @@ def _supervised_control(cfg: Any, settings: DemoSettings, warm_dir: Path, prompt
 
     from grpo_core.demo.evaluate import exact_match_accuracy
     from grpo_core.demo.warmup import warm_up
-    from grpo_core.generation import TransformersBackend
-    from grpo_core.models import load_model_and_tokenizer
+    from grpo_core.generation.transformers_backend import TransformersBackend
+    from grpo_core.policy.models import load_model_and_tokenizer
 
     torch.manual_seed(settings.seed)
     model, tokenizer = load_model_and_tokenizer(cfg)  # [model] name_or_path is the warm checkpoint

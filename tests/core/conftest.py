@@ -1,5 +1,5 @@
 """Fixtures for the trainer tests: a tiny causal LM and a tokenizer trained on the spot (no downloads),
-saved with ``save_pretrained`` so tests load them back through ``grpo_core.models``; and a registry
+saved with ``save_pretrained`` so tests load them back through ``grpo_core.policy.models``; and a registry
 with a small test reward so run configs validate whatever built-in rewards exist."""
 
 from __future__ import annotations

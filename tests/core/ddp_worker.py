@@ -23,7 +23,7 @@ from grpo_rewards.specs import RewardSpec
 
 def merge(parts: list[Any], pad_id: int) -> Any:
     """One Generation from several (prompts left-padded, completions right-padded to the longest)."""
-    from grpo_core.generation import Generation
+    from grpo_core.generation.transformers_backend import Generation
 
     p = max(g.prompt_ids.size(1) for g in parts)
     k = max(g.completion_ids.size(1) for g in parts)
@@ -50,7 +50,7 @@ class SeededBackend:
     """The transformers backend, each prompt's group sampled from a generator seeded by (prompt, call)."""
 
     def __init__(self, config: Any, model: Any, tokenizer: Any):
-        from grpo_core.generation import TransformersBackend
+        from grpo_core.generation.transformers_backend import TransformersBackend
 
         self.inner = TransformersBackend(config, model, tokenizer)
         self.pad_id = tokenizer.pad_token_id
@@ -74,7 +74,7 @@ class RaggedBackend(SeededBackend):
         batch = super().generate(prompts, num_generations, greedy=greedy)
         if os.environ.get("RANK") != "1":
             return batch
-        from grpo_core.generation import Generation
+        from grpo_core.generation.transformers_backend import Generation
 
         pad = torch.nn.functional.pad
         return Generation(batch.prompt_ids, batch.prompt_mask, pad(batch.completion_ids, (0, 16), value=self.pad_id),
@@ -108,7 +108,7 @@ def registry() -> Any:
 
 def main(path: str) -> None:
     from grpo_core.config import config_from_dict
-    from grpo_core.distributed import destroy_process_group, init_process_group
+    from grpo_core.parallel.distributed import destroy_process_group, init_process_group
     from grpo_core.trainer import Trainer
 
     init_process_group("gloo")  # once for all the runs (a Trainer uses an existing group and leaves it be)

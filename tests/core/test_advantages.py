@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from grpo_core.advantages import group_advantages  # noqa: E402
+from grpo_core.algorithm.advantages import group_advantages  # noqa: E402
 
 
 def test_group_scaling_by_hand():
@@ -101,7 +101,7 @@ def _trl_normalize_then_sum(rewards_per_func, reward_weights, num_generations):
 
 
 def test_normalize_then_sum_by_hand():
-    from grpo_core.advantages import normalize_then_sum_advantages
+    from grpo_core.algorithm.advantages import normalize_then_sum_advantages
 
     # one group of 2; reward a = [0, 10] (large spread), reward b = [0, 1]; weights 1 and 3
     adv, stats = normalize_then_sum_advantages(torch.tensor([[0.0, 0.0], [10.0, 1.0]]), [1.0, 3.0], 2)
@@ -116,7 +116,7 @@ def test_normalize_then_sum_by_hand():
 @pytest.mark.parametrize("seed", range(5))
 def test_normalize_then_sum_matches_trl(seed):
     pytest.importorskip("trl")
-    from grpo_core.advantages import normalize_then_sum_advantages
+    from grpo_core.algorithm.advantages import normalize_then_sum_advantages
 
     g = torch.Generator().manual_seed(seed)
     per_func = torch.randn(12, 3, generator=g) * torch.tensor([1.0, 10.0, 0.1])
@@ -130,7 +130,7 @@ def test_normalize_then_sum_matches_trl(seed):
 
 
 def test_normalize_then_sum_checks_its_shapes():
-    from grpo_core.advantages import normalize_then_sum_advantages
+    from grpo_core.algorithm.advantages import normalize_then_sum_advantages
 
     with pytest.raises(ValueError, match="2 rewards but 3 weights"):
         normalize_then_sum_advantages(torch.zeros(4, 2), [1.0, 1.0, 1.0], 2)
@@ -139,7 +139,7 @@ def test_normalize_then_sum_checks_its_shapes():
 
 
 def test_compute_advantages_dispatches_on_the_aggregation_rule():
-    from grpo_core.advantages import compute_advantages, normalize_then_sum_advantages
+    from grpo_core.algorithm.advantages import compute_advantages, normalize_then_sum_advantages
 
     columns = {"a": [0.0, 10.0, None, 1.0], "b": [0.0, 1.0, None, None]}
     total = torch.tensor([0.0, 13.0, float("nan"), 1.0])

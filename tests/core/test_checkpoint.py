@@ -1,4 +1,4 @@
-"""grpo_core.checkpoint: exact state round trip (weights, optimizer, scheduler, RNG, data position),
+"""grpo_core.run_folder.checkpoints: exact state round trip (weights, optimizer, scheduler, RNG, data position),
 atomic writes, keep-last pruning."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from grpo_core import checkpoint as ck
+from grpo_core.run_folder import checkpoints as ck
 
 
 class Net(torch.nn.Module):

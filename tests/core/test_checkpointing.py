@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from grpo_core.checkpointing import (
+from grpo_core.policy.activations import (
     OFFLOAD_STATS,
     _pack_to_host,
     _unpack_from_host,
@@ -16,7 +16,7 @@ from grpo_core.checkpointing import (
     is_offloading,
     offloaded_checkpoint,
 )
-from grpo_core.logprobs import completion_logprobs
+from grpo_core.policy.logprobs import completion_logprobs
 
 B, T, H, LAYERS = 2, 24, 32, 3
 
@@ -127,7 +127,7 @@ def _largest_intermediate_during(fn) -> int:
 
 @pytest.mark.parametrize("lora", [False, True])
 def test_tiled_mlp_keeps_gradients_and_bounds_the_intermediate(lora, monkeypatch):
-    from grpo_core.checkpointing import tile_mlp
+    from grpo_core.policy.activations import tile_mlp
 
     plain = _lora(_model()) if lora else _model()
     want, _ = _step(plain, monkeypatch)
@@ -157,7 +157,7 @@ def test_tiled_mlp_keeps_gradients_and_bounds_the_intermediate(lora, monkeypatch
 
 
 def test_tile_size_must_be_positive():
-    from grpo_core.checkpointing import tile_mlp
+    from grpo_core.policy.activations import tile_mlp
 
     with pytest.raises(ValueError, match="mlp_chunk_tokens"):
         tile_mlp(_model(), 0)
@@ -166,7 +166,7 @@ def test_tile_size_must_be_positive():
 def test_auto_tiles_by_the_hidden_size():
     from transformers import Qwen2Config
 
-    from grpo_core.checkpointing import MIN_AUTO_MLP_TILE, _tile_of, mlp_tile_tokens
+    from grpo_core.policy.activations import MIN_AUTO_MLP_TILE, _tile_of, mlp_tile_tokens
 
     assert mlp_tile_tokens(Qwen2Config(hidden_size=8192)) == 8192  # ALST's rule above the token budget
     assert mlp_tile_tokens(Qwen2Config(hidden_size=3584)) == MIN_AUTO_MLP_TILE == 4096

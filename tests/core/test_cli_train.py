@@ -50,7 +50,7 @@ def test_resume_from_another_models_checkpoint_is_one_clear_line(
 ) -> None:
     import torch
 
-    from grpo_core.checkpoint import save_checkpoint
+    from grpo_core.run_folder.checkpoints import save_checkpoint
 
     other = torch.nn.Linear(4, 4)
     save_checkpoint(tmp_path / "run", 2, model=other, optimizer=torch.optim.SGD(other.parameters(), lr=0.1), state={})
@@ -89,13 +89,13 @@ def test_a_model_that_cannot_be_fetched_fails_at_once(env: dict[str, str], why: 
 def test_dry_run_prints_the_memory_estimate_for_a_local_model(
     tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    memory_model = pytest.importorskip("grpo_core.memory_model")
-    import grpo_core.models
+    memory_model = pytest.importorskip("grpo_core.policy.memory_model")
+    import grpo_core.policy.models
 
     def no_loading(*a: Any, **k: Any) -> Any:
         raise AssertionError("--dry-run must not load the model")
 
-    monkeypatch.setattr(grpo_core.models, "load_model_and_tokenizer", no_loading)
+    monkeypatch.setattr(grpo_core.policy.models, "load_model_and_tokenizer", no_loading)
     argv = ["train", str(EXAMPLES / "gsm8k.toml"), "--dry-run", "--set", f"model.name_or_path={tiny_model_dir}"]
     assert main(argv) == 0
     out = capsys.readouterr().out

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from grpo_core.config import config_from_dict, load_config
-from grpo_core.deepspeed_engine import check_precision, check_trainable, deepspeed_config
+from grpo_core.parallel.deepspeed import check_precision, check_trainable, deepspeed_config
 from grpo_rewards.tomlfile import ConfigError
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "deepspeed_zero2.toml"

@@ -53,7 +53,7 @@ def test_unknown_engine_and_backend_are_named(core_registry: Any) -> None:
 
 
 def test_fsdp2_is_accepted_and_refuses_4bit_weights_with_several_processes(core_registry: Any) -> None:
-    from grpo_core.distributed import world_problems
+    from grpo_core.parallel.distributed import world_problems
 
     cfg = config_from_dict({**BASE, "distributed": {"engine": "fsdp2"}}, registry=core_registry)
     assert cfg.distributed.engine == "fsdp2" and world_problems(cfg, 2) == []
@@ -94,7 +94,7 @@ def test_fsdp2_refuses_float16_training_in_one_line(core_registry: Any) -> None:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from grpo_core.fsdp import check_precision
+    from grpo_core.parallel.fsdp import check_precision
 
     cfg = config_from_dict({**BASE, "distributed": {"engine": "fsdp2"}}, registry=core_registry)
     model = LlamaForCausalLM(LlamaConfig(vocab_size=16, hidden_size=8, intermediate_size=16, num_hidden_layers=1,

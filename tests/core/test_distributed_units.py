@@ -1,4 +1,4 @@
-"""grpo_core.distributed's pure parts: the world from torchrun's environment, each rank's share of a step,
+"""grpo_core.parallel.distributed's pure parts: the world from torchrun's environment, each rank's share of a step,
 the problems a config has on N processes; and the trainer's weighted reduction of per-rank metrics."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from grpo_core.config import config_from_dict
-from grpo_core.distributed import SINGLE, World, share, world_from_env, world_problems
+from grpo_core.parallel.distributed import SINGLE, World, share, world_from_env, world_problems
 from grpo_core.trainer import reduce_weighted
 
 

@@ -111,7 +111,7 @@ def test_a_registered_trainer_backend_runs_grpo_train(third_party: Any, tiny_mod
 def test_a_registered_generation_backend_is_built_from_the_config(third_party_registry: Any, tiny_model_dir: Path,
                                                                   tmp_path: Path) -> None:
     from grpo_core.config import load_config
-    from grpo_core.generation import build_backend
+    from grpo_core.generation.transformers_backend import build_backend
 
     cfg = load_config(str(run_config(tmp_path, tiny_model_dir, "")), ['generation.backend="canned"'],
                       registry=third_party_registry)

@@ -8,7 +8,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from grpo_core.generation import completion_mask_from_eos  # noqa: E402
+from grpo_core.generation.transformers_backend import completion_mask_from_eos  # noqa: E402
 
 
 def test_mask_covers_up_to_the_first_eos_and_flags_truncation():
@@ -23,7 +23,7 @@ def tiny(tmp_path_factory):
     from grpo_core.config import config_from_dict
     from grpo_core.demo.task import completion, make_split
     from grpo_core.demo.tiny import TinySpec, build_tiny_model
-    from grpo_core.models import load_model_and_tokenizer
+    from grpo_core.policy.models import load_model_and_tokenizer
 
     rows = make_split("train", max_operand=9, size=50)
     path = tmp_path_factory.mktemp("gen-model")
@@ -39,7 +39,7 @@ def tiny(tmp_path_factory):
 
 
 def test_transformers_backend_from_the_registry(tiny):
-    from grpo_core.generation import TransformersBackend, build_backend
+    from grpo_core.generation.transformers_backend import TransformersBackend, build_backend
 
     cfg, model, tok = tiny
     backend = build_backend(cfg, model, tok)
@@ -63,7 +63,7 @@ def test_transformers_backend_from_the_registry(tiny):
 def test_unknown_backend_is_a_clear_error(tiny):
     import dataclasses
 
-    from grpo_core.generation import build_backend
+    from grpo_core.generation.transformers_backend import build_backend
     from grpo_rewards import PluginError
 
     cfg, model, tok = tiny

@@ -1,4 +1,4 @@
-"""grpo_core.lean_lora: the lean forward of plain LoRA layers gives peft's own results bit for bit (fp32, and a
+"""grpo_core.policy.lean_lora: the lean forward of plain LoRA layers gives peft's own results bit for bit (fp32, and a
 bf16 base under fp32 adapters), leaves every other layer (DoRA, training mode) to peft, restores peft's forward
 on exit, and the transformers backend samples the very same tokens and log-probs with it."""
 
@@ -11,7 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 
-from grpo_core.lean_lora import lean_lora  # noqa: E402
+from grpo_core.policy.lean_lora import lean_lora  # noqa: E402
 
 
 def tiny_lora(dtype: Any = torch.float32, **lora: Any) -> Any:
@@ -63,9 +63,9 @@ def test_layers_that_are_not_plain_lora_keep_peft_s_forward() -> None:
 def test_the_backend_samples_the_same_tokens_with_it(monkeypatch: pytest.MonkeyPatch) -> None:
     import contextlib
 
-    from grpo_core import lean_lora as module
     from grpo_core.config import GenerationConfig
-    from grpo_core.generation import TransformersBackend
+    from grpo_core.generation.transformers_backend import TransformersBackend
+    from grpo_core.policy import lean_lora as module
 
     backend = TransformersBackend.__new__(TransformersBackend)  # the sampling part alone: no tokenizer here
     backend.model, backend.gen = tiny_lora(), GenerationConfig(max_completion_length=12, temperature=0.9)

@@ -8,8 +8,8 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-import grpo_core.logprobs as lp
-from grpo_core.logprobs import (
+import grpo_core.policy.logprobs as lp
+from grpo_core.policy.logprobs import (
     chunked_token_logprobs,
     completion_logprobs,
     lm_parts,

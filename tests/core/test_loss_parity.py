@@ -14,8 +14,8 @@ torch = pytest.importorskip("torch")
 trl = pytest.importorskip("trl")
 pytest.importorskip("datasets")
 
-from grpo_core.logprobs import completion_logprobs  # noqa: E402
-from grpo_core.loss import grpo_loss  # noqa: E402
+from grpo_core.algorithm.loss import grpo_loss  # noqa: E402
+from grpo_core.policy.logprobs import completion_logprobs  # noqa: E402
 
 TEMPERATURE = 0.7
 EPSILON, EPSILON_HIGH = 0.2, 0.28

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from grpo_core.checkpointing import MIN_AUTO_MLP_TILE
-from grpo_core.memory_model import GiB, count_parameters, dtype_bytes, estimate_peak_memory
+from grpo_core.policy.activations import MIN_AUTO_MLP_TILE
+from grpo_core.policy.memory_model import GiB, count_parameters, dtype_bytes, estimate_peak_memory
 
 
 def _config(tie: bool = True, vocab: int = 1000):
@@ -47,7 +47,7 @@ def test_activation_estimate_is_close_to_what_autograd_saves():
     """No checkpointing, full fine-tune: the estimate within 2x of the bytes autograd keeps for backward."""
     from transformers import Qwen2ForCausalLM
 
-    from grpo_core.logprobs import completion_logprobs
+    from grpo_core.policy.logprobs import completion_logprobs
 
     cfg = _config()
     model = Qwen2ForCausalLM(cfg).train()
@@ -124,7 +124,7 @@ def test_gradient_accumulation_splits_training_not_generation(tmp_path):
     """``grpo train --dry-run``: generation samples every sequence of the step at once and the old/ref
     log-probs are kept for all of them, so accumulating gradients over 4 micro-batches shrinks only the
     activations, not the KV cache."""
-    from grpo_core.cli_commands import memory_estimate
+    from grpo_core.cli.commands import memory_estimate
     from grpo_core.config import config_from_dict
 
     _config().save_pretrained(tmp_path / "m")

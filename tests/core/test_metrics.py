@@ -1,4 +1,4 @@
-"""grpo_core.metrics / plotting: JSONL metrics and samples, resume truncation, curves PNG, grpo plot."""
+"""grpo_core.run_folder.metrics / plotting: JSONL metrics and samples, resume truncation, curves PNG, grpo plot."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from grpo_core.checkpoint import RunFolderError
 from grpo_core.config import LoggingConfig
-from grpo_core.metrics import MetricsLogger, peak_memory_gb, read_jsonl
-from grpo_core.plotting import metric_series, plot_run
+from grpo_core.run_folder.checkpoints import RunFolderError
+from grpo_core.run_folder.metrics import MetricsLogger, peak_memory_gb, read_jsonl
+from grpo_core.run_folder.plotting import metric_series, plot_run
 from grpo_rewards.errors import UserError
 
 
@@ -180,7 +180,7 @@ def test_wandb_and_tensorboard_receive_the_metrics(tmp_path: Path, monkeypatch: 
 def test_render_sample_shows_scores_prompt_end_and_completion() -> None:
     from rich.console import Console
 
-    from grpo_core.metrics import render_sample
+    from grpo_core.run_folder.metrics import render_sample
 
     console = Console(width=120, record=True)
     row = {"prompt": "x" * 300 + " How many [clips]?", "completion": "<answer>72</answer>", "answer": "#### 72",
@@ -195,7 +195,7 @@ def test_render_sample_shows_scores_prompt_end_and_completion() -> None:
 def test_held_state_counts_the_parameters_and_the_optimizers_own_tensors() -> None:
     import torch
 
-    from grpo_core.metrics import held_state_gb
+    from grpo_core.run_folder.metrics import held_state_gb
 
     model = torch.nn.Linear(64, 32)  # 64*32 + 32 = 2080 fp32 numbers
     optimizer = torch.optim.AdamW(model.parameters())

@@ -1,4 +1,4 @@
-"""grpo_core.models: loading (full, LoRA, QLoRA on CPU), the reference model, saving adapter and merged."""
+"""grpo_core.policy.models: loading (full, LoRA, QLoRA on CPU), the reference model, saving adapter and merged."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from grpo_core.config import config_from_dict
-from grpo_core.models import load_model_and_tokenizer, reference_model, save_model
+from grpo_core.policy.models import load_model_and_tokenizer, reference_model, save_model
 
 
 def run_config(model_dir: Path, registry: Any, **sections: dict[str, Any]) -> Any:
@@ -171,7 +171,7 @@ def test_other_architectures_load_train_and_save(arch: str, tmp_path: Path, core
                                                    ({"mlp_chunk_tokens": 0}, None)])
 def test_mlp_chunk_tokens_reaches_the_model(tiny_model_dir: Path, core_registry: Any, setting: dict, expected: Any
                                             ) -> None:
-    from grpo_core.checkpointing import MIN_AUTO_MLP_TILE, _tile_of
+    from grpo_core.policy.activations import MIN_AUTO_MLP_TILE, _tile_of
 
     cfg = run_config(tiny_model_dir, core_registry, model={"gradient_checkpointing": True, **setting})
     model, _ = load_model_and_tokenizer(cfg)

@@ -55,8 +55,8 @@ def test_attention_dropout_of_a_llama_is_off_too(tmp_path, use_core_registry):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from grpo_core.config import config_from_dict
-    from grpo_core.logprobs import completion_logprobs
-    from grpo_core.models import load_model_and_tokenizer
+    from grpo_core.policy.logprobs import completion_logprobs
+    from grpo_core.policy.models import load_model_and_tokenizer
 
     tok = build_tokenizer()
     torch.manual_seed(0)
@@ -77,7 +77,7 @@ def test_left_padding_does_not_move_positions(gpt2_dir):
     """A row's log-probs are the same alone and left-padded in a batch (GPT-2's positions are absolute)."""
     from transformers import AutoModelForCausalLM
 
-    from grpo_core.logprobs import completion_logprobs, plain_completion_logprobs
+    from grpo_core.policy.logprobs import completion_logprobs, plain_completion_logprobs
 
     model = AutoModelForCausalLM.from_pretrained(gpt2_dir).eval()
     ids = torch.randint(3, 200, (1, 12))
@@ -94,8 +94,8 @@ def test_dropout_is_off_in_the_loaded_policy(gpt2_dir, tmp_path, use_core_regist
     """Two train-mode passes over the same batch give the same log-probs: GRPO's ratio is exactly 1 on
     unchanged weights (mu > 1), as with TRL's disable_dropout."""
     from grpo_core.config import config_from_dict
-    from grpo_core.logprobs import completion_logprobs
-    from grpo_core.models import load_model_and_tokenizer
+    from grpo_core.policy.logprobs import completion_logprobs
+    from grpo_core.policy.models import load_model_and_tokenizer
 
     model, _ = load_model_and_tokenizer(config_from_dict(_cfg(gpt2_dir, tmp_path)))
     assert model.training and model.config.attn_pdrop == 0.1  # the config (what a save writes) is untouched
@@ -119,8 +119,8 @@ def leaky_dir(tmp_path_factory):
 
 def test_checkpoint_generation_config_does_not_reach_the_sampler(leaky_dir, tmp_path, use_core_registry):
     from grpo_core.config import config_from_dict
-    from grpo_core.generation import TransformersBackend
-    from grpo_core.models import load_model_and_tokenizer
+    from grpo_core.generation.transformers_backend import TransformersBackend
+    from grpo_core.policy.models import load_model_and_tokenizer
 
     cfg = config_from_dict(_cfg(leaky_dir, tmp_path, generation={"num_generations": 8, "temperature": 1.0}))
     model, tok = load_model_and_tokenizer(cfg)
@@ -135,8 +135,8 @@ def test_checkpoint_generation_config_does_not_reach_the_sampler(leaky_dir, tmp_
 
 def test_sampler_settings_that_leave_the_policy_are_warned(tiny_model_dir, tmp_path, use_core_registry):
     from grpo_core.config import config_from_dict
-    from grpo_core.generation import TransformersBackend
-    from grpo_core.models import load_model_and_tokenizer
+    from grpo_core.generation.transformers_backend import TransformersBackend
+    from grpo_core.policy.models import load_model_and_tokenizer
 
     plain = config_from_dict(_cfg(tiny_model_dir, tmp_path))
     model, tok = load_model_and_tokenizer(plain)
@@ -153,7 +153,7 @@ def test_sampler_settings_that_leave_the_policy_are_warned(tiny_model_dir, tmp_p
 
 def test_end_of_turn_token_of_the_chat_template_ends_completions(tmp_path):
     """A template closing turns with <|end|> (not the tokenizer's EOS) stops generation there too."""
-    from grpo_core.generation import end_of_turn_ids, eos_token_ids
+    from grpo_core.generation.transformers_backend import end_of_turn_ids, eos_token_ids
 
     tok = build_tokenizer()
     tok.add_special_tokens({"additional_special_tokens": ["<|end|>"]})
@@ -172,7 +172,7 @@ def test_end_of_turn_token_of_the_chat_template_ends_completions(tmp_path):
 
 
 def test_pad_equal_to_eos_keeps_the_eos_in_the_completion():
-    from grpo_core.generation import completion_mask_from_eos
+    from grpo_core.generation.transformers_backend import completion_mask_from_eos
 
     eos = pad = 2
     ids = torch.tensor([[5, 6, eos, pad, pad], [7, eos, pad, pad, pad], [5, 5, 5, 5, 5]])
@@ -201,7 +201,7 @@ def test_overlong_prompts_are_reported_at_load(tiny_model_dir, tmp_path, use_cor
 
 
 def test_dapo_logged_loss_does_not_depend_on_gradient_accumulation():
-    from grpo_core.loss import grpo_loss
+    from grpo_core.algorithm.loss import grpo_loss
 
     torch.manual_seed(0)
     lp, mask, adv = torch.randn(8, 5) * 0.1 - 2, torch.ones(8, 5), torch.randn(8)
@@ -245,7 +245,7 @@ def test_saved_model_is_published_with_cache_on_and_the_original_padding_side(ti
     from transformers import AutoConfig, AutoTokenizer
 
     from grpo_core.config import config_from_dict
-    from grpo_core.models import load_model_and_tokenizer, save_model
+    from grpo_core.policy.models import load_model_and_tokenizer, save_model
 
     cfg = config_from_dict(_cfg(tiny_model_dir, tmp_path, model={"gradient_checkpointing": True},
                                 lora={"enabled": True, "r": 4}))
@@ -264,7 +264,7 @@ def test_group_sampling_matches_generate_greedy_with_rows_finishing_early(tiny_m
     exactly ``model.generate``'s tokens, for rows that stop at different steps too."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from grpo_core.group_sampling import sample_groups
+    from grpo_core.generation.group_sampling import sample_groups
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
     tok = AutoTokenizer.from_pretrained(tiny_model_dir, padding_side="left")
@@ -289,9 +289,9 @@ def test_sampled_log_probs_are_the_trainers(tiny_model_dir, tmp_path, use_core_r
     """Temperature 0.7, left-padded prompts: the trainer's log-probs of the sampled tokens equal the
     sampler's own (the on-policy assumption), through the shared-prefill sampler."""
     from grpo_core.config import config_from_dict
-    from grpo_core.generation import TransformersBackend
-    from grpo_core.logprobs import completion_logprobs
-    from grpo_core.models import load_model_and_tokenizer
+    from grpo_core.generation.transformers_backend import TransformersBackend
+    from grpo_core.policy.logprobs import completion_logprobs
+    from grpo_core.policy.models import load_model_and_tokenizer
 
     cfg = config_from_dict(_cfg(tiny_model_dir, tmp_path, generation={"temperature": 0.7}))
     model, tok = load_model_and_tokenizer(cfg)

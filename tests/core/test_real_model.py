@@ -39,11 +39,11 @@ def _cfg(model_dir: Path, tmp_path: Path, **sections) -> dict:
 def test_sampler_and_trainer_log_probs_agree_on_a_left_padded_batch(smollm2_dir: Path, tmp_path: Path) -> None:
     """The assumption GRPO rests on: the trainer's log-probs of the sampled tokens are the sampler's own
     (fp32, temperature 0.7, prompts of different lengths left-padded in one batch), within 1e-4, each group's
-    prompt shared by its completions (grpo_core.shared_prompts) or not."""
+    prompt shared by its completions (grpo_core.policy.shared_prompts) or not."""
     from grpo_core.config import config_from_dict
-    from grpo_core.generation import TransformersBackend
-    from grpo_core.logprobs import completion_logprobs, plain_completion_logprobs
-    from grpo_core.models import load_model_and_tokenizer
+    from grpo_core.generation.transformers_backend import TransformersBackend
+    from grpo_core.policy.logprobs import completion_logprobs, plain_completion_logprobs
+    from grpo_core.policy.models import load_model_and_tokenizer
 
     cfg = config_from_dict(_cfg(smollm2_dir, tmp_path, lora={"enabled": False}))
     model, tok = load_model_and_tokenizer(cfg)
@@ -96,7 +96,7 @@ def test_sampler_and_trainer_log_probs_agree_on_a_left_padded_batch(smollm2_dir:
 
 def test_full_fine_tune_of_a_bf16_checkpoint_keeps_fp32_master_weights(smollm2_dir: Path, tmp_path: Path) -> None:
     from grpo_core.config import config_from_dict
-    from grpo_core.models import load_model_and_tokenizer
+    from grpo_core.policy.models import load_model_and_tokenizer
 
     assert json.loads((smollm2_dir / "config.json").read_text())["dtype"] == "bfloat16"
     cfg = config_from_dict(_cfg(smollm2_dir, tmp_path, model={"dtype": "auto"}, lora={"enabled": False}))
@@ -112,7 +112,7 @@ def test_gguf_path_in_model_section_loads_the_same_model(smollm2_dir: Path, tmp_
     """``[model] name_or_path = "...gguf"`` loads the dense model, its tokenizer and chat template; its logits
     match the converted folder's (which stores the same weights in bf16)."""
     from grpo_core.config import config_from_dict
-    from grpo_core.models import load_model_and_tokenizer
+    from grpo_core.policy.models import load_model_and_tokenizer
     from grpo_core.smollm2 import fetch_gguf
 
     gguf = fetch_gguf()

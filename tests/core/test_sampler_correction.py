@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from grpo_core.sampler_correction import MODES, importance_ratio
+from grpo_core.algorithm.sampler_correction import MODES, importance_ratio
 from tests.core.test_loss_parity import tiny_model_dir  # noqa: F401  (the parity test's TRL-loadable model)
 
 
@@ -90,8 +90,8 @@ def test_corrected_loss_and_grads_match_trl(tiny_model_dir, tmp_path, loss_type,
     pytest.importorskip("datasets")
     from transformers import AutoModelForCausalLM
 
-    from grpo_core.logprobs import completion_logprobs
-    from grpo_core.loss import grpo_loss
+    from grpo_core.algorithm.loss import grpo_loss
+    from grpo_core.policy.logprobs import completion_logprobs
     from tests.core import test_loss_parity as parity
 
     path = tiny_model_dir

@@ -1,4 +1,4 @@
-"""Groups' completions packed behind one copy of their prompt (grpo_core.shared_prompts): the same log-probs and
+"""Groups' completions packed behind one copy of their prompt (grpo_core.policy.shared_prompts): the same log-probs and
 gradients as the unpacked rows, the cost estimate's choices, the models it refuses, the load check, and one
 trainer update with and without it."""
 
@@ -11,8 +11,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from grpo_core.logprobs import completion_logprobs  # noqa: E402
-from grpo_core.shared_prompts import check_shared_prompts, packable, plan  # noqa: E402
+from grpo_core.policy.logprobs import completion_logprobs  # noqa: E402
+from grpo_core.policy.shared_prompts import check_shared_prompts, packable, plan  # noqa: E402
 
 P, K = 6, 5
 
@@ -161,7 +161,7 @@ def test_a_sliding_window_that_holds_the_rows_packs_with_the_same_log_probs():
 
 
 def test_the_load_check_turns_packing_off_for_a_model_that_ignores_the_mask(monkeypatch):
-    import grpo_core.shared_prompts as shared
+    import grpo_core.policy.shared_prompts as shared
 
     model = tiny_llama()
     probe = torch.arange(1, 13).unsqueeze(0)
@@ -199,7 +199,7 @@ def test_one_trainer_update_is_the_same_with_and_without_shared_prompts(tmp_path
             "rewards": {"correct": {"use": "exact_match"}},
         }))
 
-    import grpo_core.shared_prompts as shared
+    import grpo_core.policy.shared_prompts as shared
 
     packed = []
     original = shared.plan

@@ -84,9 +84,10 @@ class Raiser:
 
 
 def test_lora_run_with_kl_hooks_and_saved_adapter(tmp_path):
-    from grpo_core import Trainer, config_from_dict, models
+    from grpo_core import Trainer, config_from_dict
     from grpo_core.demo.task import completion, make_split
     from grpo_core.demo.tiny import TinySpec, build_tiny_model
+    from grpo_core.policy import models
 
     rows = make_split("train", max_operand=9, size=60)
     model_dir = build_tiny_model(tmp_path / "m", [r["prompt"] + completion(r) for r in rows],

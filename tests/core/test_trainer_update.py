@@ -71,7 +71,7 @@ def test_num_iterations_steps_once_per_pass_and_clips(model_dir, tmp_path):
 
 
 def test_mask_truncated_completions_drops_truncated_rows(model_dir, tmp_path):
-    from grpo_core.generation import Generation
+    from grpo_core.generation.transformers_backend import Generation
 
     trainer = make_trainer(model_dir, tmp_path, mask_truncated_completions=True, max_grad_norm=1e9)
     torch.manual_seed(0)

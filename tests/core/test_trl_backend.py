@@ -97,7 +97,7 @@ def test_trl_backend_trains_a_toml_run_and_logs_each_reward_by_alias_and_weight(
 ) -> None:
     from safetensors.torch import load_file
 
-    from grpo_core.backends.trl_mapping import NO_TRL_EQUIVALENT
+    from grpo_core.trainer_backends.trl_mapping import NO_TRL_EQUIVALENT
 
     path = _write_run(tmp_path, tiny_model_dir)
     run = tmp_path / "run"
@@ -175,9 +175,9 @@ def test_resume_without_a_trl_checkpoint_is_one_line(
 def test_a_fresh_run_never_inherits_an_earlier_runs_trl_checkpoints(
     tiny_model_dir: Path, tmp_path: Path, core_registry: Any
 ) -> None:
-    from grpo_core.backends.trl_backend import TRLBackend
-    from grpo_core.checkpoint import RunFolderError
     from grpo_core.config import load_config
+    from grpo_core.run_folder.checkpoints import RunFolderError
+    from grpo_core.trainer_backends.trl_backend import TRLBackend
 
     cfg = load_config(_write_run(tmp_path, tiny_model_dir), registry=core_registry)
     run = tmp_path / "run"
@@ -199,8 +199,8 @@ def test_a_fresh_run_never_inherits_an_earlier_runs_trl_checkpoints(
 def test_over_long_prompts_follow_the_built_in_rule(
     tiny_model_dir: Path, tmp_path: Path, core_registry: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from grpo_core.backends.trl_backend import TRLBackend
     from grpo_core.config import load_config
+    from grpo_core.trainer_backends.trl_backend import TRLBackend
 
     path = _write_run(tmp_path, tiny_model_dir)
     rows = (tmp_path / "rows.jsonl").read_text()
@@ -228,8 +228,8 @@ def test_over_long_prompts_follow_the_built_in_rule(
 def test_mapping_gives_trl_the_same_batch_and_step_count(core_registry: Any) -> None:
     import trl
 
-    from grpo_core.backends.trl_mapping import grpo_config_kwargs
     from grpo_core.config import config_from_dict
+    from grpo_core.trainer_backends.trl_mapping import grpo_config_kwargs
     from grpo_rewards import ConfigError
 
     cfg = config_from_dict({
@@ -291,8 +291,8 @@ def test_trainer_backends_are_registered_and_checked(core_registry: Any) -> None
 
 
 def test_every_key_has_its_trl_mapping_documented() -> None:
-    from grpo_core.backends.trl_mapping import NO_TRL_EQUIVALENT
     from grpo_core.config import SECTIONS
+    from grpo_core.trainer_backends.trl_mapping import NO_TRL_EQUIVALENT
 
     text = DOCS.read_text()
     section = text[text.index("## The TRL backend"):]

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-import grpo_core.vllm.support as support
+import grpo_core.generation.vllm.support as support
 from grpo_rewards import ConfigError
 from grpo_rewards.cli import main
 

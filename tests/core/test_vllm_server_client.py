@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from grpo_core.config import GenerationConfig
-from grpo_core.vllm.server import ServerEngine, _chunks
+from grpo_core.generation.vllm.server import ServerEngine, _chunks
 
 
 def free_port() -> int:
@@ -42,7 +42,7 @@ def test_no_server_is_one_line_after_the_timeout() -> None:
     assert message.startswith(f"generation.vllm_server_host: no vLLM server answered at http://127.0.0.1:{port} "
                               "within 1.5 s (vllm_server_timeout; last: ")
     assert message.endswith(f"start one with VLLM_SERVER_DEV_MODE=1 vllm serve MODEL --host 127.0.0.1 --port {port} "
-                            "--dtype auto --worker-extension-cls grpo_core.vllm.server_worker.WeightLoader "
+                            "--dtype auto --worker-extension-cls grpo_core.generation.vllm.server_worker.WeightLoader "
                             "--logprobs-mode processed_logprobs --generation-config vllm")
 
 
@@ -106,7 +106,7 @@ def test_pushes_keep_blocks_whole() -> None:
 def test_a_server_that_stops_answering_mid_run_is_one_line_and_exit_1(monkeypatch, capsys) -> None:
     import argparse
 
-    from grpo_core.vllm.server import ServerError
+    from grpo_core.generation.vllm.server import ServerError
     from grpo_rewards import cli
 
     engine = object.__new__(ServerEngine)  # as after a good start: the server then went away

@@ -29,7 +29,7 @@ LOGP_ATOL = 1e-4  # fp32 on both sides; measured gaps are ~4e-6
 
 
 def policy_logps(model: Any, batch: Any, temperature: float = 1.0) -> torch.Tensor:
-    from grpo_core.logprobs import completion_logprobs
+    from grpo_core.policy.logprobs import completion_logprobs
 
     ids = torch.cat([batch.prompt_ids, batch.completion_ids], 1)
     mask = torch.cat([batch.prompt_mask, batch.completion_mask], 1)
@@ -49,9 +49,9 @@ def max_gap(model: Any, batch: Any, temperature: float = 1.0) -> float:
 class Setup:
     def __init__(self, model_dir: Path, tmp_path: Path, **sections: Any):
         from grpo_core.data import format_prompt
-        from grpo_core.generation import TransformersBackend
-        from grpo_core.models import load_model_and_tokenizer
-        from grpo_core.vllm.engine import VLLMBackend
+        from grpo_core.generation.transformers_backend import TransformersBackend
+        from grpo_core.policy.models import load_model_and_tokenizer
+        from grpo_core.generation.vllm.engine import VLLMBackend
 
         self.cfg = run_config(model_dir, tmp_path, **sections)
         self.model, self.tokenizer = load_model_and_tokenizer(self.cfg)

@@ -30,7 +30,7 @@ pytest.importorskip("vllm", reason="vLLM is not installed here (bash scripts/set
 
 import torch  # noqa: E402
 
-from grpo_core.vllm.server import ServerEngine, serve_command  # noqa: E402
+from grpo_core.generation.vllm.server import ServerEngine, serve_command  # noqa: E402
 from tests.vllm_lane.conftest import PROMPTS  # noqa: E402
 from tests.vllm_lane.test_engine import LOGP_ATOL, Setup, assert_engine_is_policy, max_gap  # noqa: E402
 from tests.vllm_lane.test_train import RUN  # noqa: E402

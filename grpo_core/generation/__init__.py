@@ -1,0 +1,29 @@
+"""Generation: prompts in, a group of completions per prompt out (:class:`Generation`).
+
+``transformers_backend``  the backend protocol, :class:`Generation`, and the ``transformers`` backend
+``group_sampling``        plain temperature sampling with each prompt prefilled once for its group
+``vllm``                  the ``vllm`` backend, colocated or against a ``vllm serve`` server
+
+The names below are importable from ``grpo_core.generation`` itself; they load on first use, so that
+importing this package (for ``grpo_core.generation.vllm.support``, say) does not import torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    name: "grpo_core.generation.transformers_backend"
+    for name in ("Generation", "GenerationBackend", "TransformersBackend", "build_backend",
+                 "clean_generation_config", "completion_mask_from_eos", "end_of_turn_ids", "eos_token_ids",
+                 "make_transformers_backend", "off_policy_warnings", "sampling_autocast")
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'grpo_core.generation' has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)

@@ -1,0 +1,254 @@
+"""Generation backends: prompts in, a group of completions per prompt out, as padded tensors and text.
+
+The loop only sees the :class:`GenerationBackend` protocol. Backends are registered by name
+through the ``grpo_register_generation_backends`` hook (``register(name, factory)`` with
+``factory(config, model, tokenizer)``) and picked with ``[generation] backend = "..."``;
+the built-in ``transformers`` backend (this module) is registered in :mod:`grpo_core.plugin`,
+a vLLM backend plugs in the same way without touching the loop.
+
+A :class:`Generation` holds, for ``N = len(prompts) * num_generations`` rows (each prompt's
+group consecutive): left-padded ``prompt_ids``/``prompt_mask`` ``[N, P]``, right-padded
+``completion_ids``/``completion_mask`` ``[N, K]`` (the mask covers tokens up to and including
+the first EOS), the decoded ``completions_text`` and ``truncated`` (no EOS within the limit); a
+backend that knows them sets ``sampling_logps`` ``[N, K]``, the sampler's log-prob of each token, and
+``sampler_is_policy`` when it sampled from the training model itself (this module's backend: its log-probs
+are the trainer's to 1e-4, so the trainer runs no importance correction and no old-policy pass for it).
+
+The ``transformers`` backend samples plain temperature sampling with :mod:`grpo_core.generation.group_sampling`
+(each prompt prefilled once for its whole group, finished rows dropped); with top-p, top-k or a
+repetition penalty, or a cache that cannot be shared, it calls ``model.generate``.
+
+A completion ends at any of the checkpoint's EOS ids or the chat template's end-of-turn token
+(:func:`eos_token_ids`); a pad token equal to EOS is fine (the mask comes from the first EOS, not from
+the pad id). Sampling uses only what ``[generation]`` says: the checkpoint's ``generation_config.json``
+(``min_p``, ``no_repeat_ngram_size``, ...) is set aside while sampling, so the completions are drawn from
+the policy at ``temperature``; ``top_p < 1``, ``top_k > 0`` and ``repetition_penalty != 1`` are allowed
+but warned about, since they sample from a distribution other than the one the trainer scores.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+import torch
+
+if TYPE_CHECKING:
+    from grpo_core.config import RunConfig
+
+
+@dataclass
+class Generation:
+    prompt_ids: torch.Tensor
+    prompt_mask: torch.Tensor
+    completion_ids: torch.Tensor
+    completion_mask: torch.Tensor
+    completions_text: list[str]
+    truncated: torch.Tensor
+    sampling_logps: torch.Tensor | None = None  # [N, K] the sampler's log-prob of each token, if it gives them
+    # the sampler ran the policy itself (same model and weights, as the trainer scores it): nothing to correct
+    sampler_is_policy: bool = False
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.completion_mask.sum())
+
+
+class GenerationBackend(Protocol):
+    def generate(self, prompts: list[str], num_generations: int, *, greedy: bool = False) -> Generation: ...
+
+
+def completion_mask_from_eos(completion_ids: torch.Tensor, eos_ids: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(mask, truncated)``: 1 up to and including each row's first EOS; rows without EOS are truncated."""
+    is_eos = torch.isin(completion_ids, torch.tensor(eos_ids, device=completion_ids.device))
+    has_eos = is_eos.any(dim=1)
+    first = torch.where(has_eos, is_eos.int().argmax(dim=1), torch.full_like(has_eos, completion_ids.size(1), dtype=torch.long))
+    positions = torch.arange(completion_ids.size(1), device=completion_ids.device)
+    mask = (positions[None, :] <= first[:, None]).long()
+    return mask, ~has_eos
+
+
+_SENTINEL = "GRPO-END-OF-TURN-PROBE"
+
+
+def end_of_turn_ids(tokenizer: Any) -> list[int]:
+    """The special token the chat template writes right after an assistant turn (``<|im_end|>``,
+    ``<|eot_id|>``, ``<end_of_turn>``, ...), found by rendering a probe conversation; [] when there is no
+    template or the turn is not closed by a special token."""
+    if not getattr(tokenizer, "chat_template", None):
+        return []
+    probe = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": _SENTINEL}]
+    try:
+        text = tokenizer.apply_chat_template(probe, tokenize=False)
+    except Exception:  # a template that refuses the probe (e.g. one requiring a system turn): nothing learnt
+        return []
+    if not isinstance(text, str) or _SENTINEL not in text:
+        return []
+    tail = text.split(_SENTINEL, 1)[1]
+    ids = tokenizer(tail, add_special_tokens=False)["input_ids"] if tail else []
+    special = set(tokenizer.all_special_ids) | {
+        i for i, t in getattr(tokenizer, "added_tokens_decoder", {}).items() if getattr(t, "special", False)}
+    return [int(ids[0])] if ids and ids[0] in special else []
+
+
+def eos_token_ids(model: Any, tokenizer: Any) -> list[int]:
+    """Every id that ends a completion: the generation config's EOS (int or list), the tokenizer's and the
+    chat template's end-of-turn token."""
+    ids: set[int] = set(end_of_turn_ids(tokenizer))
+    gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    for value in (gen_eos, tokenizer.eos_token_id):
+        if isinstance(value, int):
+            ids.add(value)
+        elif value:
+            ids.update(int(v) for v in value)
+    if not ids:
+        raise ValueError("the tokenizer has no eos token: completions could never end")
+    return sorted(ids)
+
+
+def off_policy_warnings(gen: Any) -> list[str]:
+    """Why sampling with ``[generation]`` ``gen`` draws from a distribution other than the policy at
+    ``temperature`` (which the trainer's log-probs are): one line per setting."""
+    lines = []
+    if gen.top_p < 1:
+        lines.append(f"generation.top_p = {gen.top_p}")
+    if gen.top_k > 0:
+        lines.append(f"generation.top_k = {gen.top_k}")
+    if gen.repetition_penalty != 1:
+        lines.append(f"generation.repetition_penalty = {gen.repetition_penalty}")
+    return [f"{line}: completions are sampled from a truncated/penalised distribution while the loss uses the "
+            "policy's own log-probs (off-policy)" for line in lines]
+
+
+def _hf_model(model: Any) -> Any:
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
+@contextlib.contextmanager
+def clean_generation_config(model: Any, eos_ids: list[int], pad_id: int) -> Iterator[Any]:
+    """Set the checkpoint's ``generation_config`` aside (restored after): yields a bare one holding only the
+    special token ids, so nothing of ``generation_config.json`` reaches the sampler."""
+    from transformers import GenerationConfig
+
+    hf = _hf_model(model)
+    saved = hf.generation_config
+    bare = GenerationConfig(bos_token_id=getattr(saved, "bos_token_id", None), eos_token_id=eos_ids,
+                            pad_token_id=pad_id)
+    hf.generation_config = bare
+    try:
+        yield bare
+    finally:
+        hf.generation_config = saved
+
+
+def sampling_autocast(model: Any) -> Any:
+    """The autocast the policy's forwards run under (``models.compute_dtype``), or a null context."""
+    from grpo_core.policy.models import compute_dtype
+
+    dtype = compute_dtype(model)
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(next(model.parameters()).device.type, dtype=dtype)
+
+
+class TransformersBackend:
+    """Sampling with ``model.generate`` (the policy itself, in eval mode, no gradients)."""
+
+    def __init__(self, config: RunConfig, model: Any, tokenizer: Any):
+        for line in off_policy_warnings(config.generation):
+            warnings.warn(line, stacklevel=2)
+        self.model = model
+        self.tokenizer = tokenizer
+        self.gen = config.generation
+        self.max_prompt_length = config.data.max_prompt_length
+        # a chat template writes its own special tokens; a plain prompt gets the tokenizer's (e.g. BOS)
+        self.add_special_tokens = not config.data.chat_template
+        self.eos_ids = eos_token_ids(model, tokenizer)
+        self.shared_prefill = True  # grpo_core.generation.group_sampling for plain temperature sampling
+        if tokenizer.pad_token_id is None:
+            raise ValueError("the tokenizer has no pad token (models.load_model_and_tokenizer sets one)")
+
+    def _tokenize(self, prompts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        self.tokenizer.padding_side = "left"
+        enc = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=self.add_special_tokens)
+        ids, mask = enc["input_ids"], enc["attention_mask"]
+        # the trainer drops or refuses over-long prompts at load (data.overlong_prompts); "truncate" keeps the end
+        if self.max_prompt_length and ids.size(1) > self.max_prompt_length:
+            ids, mask = ids[:, -self.max_prompt_length:], mask[:, -self.max_prompt_length:]
+        device = next(self.model.parameters()).device
+        return ids.to(device), mask.to(device)
+
+    @torch.no_grad()
+    def generate(self, prompts: list[str], num_generations: int, *, greedy: bool = False) -> Generation:
+        from grpo_core.policy.lean_lora import lean_lora
+
+        prompt_ids, prompt_mask = self._tokenize(prompts)
+        plain = greedy or (self.gen.top_p == 1 and self.gen.top_k == 0 and self.gen.repetition_penalty == 1)
+        if plain and self.shared_prefill:
+            batch = self._sample_groups(prompt_ids, prompt_mask, num_generations, greedy)
+            if batch is not None:
+                return batch
+        prompt_ids = prompt_ids.repeat_interleave(num_generations, dim=0)
+        prompt_mask = prompt_mask.repeat_interleave(num_generations, dim=0)
+        sampling: dict[str, Any] = {"do_sample": False, "repetition_penalty": 1.0}
+        if not greedy:
+            sampling = {"do_sample": True, "temperature": self.gen.temperature, "top_p": self.gen.top_p,
+                        "top_k": self.gen.top_k, "repetition_penalty": self.gen.repetition_penalty}
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with clean_generation_config(self.model, self.eos_ids, self.tokenizer.pad_token_id) as gen_cfg, \
+                    sampling_autocast(self.model), lean_lora(self.model):
+                gen_cfg.update(max_new_tokens=self.gen.max_completion_length, use_cache=True, **sampling)
+                out = self.model.generate(input_ids=prompt_ids, attention_mask=prompt_mask, generation_config=gen_cfg)
+        finally:
+            self.model.train(was_training)
+        return self._finish(prompt_ids, prompt_mask, out[:, prompt_ids.size(1):])
+
+    def _sample_groups(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, k: int,
+                       greedy: bool) -> Generation | None:
+        from grpo_core.generation.group_sampling import sample_groups
+        from grpo_core.policy.lean_lora import lean_lora
+
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with sampling_autocast(self.model), lean_lora(self.model):  # the same bits, less per-call work
+                out = sample_groups(self.model, prompt_ids, prompt_mask, k,
+                                    max_new_tokens=self.gen.max_completion_length, eos_ids=self.eos_ids,
+                                    pad_id=self.tokenizer.pad_token_id, temperature=self.gen.temperature,
+                                    greedy=greedy)
+        finally:
+            self.model.train(was_training)
+        if out is None:
+            self.shared_prefill = False  # this model's cache cannot be shared: model.generate from now on
+            return None
+        ids, logps = out
+        return self._finish(prompt_ids.repeat_interleave(k, dim=0), prompt_mask.repeat_interleave(k, dim=0), ids, logps)
+
+    def _finish(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, completion_ids: torch.Tensor,
+                logps: torch.Tensor | None = None) -> Generation:
+        completion_mask, truncated = completion_mask_from_eos(completion_ids, self.eos_ids)
+        completion_ids = completion_ids.masked_fill(completion_mask == 0, self.tokenizer.pad_token_id)
+        texts = self.tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
+        if logps is not None:
+            logps = logps * completion_mask
+        return Generation(prompt_ids, prompt_mask, completion_ids, completion_mask, texts, truncated, logps,
+                          sampler_is_policy=True)
+
+
+def make_transformers_backend(config: RunConfig, model: Any, tokenizer: Any) -> TransformersBackend:
+    """Factory registered as the ``transformers`` generation backend."""
+    return TransformersBackend(config, model, tokenizer)
+
+
+def build_backend(config: RunConfig, model: Any, tokenizer: Any, registry: Any = None) -> GenerationBackend:
+    """The backend named by ``[generation] backend``, from the plugin registry."""
+    if registry is None:
+        from grpo_rewards.plugins import get_registry
+
+        registry = get_registry()
+    return registry.get("generation_backends", config.generation.backend)(config, model, tokenizer)

@@ -1,0 +1,14 @@
+"""vLLM generation: ``[generation] backend = "vllm"``.
+
+``support``  what a config needs for vLLM (checked by ``grpo config validate``; imports no vLLM)
+``weights``  the policy's tensors under vLLM's names (LoRA merged on the fly), changed ones only
+``engine``   the backend, and its colocated engine (a ``vllm.LLM`` in the training process)
+``server``   ``vllm_mode = "server"``: a ``vllm serve`` server on this machine, weights pushed through /dev/shm
+``server_worker``  the worker extension such a server runs to load the pushed weights
+
+Nothing here imports vLLM or torch at import time; the backend factory imports them when a run starts.
+"""
+
+from grpo_core.generation.vllm.support import vllm_problems
+
+__all__ = ["vllm_problems"]

@@ -1,0 +1,254 @@
+"""The vLLM generation backend, and its colocated engine (a ``vllm.LLM`` in the training process).
+
+``VLLMBackend(config, model, tokenizer).generate(prompts, n)`` returns the same :class:`Generation`
+as the transformers backend, plus ``sampling_logps`` (the sampler's log-prob of every sampled
+token, vLLM's ``processed_logprobs``: after temperature, top-k/top-p/min-p), which the trainer's
+importance-sampling correction compares with its own.
+
+Sampling parameters map one to one: ``n = num_generations``, ``temperature``, ``top_p``,
+``top_k`` (0: off), ``min_p``, ``max_tokens = max_completion_length``, ``repetition_penalty``,
+``stop`` strings, ``stop_token_ids`` = every EOS id the transformers backend stops at, and one
+``seed`` per prompt drawn from torch's RNG (so a seeded run, and a resumed one, samples the same).
+Greedy calls use ``temperature = 0`` with one request per completion (vLLM's greedy ``n`` is 1).
+
+Before every call the engine gets the policy's changed tensors in place (``weights.WeightSync``:
+full fine-tuning, or LoRA merged on the fly), then its prefix cache is reset; nothing goes through
+disk after the engine's first load. With ``vllm_sleep_level`` 1 or 2 (CUDA only) the engine
+sleeps between calls, releasing its KV cache (level 2 also its weights, which the next call pushes
+again) while the trainer runs.
+
+The backend talks to an engine through four calls: ``load_weights`` (``(name, tensor)`` pairs),
+``generate`` (prompt token ids and one sampling dict per request, vLLM's ``SamplingParams`` names ->
+:class:`Completion` lists), ``wake`` and ``sleep``. ``vllm_mode = "colocate"``: :class:`ColocatedEngine`,
+in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, set here unless the caller set it), sharing the
+policy's memory, no ``__main__`` guard needed; ``"server"``: :class:`grpo_core.generation.vllm.server.ServerEngine`,
+a ``vllm serve`` server over HTTP.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from grpo_core.generation.transformers_backend import Generation, eos_token_ids
+from grpo_core.generation.vllm.weights import WeightSync
+
+if TYPE_CHECKING:
+    from grpo_core.config import RunConfig
+
+_SEED_RANGE = 2**31 - 1
+
+
+@dataclass
+class Completion:
+    """One sampled completion: its token ids, the sampler's log-prob of each, and why it ended
+    (``"length"``: the token limit)."""
+
+    token_ids: list[int]
+    logprobs: list[float]
+    finish_reason: str | None
+
+
+def _prepare_environment() -> None:
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    if os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] != "0":
+        raise ValueError("generation.backend: the colocated vLLM engine needs VLLM_ENABLE_V1_MULTIPROCESSING=0 "
+                         f"(the environment sets {os.environ['VLLM_ENABLE_V1_MULTIPROCESSING']!r})")
+
+
+def _dtype_name(model: Any) -> str:
+    """The dtype the policy's forwards run in (its autocast dtype, else its weights')."""
+    from grpo_core.policy.models import compute_dtype
+
+    return str(compute_dtype(model) or next(model.parameters()).dtype).removeprefix("torch.")
+
+
+def cpu_kv_cache_bytes(model: Any, sequences: int, max_len: int | None) -> int:
+    """KV cache bytes for ``2 * sequences`` full-length sequences (at least 64 MiB): keys and values of
+    every layer, in the policy's dtype."""
+    c = getattr(model, "config", None)
+    layers = getattr(c, "num_hidden_layers", 32)
+    heads = getattr(c, "num_attention_heads", 32)
+    kv_heads = getattr(c, "num_key_value_heads", None) or heads
+    head_dim = getattr(c, "head_dim", None) or getattr(c, "hidden_size", 4096) // heads
+    length = max_len or getattr(c, "max_position_embeddings", 4096)
+    size = next(model.parameters()).element_size()
+    return max(64 << 20, 2 * sequences * length * 2 * layers * kv_heads * head_dim * size)
+
+
+def refresh_tied_head(model: Any) -> None:
+    """A head tied to the embeddings receives no weights of its own in a reload, but vLLM's CPU build keeps
+    a repacked copy of it for the logits: build that again from the (shared, reloaded) weight."""
+    head = getattr(model, "lm_head", None)
+    method = getattr(head, "quant_method", None)
+    if method is not None and getattr(getattr(model, "config", None), "tie_word_embeddings", False):
+        method.process_weights_after_loading(head)
+
+
+class ColocatedEngine:
+    """A ``vllm.LLM`` in this process, loaded once from ``[model] name_or_path``."""
+
+    def __init__(self, config: RunConfig, model: Any):
+        _prepare_environment()
+        from vllm import LLM
+
+        g, m = config.generation, config.model
+        self.sleep_level = g.vllm_sleep_level
+        if self.sleep_level and not torch.cuda.is_available():
+            raise ValueError("generation.vllm_sleep_level: sleep mode needs a CUDA GPU (vLLM's CPU build has none); "
+                             "set it to 0")
+        max_len = g.vllm_max_model_len
+        if max_len is None and config.data.max_prompt_length:
+            max_len = config.data.max_prompt_length + g.max_completion_length
+        extra: dict[str, Any] = {}
+        if not torch.cuda.is_available() and not os.environ.get("VLLM_CPU_KVCACHE_SPACE"):
+            # vLLM's CPU build counts this whole process (the policy, its optimizer) against its memory
+            # share; a colocated engine gets an explicit KV cache instead, sized for one step's sequences
+            extra["kv_cache_memory_bytes"] = cpu_kv_cache_bytes(model, config.sequences_per_step, max_len)
+        self.llm = LLM(
+            model=m.name_or_path, revision=m.revision, trust_remote_code=m.trust_remote_code,
+            dtype=_dtype_name(model), seed=config.grpo.seed, max_model_len=max_len,
+            gpu_memory_utilization=g.vllm_gpu_memory_utilization, enable_sleep_mode=bool(self.sleep_level),
+            logprobs_mode="processed_logprobs", enable_prefix_caching=True,
+            enforce_eager=os.environ.get("GRPO_VLLM_EAGER", "") == "1", **extra,
+        )
+        self.asleep = False
+        if self.sleep_level:
+            self.sleep()
+
+    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> int:
+        """Copy ``(hf_name, tensor)`` pairs into the engine's model in place; returns how many."""
+        batch = list(weights)
+        if batch:  # vLLM's in-place reload: its fused and repacked layers are rebuilt from these
+            self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": batch,
+                                                              "is_checkpoint_format": True})
+            if any(name.endswith("embed_tokens.weight") for name, _ in batch):
+                self.llm.apply_model(refresh_tied_head)
+            self.llm.reset_prefix_cache()
+        return len(batch)
+
+    def generate(self, prompts: list[list[int]], params: list[dict[str, Any]]) -> list[list[Completion]]:
+        """One list of completions (in index order) per prompt, sampled with its ``SamplingParams`` fields."""
+        from vllm import SamplingParams
+
+        sampling = [SamplingParams(**p, flat_logprobs=True, detokenize=bool(p.get("stop"))) for p in params]
+        outputs = self.llm.generate([{"prompt_token_ids": ids} for ids in prompts], sampling, use_tqdm=False)
+        return [[Completion(list(c.token_ids), _sampled_logprobs(c), c.finish_reason)
+                 for c in sorted(out.outputs, key=lambda c: c.index)] for out in outputs]
+
+    def wake(self) -> bool:
+        """Wake a sleeping engine; True when its weights were dropped (level 2) and must be pushed again."""
+        if not self.asleep:
+            return False
+        self.llm.wake_up()
+        self.asleep = False
+        return self.sleep_level == 2
+
+    def sleep(self) -> None:
+        if self.sleep_level and not self.asleep:
+            self.llm.sleep(level=self.sleep_level)
+            self.asleep = True
+
+
+class VLLMBackend:
+    """The ``vllm`` generation backend (see the module docs)."""
+
+    def __init__(self, config: RunConfig, model: Any, tokenizer: Any, engine: Any = None):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.gen = config.generation
+        self.max_prompt_length = config.data.max_prompt_length
+        self.add_special_tokens = not config.data.chat_template
+        self.eos_ids = eos_token_ids(model, tokenizer)
+        if tokenizer.pad_token_id is None:
+            raise ValueError("the tokenizer has no pad token (models.load_model_and_tokenizer sets one)")
+        self.weights = WeightSync(model)
+        if engine is None:
+            if self.gen.vllm_mode == "server":
+                from grpo_core.generation.vllm.server import ServerEngine
+
+                engine = ServerEngine(config, dtype=_dtype_name(model))
+            else:
+                engine = ColocatedEngine(config, model)
+        self.engine = engine
+        self.pushed = 0  # tensors sent to the engine so far (a metric for tests and logs)
+
+    def sync_weights(self) -> int:
+        """Send what changed in the policy since the last sync; returns how many tensors went."""
+        sent = self.engine.load_weights(self.weights.changed())
+        self.pushed += sent
+        return sent
+
+    def _prompt_token_lists(self, prompts: list[str]) -> tuple[list[list[int]], torch.Tensor, torch.Tensor]:
+        self.tokenizer.padding_side = "left"
+        enc = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=self.add_special_tokens)
+        ids, mask = enc["input_ids"], enc["attention_mask"]
+        if self.max_prompt_length and ids.size(1) > self.max_prompt_length:  # keep the end, as the HF path
+            ids, mask = ids[:, -self.max_prompt_length:], mask[:, -self.max_prompt_length:]
+        return [row[m.bool()].tolist() for row, m in zip(ids, mask, strict=True)], ids, mask
+
+    def _params(self, prompts: int, num_generations: int, greedy: bool) -> tuple[list[dict[str, Any]], int]:
+        """The ``SamplingParams`` fields of each request, and how many requests each prompt becomes."""
+        g = self.gen
+        common = dict(max_tokens=g.max_completion_length, stop_token_ids=list(self.eos_ids),
+                      stop=list(g.stop) or None, include_stop_str_in_output=True, logprobs=0,
+                      skip_special_tokens=True)
+        if greedy:  # vLLM's greedy sampling takes n = 1: one request per completion; every field set, so a
+            # server's defaults (a checkpoint's generation_config.json) decide nothing
+            one = dict(n=1, temperature=0.0, top_p=1.0, top_k=-1, min_p=0.0, repetition_penalty=1.0, **common)
+            return [one] * (prompts * num_generations), num_generations
+        seeds = torch.randint(0, _SEED_RANGE, (prompts,)).tolist()
+        return [dict(n=num_generations, temperature=g.temperature, top_p=g.top_p, top_k=g.top_k or -1,
+                     min_p=g.min_p, repetition_penalty=g.repetition_penalty, seed=seed, **common)
+                for seed in seeds], 1
+
+    @torch.no_grad()
+    def generate(self, prompts: list[str], num_generations: int, *, greedy: bool = False) -> Generation:
+        if self.engine.wake():
+            self.weights.reset()  # the engine dropped its weights: everything goes again
+        self.sync_weights()
+        token_lists, prompt_ids, prompt_mask = self._prompt_token_lists(prompts)
+        params, copies = self._params(len(prompts), num_generations, greedy)
+        requests = [ids for ids in token_lists for _ in range(copies)]
+        try:
+            outputs = self.engine.generate(requests, params)
+        finally:
+            self.engine.sleep()
+        completions = [c for out in outputs for c in out]
+        if len(completions) != len(prompts) * num_generations:
+            raise RuntimeError(f"vLLM returned {len(completions)} completions for {len(prompts)} prompts x "
+                               f"{num_generations}")
+        pad = self.tokenizer.pad_token_id
+        ids = [torch.tensor(c.token_ids, dtype=torch.long) for c in completions]
+        logps = [torch.tensor(c.logprobs, dtype=torch.float32) for c in completions]
+        completion_ids = torch.nn.utils.rnn.pad_sequence(ids, batch_first=True, padding_value=pad)
+        sampling_logps = torch.nn.utils.rnn.pad_sequence(logps, batch_first=True, padding_value=0.0)
+        lengths = torch.tensor([len(c.token_ids) for c in completions])
+        completion_mask = (torch.arange(completion_ids.size(1))[None, :] < lengths[:, None]).long()
+        truncated = torch.tensor([c.finish_reason == "length" for c in completions])
+        texts = self.tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
+        device = next(self.model.parameters()).device
+        prompt_ids = prompt_ids.repeat_interleave(num_generations, dim=0)
+        prompt_mask = prompt_mask.repeat_interleave(num_generations, dim=0)
+        return Generation(prompt_ids.to(device), prompt_mask.to(device), completion_ids.to(device),
+                          completion_mask.to(device), texts, truncated.to(device),
+                          sampling_logps=sampling_logps.to(device))
+
+
+def _sampled_logprobs(completion: Any) -> list[float]:
+    """The sampled tokens' log-probs of one vLLM ``CompletionOutput`` (``logprobs=0``: one entry per position)."""
+    flat = completion.logprobs
+    values = getattr(flat, "logprobs", None)
+    if values is not None and len(values) == len(completion.token_ids):
+        return [float(v) for v in values]
+    return [pos[tok].logprob for pos, tok in zip(flat, completion.token_ids, strict=True)]
+
+
+def make_vllm_backend(config: RunConfig, model: Any, tokenizer: Any) -> VLLMBackend:
+    """Factory registered as the ``vllm`` generation backend."""
+    return VLLMBackend(config, model, tokenizer)

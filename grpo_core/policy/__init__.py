@@ -1,0 +1,9 @@
+"""The policy model: loading it, its activation memory, its log-probs, and what it costs in memory.
+
+``models``          load the model and tokenizer (full, LoRA, QLoRA, GGUF), the reference model, saving
+``activations``     activation checkpointing and the tiled MLP (how little of a pass is held for backward)
+``logprobs``        per-token log-probs through a chunked head: never the full ``[B, K, V]`` logits
+``shared_prompts``  each prompt's tokens once for its whole group of completions
+``lean_lora``       a lean forward of plain LoRA layers while sampling
+``memory_model``    the peak-memory estimate ``grpo config validate`` prints
+"""

@@ -1,0 +1,230 @@
+"""One copy of a group's prompt in the training forward: its completions packed behind it, each seeing only it.
+
+A GRPO batch holds every prompt once per completion of its group, and an unpacked forward runs the prompt's
+tokens through every layer G times. Here the rows that share a prompt (adjacent rows with equal prompt ids and
+mask, as the trainer lays out its groups) become packed rows ``[prompt, completion_1, ..., completion_m]`` with
+
+- a block attention mask: the prompt is causal on itself; completion ``j`` sees the whole prompt and is causal
+  on its own tokens (its masked tokens hidden from it, as the unpacked mask hides them); nothing else;
+- position ids that restart for each completion where its prompt ended (``cumsum(mask) - 1`` of the unpacked
+  row), so rotary and learned positions see what the sampler saw.
+
+Each completion token's log-prob comes from the same attention over the same keys as in the unpacked row, so
+the log-probs equal the unpacked ones up to floating-point summation order (about 1e-6 in fp32), and their
+gradients too (the prompt's contributions from its completions add up in one pass). Padding of short prompts
+disappears as well.
+
+What it costs: attention over a packed row of length ``L`` is computed densely (``L^2`` score pairs, most of
+them masked), so :func:`plan` packs ``m`` completions per row only where the estimated cost, ``L * (weights
+per layer) + 2 * hidden * L^2`` per layer summed over the rows, beats the unpacked batch; long completions or
+large groups end up with several packed rows per group, or none. Under eager attention, which holds every
+score, the packed rows must also hold no more scores than the unpacked ones. Only models whose every layer is causal
+attention through a 4-D mask are packed (sdpa or eager attention; sliding windows only where the unpacked rows
+fit in the window);
+:func:`check_shared_prompts` compares packed with unpacked log-probs once at load and turns packing off for a
+model that differs, with a warning.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+OFF_FLAG = "_grpo_unshared_prompts"  # set on a model whose packed log-probs failed check_shared_prompts
+MAX_PACKED_LENGTH = 4096  # a packed row's mask is L x L booleans per row
+
+
+@dataclass
+class Packing:
+    """Packed rows and where each unpacked row's completion-predicting states lie in them."""
+
+    input_ids: torch.Tensor  # [R, L]
+    position_ids: torch.Tensor  # [R, L]
+    allowed: torch.Tensor  # [R, L, L] bool: query may attend key
+    rows: torch.Tensor  # [B, K] packed row of the state that predicts each completion token
+    cols: torch.Tensor  # [B, K] its column
+
+
+def _base(model: torch.nn.Module) -> torch.nn.Module:
+    """The transformers model inside a peft wrapper (or the model itself): where the flags and config live."""
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
+def _text_config(model: torch.nn.Module) -> Any:
+    config = getattr(model, "config", None)
+    return config.get_text_config() if hasattr(config, "get_text_config") else config
+
+
+def packable(model: torch.nn.Module, width: int | None = None) -> bool:
+    """Whether ``model``'s attention takes a packed row's 4-D mask as given: causal attention in every layer,
+    sdpa or eager, and no failed :func:`check_shared_prompts`. Sliding-window layers qualify only for rows of
+    at most ``width`` tokens that fit in the window (each completion then sees what it saw unpacked)."""
+    base = _base(model)
+    if getattr(base, OFF_FLAG, False):
+        return False
+    config = getattr(base, "config", None)
+    text = _text_config(base)
+    if config is None or text is None:
+        return False
+    if getattr(config, "_attn_implementation", None) not in ("sdpa", "eager"):
+        return False
+    kinds = set(getattr(text, "layer_types", None) or ())
+    if kinds - {"full_attention", "sliding_attention"}:
+        return False
+    window = getattr(text, "sliding_window", None)
+    windowed = "sliding_attention" in kinds or (bool(window) and getattr(text, "use_sliding_window", True) is not False)
+    return not windowed or (bool(window) and width is not None and width <= int(window))
+
+
+def _layer_cost(model: torch.nn.Module) -> tuple[float, float]:
+    """(weights per layer, hidden size) of the backbone, for :func:`plan`'s cost estimate."""
+    text = _text_config(model)
+    hidden = float(getattr(text, "hidden_size", 0) or 0)
+    layers = int(getattr(text, "num_hidden_layers", 0) or 0)
+    if not hidden or not layers:
+        return 0.0, 0.0
+    inter = float(getattr(text, "intermediate_size", 4 * hidden) or 4 * hidden)
+    return 4 * hidden * hidden + 3 * hidden * inter, hidden
+
+
+def _cost(length: int, weights: float, hidden: float) -> float:
+    return length * weights + 2.0 * hidden * length * length
+
+
+def plan(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, logits_to_keep: int,
+         *, per_row: int | None = None) -> Packing | None:
+    """The packing of ``input_ids`` (``[B, P + K]``: left-padded prompts, then ``K = logits_to_keep`` completion
+    columns) that the cost estimate prefers, or None where no packing beats the unpacked batch (or the model is
+    not :func:`packable`). ``per_row`` forces that many completions per packed row (tests, the load check)."""
+    if not packable(model, input_ids.size(1)):
+        return None
+    k = logits_to_keep
+    rows, width = input_ids.shape
+    prompt_width = width - k
+    if rows < 2 or prompt_width < 1:
+        return None
+    prompts, prompt_mask = input_ids[:, :prompt_width], attention_mask[:, :prompt_width]
+    new_prompt = torch.ones(rows, dtype=torch.bool, device=input_ids.device)
+    new_prompt[1:] = ((prompts[1:] != prompts[:-1]) | (prompt_mask[1:] != prompt_mask[:-1])).any(1)
+    starts = new_prompt.nonzero().flatten().tolist() + [rows]
+    lengths = prompt_mask.sum(1).tolist()
+    weights, hidden = _layer_cost(model)
+    segments: list[tuple[int, int]] = []  # (first unpacked row, completions) per packed row
+    for first, end in zip(starts, starts[1:]):
+        group, prompt_len = end - first, int(lengths[first])
+        if prompt_len < 1:
+            return None
+        fits = max(1, min(group, (MAX_PACKED_LENGTH - prompt_len) // k))
+        if per_row is not None:
+            per = max(1, min(per_row, group))
+        elif weights:
+            per = min(range(1, fits + 1),
+                      key=lambda m: math.ceil(group / m) * _cost(prompt_len + m * k, weights, hidden))
+        else:
+            per = 1
+        segments += [(row, min(per, end - row)) for row in range(first, end, per)]
+    packed_len = max(int(lengths[first]) + count * k for first, count in segments)
+    if per_row is None and (not weights or len(segments) * _cost(packed_len, weights, hidden)
+                            >= rows * _cost(width, weights, hidden)):
+        return None
+    eager = getattr(_base(model).config, "_attn_implementation", None) == "eager"
+    if per_row is None and eager and len(segments) * packed_len**2 > rows * width**2:
+        return None  # eager attention holds every score: no more of them than unpacked
+    return _build(input_ids, attention_mask, k, segments, [int(v) for v in lengths], packed_len)
+
+
+def _build(input_ids: torch.Tensor, attention_mask: torch.Tensor, k: int, segments: list[tuple[int, int]],
+           lengths: list[int], packed_len: int) -> Packing:
+    from grpo_core.policy.logprobs import position_ids_from_mask
+
+    device = input_ids.device
+    prompt_width = input_ids.size(1) - k
+    positions = position_ids_from_mask(attention_mask)[:, prompt_width:]
+    count = len(segments)
+    ids = torch.zeros(count, packed_len, dtype=input_ids.dtype, device=device)
+    pos = torch.zeros(count, packed_len, dtype=torch.long, device=device)
+    segment = torch.full((count, packed_len), -2, dtype=torch.long, device=device)  # -1 prompt, j completion j
+    valid = torch.zeros(count, packed_len, dtype=torch.bool, device=device)
+    rows = torch.empty(input_ids.size(0), k, dtype=torch.long, device=device)
+    cols = torch.empty(input_ids.size(0), k, dtype=torch.long, device=device)
+    offsets = torch.arange(k, device=device)
+    for r, (first, n) in enumerate(segments):
+        lp = lengths[first]
+        end = lp + n * k
+        ids[r, :lp] = input_ids[first, :prompt_width][attention_mask[first, :prompt_width].bool()]
+        ids[r, lp:end] = input_ids[first:first + n, prompt_width:].reshape(-1)
+        pos[r, :lp] = torch.arange(lp, device=device)
+        pos[r, lp:end] = positions[first:first + n].reshape(-1)
+        segment[r, :lp] = -1
+        segment[r, lp:end] = torch.arange(n, device=device).repeat_interleave(k)
+        valid[r, :lp] = True
+        valid[r, lp:end] = attention_mask[first:first + n, prompt_width:].reshape(-1).bool()
+        starts = lp + torch.arange(n, device=device).unsqueeze(1) * k  # [n, 1]
+        # token t of completion j is predicted by the state before it: the prompt's last for t = 0
+        cols[first:first + n] = torch.where(offsets == 0, lp - 1, starts + offsets - 1)
+        rows[first:first + n] = r
+    index = torch.arange(packed_len, device=device)
+    causal = index.unsqueeze(1) >= index.unsqueeze(0)  # [L(query), L(key)]
+    # [R, query, key]: a key in the query's own segment or in the prompt
+    sees = (segment.unsqueeze(2) == segment.unsqueeze(1)) | (segment.unsqueeze(1) == -1)
+    allowed = causal.unsqueeze(0) & sees & valid.unsqueeze(1)
+    # a query with no key at all (row padding) attends to itself, not to nothing (NaN)
+    allowed |= torch.eye(packed_len, dtype=torch.bool, device=device) & ~allowed.any(-1, keepdim=True)
+    return Packing(ids, pos, allowed, rows, cols)
+
+
+def attention_mask_4d(model: torch.nn.Module, allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``allowed`` as the model's attention takes a custom mask: booleans for sdpa, additive for eager."""
+    base = _base(model)
+    mask = allowed.unsqueeze(1)
+    if getattr(base.config, "_attn_implementation", None) == "sdpa":
+        return mask
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, torch.finfo(dtype).min)
+
+
+def packed_hidden(model: torch.nn.Module, backbone: torch.nn.Module, packing: Packing) -> torch.Tensor:
+    """``[B, K, H]``: the backbone's final states that predict each completion token, from the packed rows."""
+    dtype = next(backbone.parameters()).dtype
+    dtype = dtype if dtype.is_floating_point else torch.float32
+    hidden = backbone(input_ids=packing.input_ids, attention_mask=attention_mask_4d(model, packing.allowed, dtype),
+                      position_ids=packing.position_ids, use_cache=False).last_hidden_state
+    return hidden[packing.rows, packing.cols]
+
+
+def check_shared_prompts(model: torch.nn.Module, input_ids: torch.Tensor, *, tolerance: float = 1e-3) -> bool:
+    """Packed against unpacked log-probs on three completions of one prompt cut from ``input_ids`` (``[1, T]``,
+    T >= 4), once at load. On a mismatch, mark the model so that packing stays off, warn, and return False."""
+    from grpo_core.policy.logprobs import completion_logprobs
+
+    if not packable(model, 16):
+        return False
+    ids = input_ids[0, :16].to(next(model.parameters()).device)
+    if ids.numel() < 4:
+        raise ValueError("check_shared_prompts needs at least 4 tokens")
+    half = ids.numel() // 2
+    prompt, tail = ids[:half], ids[half:]
+    rows = torch.stack([torch.cat([prompt, tail.roll(shift)]) for shift in range(3)])
+    mask = torch.ones_like(rows)
+    mask[2, -1] = 0  # a completion with a masked last token
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            packed, _ = completion_logprobs(model, rows, mask, tail.numel(), share_prompts=True, completions_per_row=3)
+            plain, _ = completion_logprobs(model, rows, mask, tail.numel(), share_prompts=False)
+    finally:
+        model.train(was_training)
+    real = mask[:, -tail.numel():].bool()
+    error = (packed - plain)[real].abs().max().item()
+    if error <= tolerance * max(1.0, plain[real].abs().max().item()):
+        return True
+    base = _base(model)
+    setattr(base, OFF_FLAG, True)
+    warnings.warn(f"completion_logprobs: {type(base).__name__}'s log-probs with its groups' prompts shared differ "
+                  f"from the unpacked ones by {error:.3g}; each completion runs with its own copy of the prompt",
+                  stacklevel=2)
+    return False

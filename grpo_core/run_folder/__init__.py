@@ -1,0 +1,6 @@
+"""The run folder: everything a run writes and reads back (checkpoints, metrics, samples, plots).
+
+``checkpoints``  the folder's layout, checking it before a run, saving and restoring checkpoints
+``metrics``      ``metrics.jsonl`` and ``samples.jsonl``, and their truncation on resume
+``plotting``     the curves PNG of a run
+"""

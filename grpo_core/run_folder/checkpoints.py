@@ -1,0 +1,250 @@
+"""Training checkpoints: atomic (write to a temp folder, then rename), keep the last K, exact resume.
+
+Layout of ``RUN_DIR/checkpoints/step-00000010/``::
+
+    weights.safetensors   the trainable parameters (LoRA weights, or the whole model), bit-exact
+    adapter/              LoRA only: the adapter in the peft layout (``PeftModel.from_pretrained``)
+    optimizer.pt          optimizer.state_dict()
+    scheduler.pt          scheduler.state_dict() (when there is a scheduler)
+    rng.pt                python, numpy, torch CPU (and CUDA) generator states
+    rng-rank<r>.pt        several processes: rank r's generator states (rank 0's are rng.pt)
+    state.pt              the trainer's own ``state`` dict (data position, ...), plus ``step``
+    meta.json             step and time, for people
+
+A folder named ``step-*`` is complete by construction (the rename is the last thing done), so a run
+killed at any moment resumes from the newest one. Everything loads with ``torch.load(weights_only=True)``.
+
+The run folder itself: :func:`check_run_dir` refuses, before anything loads, a folder that is a file, one
+that cannot be written, and one holding an earlier run unless the user asked to continue it (``--resume``)
+or replace it (``--overwrite``, which :func:`clear_run_dir` carries out). Problems are a
+:class:`RunFolderError`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from grpo_rewards.errors import UserError
+
+CHECKPOINTS = "checkpoints"
+_NAME = re.compile(r"^step-(\d+)$")
+RECORDS = ("metrics.jsonl", "samples.jsonl")  # a run's records: non-empty means a run was there
+REPLACED = (*RECORDS, "config.json", "curves.png")  # what --overwrite removes, with the checkpoints
+
+
+class RunFolderError(UserError):
+    """A run folder that cannot be used as asked: a file in the way, no access, an earlier run."""
+
+
+class CheckpointError(RunFolderError, ValueError):
+    """A checkpoint that does not fit the model being resumed (a changed config, another run's folder)."""
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    path: Path
+    step: int
+
+
+def checkpoints_dir(run_dir: str | Path) -> Path:
+    return Path(run_dir) / CHECKPOINTS
+
+
+def list_checkpoints(run_dir: str | Path) -> list[Checkpoint]:
+    """Complete checkpoints of a run, oldest first."""
+    root = checkpoints_dir(run_dir)
+    if not root.is_dir():
+        return []
+    found = [Checkpoint(p, int(m.group(1))) for p in root.iterdir() if p.is_dir() and (m := _NAME.match(p.name))]
+    return sorted(found, key=lambda c: c.step)
+
+
+def load_latest_checkpoint(run_dir: str | Path) -> Checkpoint | None:
+    """The newest complete checkpoint of ``run_dir``, or None."""
+    found = list_checkpoints(run_dir)
+    return found[-1] if found else None
+
+
+def earlier_run(run_dir: str | Path) -> str | None:
+    """What an earlier run left in ``run_dir`` (its newest checkpoint, its non-empty records), or None."""
+    run_dir = Path(run_dir)
+    found = []
+    if (latest := load_latest_checkpoint(run_dir)) is not None:
+        found.append(f"checkpoint at step {latest.step}")
+    found += [name for name in RECORDS if (run_dir / name).is_file() and (run_dir / name).stat().st_size > 0]
+    return ", ".join(found) or None
+
+
+def check_run_dir(run_dir: str | Path, *, resume: bool = False, overwrite: bool = False, file: str = "",
+                  key: str = "logging.output_dir") -> None:
+    """Refuse a run folder that cannot hold this run (see the module docs); nothing is created or changed."""
+    run_dir = Path(run_dir).expanduser()
+    if resume and overwrite:
+        raise RunFolderError("--resume continues the earlier run and --overwrite replaces it: give one",
+                             file="--resume --overwrite")
+    if run_dir.exists() and not run_dir.is_dir():
+        raise RunFolderError(f"{run_dir} is a file, not a folder", file=file, key=key)
+    existing = run_dir
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise RunFolderError(f"{existing} is a file, so {run_dir} cannot be created", file=file, key=key)
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise RunFolderError(f"cannot write in {existing} (permission denied)", file=file, key=key)
+    if resume:  # whether there is a checkpoint to resume from is the trainer backend's to say
+        return
+    if not overwrite and (what := earlier_run(run_dir)):
+        raise RunFolderError(f"{run_dir} holds an earlier run ({what}): continue it with --resume, replace it "
+                             "with --overwrite, or set another logging.output_dir", file=file, key=key)
+
+
+def clear_run_dir(run_dir: str | Path) -> None:
+    """Remove an earlier run's checkpoints and records (``--overwrite``); other files stay."""
+    run_dir = Path(run_dir)
+    shutil.rmtree(checkpoints_dir(run_dir), ignore_errors=True)
+    for name in REPLACED:
+        (run_dir / name).unlink(missing_ok=True)
+
+
+def rng_state() -> dict[str, Any]:
+    """Every random generator the loop draws from, in a form ``torch.load(weights_only=True)`` accepts."""
+    import numpy as np
+    import torch
+
+    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    state: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": (kind, torch.from_numpy(np.asarray(keys, dtype=np.int64)), int(pos), int(has_gauss), float(gauss)),
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    import numpy as np
+    import torch
+
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    kind, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _trainable(model: Any) -> dict[str, Any]:
+    return {n: p for n, p in model.named_parameters() if p.requires_grad}
+
+
+def _fsync_tree(folder: Path) -> None:
+    for path in folder.rglob("*"):
+        if path.is_file():
+            with open(path, "rb") as fh:
+                os.fsync(fh.fileno())
+
+
+def save_checkpoint(
+    run_dir: str | Path,
+    step: int,
+    *,
+    model: Any,
+    optimizer: Any,
+    scheduler: Any = None,
+    state: dict[str, Any] | None = None,
+    keep_last: int = 2,
+    rank_rng: list[dict[str, Any]] | None = None,
+    model_state: dict[str, Any] | None = None,
+    optimizer_state: dict[str, Any] | None = None,
+) -> Path:
+    """Write checkpoint ``step`` atomically and delete all but the newest ``keep_last``; returns its folder.
+    ``rank_rng``: every rank's :func:`rng_state` when several processes train (rank 0's goes to ``rng.pt``).
+    ``model_state``, ``optimizer_state``: full state dicts to write instead of the model's parameters and
+    ``optimizer.state_dict()`` (a sharded model's, gathered: grpo_core.parallel.fsdp)."""
+    import torch
+    from safetensors.torch import save_file
+
+    root = checkpoints_dir(run_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / f"step-{step:08d}"
+    tmp = root / f".tmp-step-{step:08d}-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    source = _trainable(model) if model_state is None else {n: model_state[n] for n in _trainable(model)}
+    weights = {n: p.detach().to("cpu").contiguous() for n, p in source.items()}
+    save_file(weights, tmp / "weights.safetensors")
+    if hasattr(model, "peft_config") and hasattr(model, "save_pretrained"):
+        model.save_pretrained(tmp / "adapter", **({} if model_state is None else {"state_dict": model_state}))
+    torch.save(optimizer.state_dict() if optimizer_state is None else optimizer_state, tmp / "optimizer.pt")
+    if scheduler is not None:
+        torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
+    torch.save(rank_rng[0] if rank_rng else rng_state(), tmp / "rng.pt")
+    for rank, rank_state in enumerate(rank_rng or []):
+        if rank:
+            torch.save(rank_state, tmp / f"rng-rank{rank}.pt")
+    torch.save({**(state or {}), "step": step}, tmp / "state.pt")
+    (tmp / "meta.json").write_text(json.dumps({"step": step, "time": time.time()}) + "\n")
+    _fsync_tree(tmp)
+    if final.exists():  # the same step written twice (e.g. SIGINT right after a periodic save)
+        old = root / f".old-{final.name}-{os.getpid()}"
+        final.rename(old)
+        tmp.rename(final)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        tmp.rename(final)
+    dir_fd = os.open(root, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+    for old in list_checkpoints(run_dir)[:-keep_last] if keep_last > 0 else []:
+        shutil.rmtree(old.path, ignore_errors=True)
+    for stale in root.glob(".tmp-step-*"):  # left by a run killed mid-write
+        if stale != tmp:
+            shutil.rmtree(stale, ignore_errors=True)
+    return final
+
+
+def restore(checkpoint: Checkpoint, model: Any, optimizer: Any = None, scheduler: Any = None, *,
+            rank: int = 0, load_state: Any = None) -> dict[str, Any]:
+    """Load weights, optimizer, scheduler and RNG states (``rank``'s) from ``checkpoint``; returns the saved
+    ``state``. ``load_state(weights, optimizer_state)``, when given, loads the first two (a sharded model's:
+    grpo_core.parallel.fsdp)."""
+    import torch
+    from safetensors.torch import load_file
+
+    path = checkpoint.path
+    weights = load_file(path / "weights.safetensors")
+    params = _trainable(model)
+    missing, unexpected = sorted(set(params) - set(weights)), sorted(set(weights) - set(params))
+    if missing or unexpected:
+        raise CheckpointError(f"{path}: checkpoint does not match the model's trainable parameters "
+                         f"(missing {missing[:3]}, unexpected {unexpected[:3]}); was the [lora] config changed?")
+    optimizer_state = (torch.load(path / "optimizer.pt", weights_only=True, map_location="cpu")
+                       if optimizer is not None else None)
+    if load_state is not None:
+        load_state(weights, optimizer_state)
+    else:
+        with torch.no_grad():
+            for name, param in params.items():
+                param.copy_(weights[name].to(param.device, param.dtype))
+        if optimizer is not None:
+            optimizer.load_state_dict(optimizer_state)
+    if scheduler is not None and (path / "scheduler.pt").exists():
+        scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=True))
+    rng_file = path / ("rng.pt" if rank == 0 else f"rng-rank{rank}.pt")
+    if not rng_file.exists():
+        raise CheckpointError(f"{path}: no random generator state for rank {rank}: the checkpoint was written by "
+                              "fewer processes; resume it with the same number")
+    set_rng_state(torch.load(rng_file, weights_only=True))
+    return torch.load(path / "state.pt", weights_only=True)

@@ -1,0 +1,169 @@
+"""Our run config in TRL's terms: the ``trl.GRPOConfig`` arguments of a :class:`RunConfig`
+(:func:`grpo_config_kwargs`), the keys TRL has no equivalent for (:data:`NO_TRL_EQUIVALENT`, one line
+each; :func:`no_trl_equivalent` for one config), and TRL's logged metric names in ours
+(:func:`our_metrics`).
+
+Field names are those of TRL 1.x's ``GRPOConfig`` (a ``transformers.TrainingArguments``); the backend
+checks them against the installed class. No torch or TRL import here.
+
+One step of ours is one generation batch of ``prompts_per_step * num_generations`` sequences, split into
+``gradient_accumulation_steps`` micro-batches, with ``num_iterations`` optimizer steps on it. In TRL the
+same batch is ``per_device_train_batch_size = sequences / gradient_accumulation_steps`` rows per
+micro-batch with ``steps_per_generation = gradient_accumulation_steps`` (TRL's default), and TRL counts
+optimizer steps: ``max_steps`` becomes ``max_steps * num_iterations``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from grpo_rewards.tomlfile import ConfigError, Problem
+
+if TYPE_CHECKING:
+    from grpo_core.config import RunConfig
+
+# our key -> why TRL's GRPOTrainer cannot honour it (printed as a warning when the backend starts)
+NO_TRL_EQUIVALENT: dict[str, str] = {
+    "model.offload_activations": "TRL does not offload checkpointed activations to host memory",
+    "model.mlp_chunk_tokens": "TRL does not tile the MLP under gradient checkpointing",
+    "data.seed": "TRL shuffles the rows with the training seed (grpo.seed)",
+    "grpo.logprob_chunk_size": "TRL 1.x's fused LM head tiles the log-probs its own way (no size to set)",
+    "grpo.share_prompts": "TRL runs every completion with its own copy of the prompt",
+    "grpo.micro_batch_tokens": "TRL runs per_device_train_batch_size rows per forward/backward, with no token budget",
+    "logging.sample_every": "samples.jsonl is not written (TRL's own completion logging is log_completions)",
+    "logging.num_samples": "samples.jsonl is not written (TRL's own completion logging is log_completions)",
+}
+
+GENERATION_BACKENDS = ("transformers", "vllm")
+
+
+def no_trl_equivalent(cfg: RunConfig) -> dict[str, str]:
+    """The keys of ``cfg`` the trl backend cannot honour, with why: :data:`NO_TRL_EQUIVALENT`, and
+    ``data.overlong_prompts = "truncate"`` (over-long prompts are dropped or refused before TRL sees them,
+    as the built-in trainer does, but TRL 1.x cannot cut a prompt)."""
+    out = dict(NO_TRL_EQUIVALENT)
+    if cfg.data.overlong_prompts == "truncate" and cfg.data.max_prompt_length:
+        out["data.overlong_prompts"] = ("\"truncate\": TRL 1.x has no prompt length limit; over-long prompts "
+                                        "are kept whole")
+    return out
+
+
+def grpo_config_kwargs(cfg: RunConfig) -> dict[str, Any]:
+    """Keyword arguments for ``trl.GRPOConfig`` that run ``cfg`` as our trainer would (see module docs).
+
+    Raises ``ConfigError`` (``file: key: what is wrong``) for a value TRL cannot run."""
+    g, o, m, lg, ck = cfg.generation, cfg.grpo, cfg.model, cfg.logging, cfg.checkpoint
+    if g.backend not in GENERATION_BACKENDS:
+        raise ConfigError([Problem(cfg.path, None, "generation.backend", f"the trl trainer backend generates with "
+                                   f"{' or '.join(GENERATION_BACKENDS)}, not {g.backend!r}")])
+    mu = o.num_iterations
+    vllm = g.backend == "vllm"
+    kwargs: dict[str, Any] = {
+        "output_dir": lg.output_dir,
+        # [model]: the model is loaded by grpo_core.policy.models in its dtype; no autocast, as in our trainer
+        "trust_remote_code": m.trust_remote_code,
+        "gradient_checkpointing": m.gradient_checkpointing,
+        "gradient_checkpointing_kwargs": {"use_reentrant": False},
+        "bf16": False,
+        "fp16": False,
+        # [data]
+        "shuffle_dataset": cfg.data.shuffle,
+        "remove_unused_columns": False,  # rewards read the other columns
+        # [generation]
+        "use_vllm": vllm,
+        "num_generations": g.num_generations,
+        "max_completion_length": g.max_completion_length,
+        "temperature": g.temperature,
+        "top_p": g.top_p,
+        "top_k": g.top_k,
+        "min_p": g.min_p or None,  # 0 = off on both sides
+        "repetition_penalty": g.repetition_penalty,
+        # [grpo]
+        "learning_rate": o.learning_rate,
+        "per_device_train_batch_size": cfg.sequences_per_step // o.gradient_accumulation_steps,
+        "gradient_accumulation_steps": o.gradient_accumulation_steps,
+        "max_steps": o.max_steps * mu,
+        "num_iterations": mu,
+        "beta": o.beta,
+        "epsilon": o.epsilon,
+        "epsilon_high": o.epsilon_high,
+        "delta": o.delta,
+        "loss_type": o.loss_type,
+        "scale_rewards": o.scale_rewards,
+        "multi_objective_aggregation": o.multi_objective_aggregation,
+        "mask_truncated_completions": o.mask_truncated_completions,
+        "max_grad_norm": o.max_grad_norm,
+        "lr_scheduler_type": o.lr_scheduler,
+        "warmup_steps": o.warmup_ratio,  # a float in [0, 1) is a ratio of the total steps
+        "weight_decay": o.weight_decay,
+        "adam_beta1": o.adam_beta1,
+        "adam_beta2": o.adam_beta2,
+        "seed": o.seed,
+        "reward_weights": cfg.rewards.weights,
+        # [logging]: metrics.jsonl, the progress bar, wandb and tensorboard are ours (grpo_core.run_folder.metrics)
+        "logging_steps": lg.log_every,
+        "report_to": "none",
+        "disable_tqdm": True,
+        # [checkpoint]
+        "save_strategy": "steps" if ck.every else "no",
+        "save_steps": ck.every * mu if ck.every else 500,
+        "save_total_limit": ck.keep_last,
+    }
+    if vllm:
+        kwargs.update(
+            vllm_mode=g.vllm_mode,
+            vllm_gpu_memory_utilization=g.vllm_gpu_memory_utilization,
+            vllm_enable_sleep_mode=g.vllm_sleep_level > 0,  # TRL's engine always sleeps at level 2
+            vllm_max_model_length=g.vllm_max_model_len,
+            # the trainer/sampler log-prob mismatch: the same four rules, named alike
+            vllm_importance_sampling_correction=g.importance_sampling != "none",
+            vllm_importance_sampling_clip_min=g.importance_sampling_min,
+            vllm_importance_sampling_clip_max=g.importance_sampling_max,
+        )
+        if g.vllm_mode == "server":  # TRL's server is `trl vllm-serve` (weights pushed over its NCCL group)
+            kwargs.update(vllm_server_host=g.vllm_server_host, vllm_server_port=g.vllm_server_port,
+                          vllm_server_timeout=g.vllm_server_timeout)
+            if g.vllm_server_url:
+                kwargs["vllm_server_base_url"] = g.vllm_server_url
+        if g.importance_sampling != "none":
+            kwargs["vllm_importance_sampling_mode"] = g.importance_sampling
+        if g.stop:
+            kwargs["generation_kwargs"] = {"stop": list(g.stop)}  # vLLM's SamplingParams(stop=...)
+    if lg.eval_every:
+        kwargs.update(eval_strategy="steps", eval_steps=lg.eval_every * mu,
+                      per_device_eval_batch_size=g.num_generations)
+    if lg.eval_on_start:
+        kwargs["eval_on_start"] = True
+    return kwargs
+
+
+_RENAMES = {
+    "reward": "reward/mean",
+    "reward_std": "reward/std",
+    "completions/mean_length": "completion_length/mean",
+    "completions/min_length": "completion_length/min",
+    "completions/max_length": "completion_length/max",
+    "completions/clipped_ratio": "truncated_ratio",
+}
+_REWARD_MEAN = re.compile(r"^rewards/(.+)/mean$")
+
+
+def _our_name(name: str) -> str:
+    if name in _RENAMES:
+        return _RENAMES[name]
+    match = _REWARD_MEAN.match(name)
+    return f"rewards/{match.group(1)}" if match else name
+
+
+def our_metrics(logs: dict[str, Any]) -> dict[str, Any]:
+    """One TRL log record under our metric names (``reward`` -> ``reward/mean``, ``rewards/<alias>/mean``
+    -> ``rewards/<alias>``, ``completions/mean_length`` -> ``completion_length/mean``, ``eval_<name>`` ->
+    ``eval/<our name>``, ...); names both sides share (``loss``, ``kl``, ``clip_ratio/...``) pass as is."""
+    out: dict[str, Any] = {}
+    for name, value in logs.items():
+        if name.startswith("eval_"):
+            out[f"eval/{_our_name(name.removeprefix('eval_'))}"] = value
+        else:
+            out[_our_name(name)] = value
+    return out
