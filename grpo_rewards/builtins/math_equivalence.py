@@ -31,9 +31,10 @@ extraction, and keep ``"none"`` for comparing with TRL's and open-r1's ``accurac
   in another unit of the table passes (``0.25 km`` for ``250 m``), another unit or a
   bare number is wrong (``12 km`` for ``12 m``, ``cm^2`` for ``cm^3``, ``3`` for
   ``3 hours``). A reference without a unit is compared as before.
-* Relations: a relation without variables that is false (``\\sqrt{3} = \\sqrt{2}``,
-  ``6 \\cdot 7 = 41``, ``2 < 1``) is wrong; a true one is its last side (``6 \\cdot 7 = 42``
-  answers 42); ``x = 5`` is 5 (math-verify's assignment rule).
+* Relations: a relation between expressions without variables that is false, alone or as
+  a link of a chain of relations (``\\sqrt{3} = \\sqrt{2}``, ``6 \\cdot 7 = 41``, ``2 < 1``,
+  ``x = 5+5+1 = 7 = 11``), is wrong; a true one is its last side (``6 \\cdot 7 = 42`` answers 42);
+  ``x = 5`` is 5 (math-verify's assignment rule).
 * Several different math spans in a prose answer (``it is $\\sqrt3$, though $\\sqrt2$ is
   possible``) are a hedge, wrong; the same value restated (``$\\sqrt5$, which is $5^{1/2}$``) is
   one answer.
@@ -68,6 +69,7 @@ differences are deliberate (listed case by case in ``tests/conformance``, counte
 
 * the answer is extracted first; a timeout is wrong rather than ``None``;
 * ``require_literal`` refuses arithmetic left undone against a numeric reference;
+* a chain of relations with a false link is wrong (math-verify reads its last side);
 * a reasoning block is not required: a completion with no ``</think>`` is scored on
   its answer (TRL's ``reasoning_accuracy_reward`` scores it 0); requiring the layout
   is the job of the format rewards.

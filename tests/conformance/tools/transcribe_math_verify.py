@@ -40,6 +40,11 @@ AUTO_CONFIG = {"workers": 2, **SLACK}  # the default extraction: the last \boxed
 ME = "grpo_rewards/builtins/math_equivalence.py"
 
 DELIBERATE = {
+    "false_relation": {
+        "reward": REWARD, "documented_in": ME, "phrase": "a link of a chain of relations",
+        "reason": "a relation between numbers that is false is wrong, also as a link of a chain: x = 5+5+1 = 7 = 11 "
+                  "states 7 = 11 (math-verify reads the chain's last side, 11)",
+    },
     "require_literal": {
         "reward": REWARD, "documented_in": ME, "phrase": "``require_literal`` (on by default) makes any other answer wrong",
         "reason": "against a reference that is a plain number only a number literal or a simplest exact form "
@@ -48,6 +53,8 @@ DELIBERATE = {
     },
 }
 ANNOTATIONS: dict[str, dict[str, object]] = {
+    **{f"test_all.py::test_relations_math[{i}]": {"deliberate": "false_relation", "ours": 0.0}
+       for i in (10, 12, 13, 26, 27)},
     "test_all.py::test_latex_notation[4]": {"deliberate": "require_literal", "ours": 0.0},
     "test_all.py::test_latex_notation[9]": {"deliberate": "require_literal", "ours": 0.0},
     "test_all.py::test_relations_math[16]": {"deliberate": "require_literal", "ours": 0.0},
