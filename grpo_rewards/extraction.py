@@ -55,7 +55,7 @@ from collections import deque
 from collections.abc import Iterator
 
 from grpo_rewards import prose_answers as prose
-from grpo_rewards.numbers import NUMBER_IN_TEXT, is_list_marker, parse_literal
+from grpo_rewards.numbers import NUMBER_AT, NUMBER_IN_TEXT, is_list_marker, parse_literal, widen
 
 METHODS = ("auto", "answer_tag", "gsm8k", "boxed", "answer_prefix", "last_number", "regex")
 AUTO_ORDER = ("answer_tag", "gsm8k", "boxed", "answer_prefix", "last_number")
@@ -266,7 +266,7 @@ def _after_is(rest: str) -> str | None:
     span = _MATH_SPAN.match(rest)
     if span:
         return rest[:span.end()]
-    number = NUMBER_IN_TEXT.match(rest)
+    number = NUMBER_AT.match(rest)
     if number and parse_literal(number.group()) is not None:
         return prose.hedged_span(rest, number) or number.group()
     sentence = _SENTENCE.match(rest).group().strip()
@@ -328,19 +328,19 @@ def _announced(text: str) -> tuple[int, int, str] | None:
             return None  # fast path: nothing announces an answer
     best: tuple[int, int, str] | None = None  # (kind, -position, value): lowest kind, then last
     lines: dict[int, list[str]] = {}
-    prefixes = (_PREFIX, _PREFIX_FOREIGN) if foreign else (_PREFIX,)
-    for match in (m for pattern in prefixes for m in pattern.finditer(text)):
-        value = _prefix_value(match)
-        if value:
-            lines.setdefault(_kind(match), []).append(value)
-            if best is None or (_kind(match), -match.start()) <= best[:2]:
-                best = (_kind(match), -match.start(), value)
+    for pattern in (_PREFIX, _PREFIX_FOREIGN) if foreign else (_PREFIX,):
+        for match in pattern.finditer(text):
+            value = _prefix_value(match)
+            if value:
+                lines.setdefault(_kind(match), []).append(value)
+                if best is None or (_kind(match), -match.start()) <= best[:2]:
+                    best = (_kind(match), -match.start(), value)
     prose_best: tuple[int, int, str] | None = None
-    phrases = ((_PHRASE,) if english else ()) + ((_PHRASE_FOREIGN,) if foreign else ())
-    for match in (m for pattern in phrases for m in pattern.finditer(text)):
-        value = _after_is(match.group("rest"))
-        if value and (prose_best is None or (_kind(match), -match.start()) <= prose_best[:2]):
-            prose_best = (_kind(match), -match.start(), value)
+    for pattern in ((_PHRASE,) if english else ()) + ((_PHRASE_FOREIGN,) if foreign else ()):
+        for match in pattern.finditer(text):
+            value = _after_is(match.group("rest"))
+            if value and (prose_best is None or (_kind(match), -match.start()) <= prose_best[:2]):
+                prose_best = (_kind(match), -match.start(), value)
     chosen = prose.chosen_letter(text) if choosing else None
     if chosen and (prose_best is None or (1, -chosen[0]) <= prose_best[:2]):
         prose_best = (1, -chosen[0], chosen[1])
@@ -369,7 +369,10 @@ def _last_number(text: str) -> str | None:
         found = matches.pop()
         if is_list_marker(text, found) or prose.negated(text, found):
             continue
-        return prose.hedged_span(text, found) or found.group().strip()
+        start, end = widen(text, found)
+        if (start, end) != found.span():
+            found = NUMBER_AT.match(text, start) or found
+        return prose.hedged_span(text, found) or text[start:end].strip()
     return None
 
 
@@ -441,7 +444,7 @@ def extract_answer(text: str, method: str = "auto", *, pattern: str | re.Pattern
 def compared_answer(answer: str, reference: str) -> str:
     """The text of ``answer`` to compare with ``reference``: a chosen option letter (:class:`Choice`) is compared
     as its option's text ("12") against a reference that is no option letter, as the letter otherwise."""
-    if isinstance(answer, prose.Choice) and answer.option and prose.letter_answer(reference) is None:
+    if type(answer) is prose.Choice and answer.option and prose.letter_answer(reference) is None:
         return answer.option
     return answer
 

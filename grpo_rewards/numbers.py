@@ -89,23 +89,55 @@ _NUMBER = re.compile(
 )
 _FRACTION = re.compile(rf"(?P<sign>[-+]?)(?P<num>{PLAIN})[ \t]*/[ \t]*(?P<den>{PLAIN})", re.ASCII)
 
+_IN_TEXT_HEAD = r"(?<![\w.^_\\])(?<!\d[-:/])(?<!\d[-:] )(?<!\^\{)(?<!_\{)"
+_IN_TEXT_TAIL = r"|(?:[-+−])?\.\d+)(?:[ \t]?\\?%)?(?![\w^_]|[-:/]\d|\.\d|,\d)"
+
 #: A number literal inside prose (``last_number`` extraction): signed, with currency, thousands
 #: groups, a decimal part, an exponent, ``/denominator``, ``\\frac{a}{b}`` and a trailing ``%``.
 #: Not a number here: digits glued to a word or a decimal point (``x2``, ``v1.2``), a list marker
 #: at the start of a line (``2. Next``), parts of dates, ranges, times and ratios
 #: (``2023-05-01``, ``10-3``, ``12:30``), and bases or exponents of a power (``2^10``, ``x_1``).
+#: The pattern that scans a text; :func:`widen` grows a match found by it into the whole literal
+#: (Indian grouping, scientific notation, a mixed number), as :data:`NUMBER_AT` reads it.
 NUMBER_IN_TEXT = re.compile(
-    r"(?<![\w.^_\\])(?<!\d[-:/])(?<!\d[-:] )(?<!\^\{)(?<!_\{)"
-    r"(?:"
+    _IN_TEXT_HEAD + r"(?:"
+    r"(?:[-+−][ \t]?)?\\[dtc]?frac\{\d+\}\{\d+\}"
+    r"|(?:[-+−][ \t]?)?(?:\\?[$€£¥][ \t]?)?"
+    r"(?:[1-9]\d{0,2}(?:,\d{3})+(?![\d])|[1-9]\d{0,2}(?:[ \u00a0\u202f\u2009]\d{3})+(?![\d])|\d+)(?:\.\d+)?"
+    r"(?:[eE][-+]?\d+)?(?:/\d+(?:\.\d+)?)?" + _IN_TEXT_TAIL,
+)
+#: A number literal of prose read at a known position (anchored ``match``): :data:`NUMBER_IN_TEXT`'s forms,
+#: Indian digit grouping (``1,23,456``), scientific notation (``1.5 \\times 10^{3}``) and mixed numbers
+#: (``2\\frac{1}{4}``).
+NUMBER_AT = re.compile(
+    _IN_TEXT_HEAD + r"(?:"
     r"(?:[-+−][ \t]?)?\\[dtc]?frac\{\d+\}\{\d+\}"
     r"|(?:[-+−][ \t]?)?(?:\\?[$€£¥][ \t]?)?"
     r"(?:[1-9]\d{0,2}(?:,\d{3})+(?![\d])|[1-9]\d?(?:,\d\d)+,\d{3}(?![\d])|[1-9]\d{0,2}(?:[ \u00a0\u202f\u2009]\d{3})+(?![\d])|\d+)(?:\.\d+)?"
     r"(?:[eE][-+]?\d+)?(?:/\d+(?:\.\d+)?)?"
     r"(?:[ \t]?(?:\\times|\\cdot|×)[ \t]?10\^(?:\{[-+−]?\d{1,3}\}|[-+−]?\d{1,3})|[ \t]?\\[dtc]?frac\{\d+\}\{\d+\})?"
-    r"|(?:[-+−])?\.\d+"
-    r")(?:[ \t]?\\?%)?"
-    r"(?![\w^_]|[-:/]\d|\.\d|,\d)",
+    + _IN_TEXT_TAIL,
 )
+_INDIAN_HEAD = re.compile(r"(?<![\d,])[1-9]\d?(?:,\d\d)*,\Z")
+_FRAC_HEAD = re.compile(r"(?:[-+−][ \t]?)?(?:(?<![\w.])\d+[ \t]?)?\\[dtc]?frac\{(?:\d+\}\{)?\Z")
+
+
+def widen(text: str, match: re.Match[str]) -> tuple[int, int]:
+    """The span of the whole literal around a :data:`NUMBER_IN_TEXT` match: ``456`` of ``1,23,456`` grows to
+    the Indian grouping, ``1.5`` of ``1.5 \\times 10^{3}`` to the scientific notation, ``2`` of
+    ``2\\frac{1}{4}`` to the mixed number."""
+    start, end = match.span()
+    before = text[start - 1:start]
+    if before in (",", "{"):
+        head = (_INDIAN_HEAD if before == "," else _FRAC_HEAD).search(text, max(0, start - 40), start)
+        if head:
+            start = head.start()
+    if start != match.start() or text[end:end + 1] in (" ", "\t", "\\", "×"):
+        wide = NUMBER_AT.match(text, start)
+        if wide and wide.end() >= end:
+            return start, wide.end()
+        return match.span()
+    return start, end
 
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 
-from grpo_rewards.numbers import NUMBER_IN_TEXT, parse_literal
+from grpo_rewards.numbers import NUMBER_AT, parse_literal
 
 _REVISION = re.compile(
     r"(?:\b(?:but|however|actually|wait|instead|hmm|oops|correction|on second thought|after (?:re-?)?checking|"
@@ -100,7 +100,7 @@ def hedged_span(text: str, match: re.Match[str]) -> str | None:
     if follow is None and _RANGE_BEFORE.search(head):  # "between 10 and 14"
         follow = _RANGE_AND.match(text, match.end())
     if follow:
-        other = NUMBER_IN_TEXT.match(text, follow.end())
+        other = NUMBER_AT.match(text, follow.end())
         if other and not _same(match.group(), other.group()):
             return text[match.start():other.end()].strip()
     words = head.split()[-5:]
@@ -119,7 +119,7 @@ def hedged_span(text: str, match: re.Match[str]) -> str | None:
 def range_start(text: str, match: re.Match[str]) -> bool:
     """Whether the number ``match`` opens a range or a disjunction ("between 10", "10 or", "from 10 to")."""
     follow = _DISJUNCTION.match(text, match.end()) or _RANGE_AND.match(text, match.end())
-    return bool(follow and NUMBER_IN_TEXT.match(text, follow.end()))
+    return bool(follow and NUMBER_AT.match(text, follow.end()))
 
 
 def options(text: str) -> dict[str, str]:
@@ -127,7 +127,7 @@ def options(text: str) -> dict[str, str]:
     found: dict[str, str] = {}
     for match in _OPTION.finditer(text):
         content = match.group("content").strip()
-        number = NUMBER_IN_TEXT.match(content)
+        number = NUMBER_AT.match(content)
         if number:
             content = number.group()
         else:

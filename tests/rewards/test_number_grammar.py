@@ -97,6 +97,7 @@ def test_decimal_flag_marks_what_was_written_with_a_point():
     ("so the distance is 3.84 \\times 10^{5} km", "3.84 \\times 10^{5}"),
     ("she needs 2\\frac{1}{4} cups", "2\\frac{1}{4}"),
     ("the flat costs 45,00,000 rupees", "45,00,000"),
+    ("a deposit of 1,25,000 was made", "1,25,000"),
 ])
 def test_prose_finds_the_whole_number(text, answer):
     assert extract_answer(text, "last_number") == answer
