@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from fractions import Fraction
+from functools import lru_cache
 
 _F = Fraction
 # name -> (dimension exponents (length, time, mass), factor to SI)
@@ -76,11 +77,15 @@ def _normal(text: str) -> str:
     return text.replace("\\,", " ").replace("\\ ", " ").replace("\\;", " ").replace("~", " ").strip()
 
 
+_HAS_LETTER = re.compile(r"[A-Za-z²³]")
+
+
+@lru_cache(maxsize=65536)  # a batch repeats each reference num_generations times
 def split_unit(text: str) -> tuple[str, str] | None:
     """``(value, unit)`` when ``text`` is a value followed by a unit (``"12 km"`` -> ``("12", "km")``), else
     ``None``. A bare word after a number counts as a unit only when :data:`UNITS` knows it or when it was
     written in ``\\text{}``."""
-    if len(text) > 200:
+    if len(text) > 200 or _HAS_LETTER.search(text) is None:
         return None
     had_text = _TEXT.search(text) is not None
     plain = _normal(text.strip().strip("$").strip())

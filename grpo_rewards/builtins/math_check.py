@@ -48,6 +48,7 @@ import logging
 import re
 import sys
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from grpo_rewards.numbers import Number, compared_values, format_number, parse_literal, unwrap
@@ -249,6 +250,7 @@ def _parse(text: str, plain_text: bool = True, options: Options = DEFAULT_OPTION
     return [x for x in found if isinstance(x, (Basic, MatrixBase, str))]
 
 
+@lru_cache(maxsize=65536)  # a batch repeats each reference num_generations times
 def gold_text(gold: str) -> str:
     """The part of a gold answer to compare: the text after the last ``####`` when there is one."""
     return gold.rsplit("####", 1)[1].strip() if "####" in gold else gold.strip()
