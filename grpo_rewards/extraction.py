@@ -8,7 +8,8 @@ drafted inside ``<think>`` never wins).
 
 Methods, tried in this order by ``auto``:
 
-``answer_tag``     the content of the non-empty ``<answer>...</answer>`` tag; an unclosed
+``answer_tag``     the content of the non-empty ``<answer>...</answer>`` tag (attributes allowed:
+                   ``<answer class="final">``; Markdown emphasis ``**12**`` peeled); an unclosed
                    tag counts (the answer runs to the next ``<answer>`` or the end)
 ``gsm8k``          the rest of the line after the last ``####`` (GSM8K's solution format), or
                    the next line when that is empty. ``auto`` takes it only when it is a
@@ -24,7 +25,9 @@ Methods, tried in this order by ``auto``:
                    the strongest kind wins. Markdown bold/heading marks are ignored. After
                    "is", X must be a math span (``$...$``, ``\\(...\\)``, ``\\boxed{}``) or a
                    number literal ("the answer is correct" announces nothing)
-``last_number``    the last number literal in the text (:data:`grpo_rewards.numbers.NUMBER_IN_TEXT`:
+``last_number``    the last number literal in the text that is not negated ("13, not 12"), as the
+                   disjunction or range it belongs to ("12 or 13": no number; see
+                   :mod:`grpo_rewards.prose_answers`) (:data:`grpo_rewards.numbers.NUMBER_IN_TEXT`:
                    ``-1,234.5``, ``1 000 000``, ``3/4``, ``\\frac{1}{3}``, ``$12``, ``1e-3``, ``50%``);
                    list markers, dates, times, ranges and powers are not numbers
 ``regex``          the first group (or whole match) of the last match of a custom ``pattern``
@@ -34,10 +37,17 @@ Methods, tried in this order by ``auto``:
 announced after the last box (``\\boxed{255} ... Final Answer: The final answer is $10,455$``):
 the box was an intermediate result.
 
-Several final answers are hedging, not an answer: when a completion (outside its
-reasoning) holds several non-empty ``<answer>`` tags, or several boxes, whose contents
-differ (whitespace aside), ``answer_tag`` and ``boxed`` return them all as one list,
-``"a, b, c"`` (duplicates dropped, first form and order kept), never the last one alone.
+Several final answers are hedging, not an answer. One rule for every explicit marker: when a
+completion (outside its reasoning) holds several non-empty ``<answer>`` tags, several boxes,
+several ``####`` lines, or several ``Final answer:`` (or ``Answer:``) lines whose contents differ
+(whitespace aside; one number restated, ``12`` and ``12.0`` or ``twelve``, is one answer), the
+method returns them all as one list, ``"a, b, c"`` (duplicates dropped, first form and order kept),
+never the last one alone. In prose the last committed answer counts: an answer announced in a
+sentence ("the answer is 12") gives way to the one committed to after a revision ("but after
+checking, the total is 13"); negated numbers are skipped; a disjunction or range is no number.
+An option letter chosen in words ("I pick B", "the answer is (B)") is a
+:class:`grpo_rewards.prose_answers.Choice` carrying its option's text
+(:func:`compared_answer`). Every form and its outcome: ``docs/answers.md``.
 A list is no number, so ``<answer>40</answer><answer>41</answer><answer>42</answer>``
 is wrong against ``42`` for every reward that wants a number; ``math_equivalence``
 compares the list as a set, so ``\\boxed{2} ... \\boxed{3}`` answers "find all
