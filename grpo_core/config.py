@@ -1,7 +1,7 @@
 """The run config: one TOML file (``grpo train run.toml``) or one dict (the Python API) -> :class:`RunConfig`.
 
 Sections: ``[model] [data] [generation] [grpo] [lora] [quantization] [logging] [checkpoint] [trainer]
-[distributed]`` and the reward side's ``[rewards.*]`` tables (validated by ``grpo_rewards.rewards_from_doc`` so
+[distributed] [hub]`` and the reward side's ``[rewards.*]`` tables (validated by ``grpo_rewards.rewards_from_doc`` so
 trainer and reward problems are reported together). Every problem is collected before one
 :class:`grpo_rewards.ConfigError` is raised, each as ``file:line: section.key: what is wrong``,
 with a did-you-mean for unknown sections and keys. ``--set section.key=value`` overrides are
@@ -162,10 +162,26 @@ class LoggingConfig:
     eval_on_start: bool = False  # also evaluate before the first update (logged as step 0): the curve's baseline
     num_samples: int = 4
     plot: bool = True
-    wandb: bool = False
-    wandb_project: str = "grpo"
-    tensorboard: bool = False
+    # experiment trackers (grpo_core.outputs.trackers): "none", a name, a list of names, or "all" (the installed ones)
+    report_to: str | list[str] = "none"
+    project: str = "grpo"  # the trackers' project (wandb, trackio, comet_ml) or experiment (mlflow)
+    run_name: str = ""  # "" -> the run folder's name
+    wandb: bool = False  # deprecated spelling of report_to = ["wandb"]
+    wandb_project: str = "grpo"  # deprecated spelling of project
+    tensorboard: bool = False  # deprecated spelling of report_to = ["tensorboard"]
     progress: bool = True
+
+
+@dataclass
+class HubConfig:
+    """Pushing the trained model to the Hugging Face Hub (grpo_core.outputs.hub), with transformers' names."""
+
+    push_to_hub: bool = False
+    hub_model_id: str = ""  # "" -> the run folder's name, in the token's namespace; or "name", "org/name"
+    hub_private_repo: bool | None = None  # None: the namespace's default (public unless the org says private)
+    hub_strategy: str = "every_save"  # end, every_save, checkpoint, all_checkpoints (transformers' HubStrategy)
+    hub_token: str = ""  # "" -> HF_TOKEN, or the token `hf auth login` saved
+    hub_revision: str = ""  # a branch to push to ("" -> the default branch)
 
 
 @dataclass
@@ -207,6 +223,7 @@ SECTIONS: dict[str, type] = {
     "checkpoint": CheckpointConfig,
     "trainer": TrainerConfig,
     "distributed": DistributedConfig,
+    "hub": HubConfig,
 }
 REQUIRED: dict[str, tuple[str, ...]] = {"model": ("name_or_path",), "data": ("source",)}
 
@@ -290,6 +307,7 @@ class RunConfig:
     path: str = "<dict>"
     raw: dict[str, Any] = field(default_factory=dict, repr=False)  # the merged input (file + overrides)
     distributed: DistributedConfig = field(default_factory=DistributedConfig)
+    hub: HubConfig = field(default_factory=HubConfig)
 
     @property
     def output_dir(self) -> Path:
@@ -303,6 +321,8 @@ class RunConfig:
         """The sections as plain data (JSON/TOML-able) plus the raw ``rewards`` tables."""
         out: dict[str, Any] = {name: dataclasses.asdict(getattr(self, name)) for name in SECTIONS}
         out["rewards"] = self.raw.get("rewards", {})
+        if out["hub"]["hub_token"]:  # a secret: never in config.json, a tracker or a model card
+            out["hub"]["hub_token"] = "<hidden>"
         return out
 
 
@@ -500,7 +520,7 @@ def _check_source(doc: TomlDoc, key: tuple[str, ...], source: str, registry: Reg
 
 
 def _cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None:
-    m, d, g, o, lo, q, lg, ck, tr, ds = (cfg[n] for n in SECTIONS)
+    m, d, g, o, lo, q, lg, ck, tr, ds, hub = (cfg[n] for n in SECTIONS)
     _choice(doc, ("model", "dtype"), m.dtype, DTYPES)
     model_path = Path(m.name_or_path).expanduser()
     if m.name_or_path.startswith(("/", "./", "../", "~")) and not model_path.exists():
@@ -592,6 +612,8 @@ def _cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None
         doc.problem(("logging", "eval_every"), "needs held-out rows: set [data] eval_size or eval_source")
     if lg.eval_on_start and not d.eval_source and not d.eval_size:
         doc.problem(("logging", "eval_on_start"), "needs held-out rows: set [data] eval_size or eval_source")
+    _check_report_to(doc, lg)
+    _check_hub(doc, hub)
     if ck.save_merged and not lo.enabled:
         doc.problem(("checkpoint", "save_merged"), "only meaningful with [lora] enabled = true")
     _choice(doc, ("distributed", "engine"), ds.engine, DISTRIBUTED_ENGINES)
@@ -604,6 +626,56 @@ def _cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None
         for key, default in (("zero_stage", 2), ("offload_optimizer", "none"), ("deepspeed_config", "")):
             if getattr(ds, key) != default:
                 doc.problem(("distributed", key), f'only meaningful with engine = "deepspeed", not {ds.engine!r}')
+
+
+def _check_report_to(doc: TomlDoc, lg: LoggingConfig) -> None:
+    """``logging.report_to``: known tracker names, or "none" / "all" alone; the older spellings folded in."""
+    from grpo_core.outputs.trackers import KNOWN
+
+    names = [lg.report_to] if isinstance(lg.report_to, str) else list(lg.report_to)
+    for name in names:
+        if name in ("none", "all"):
+            if len(names) > 1:
+                doc.problem(("logging", "report_to"), f'"{name}" stands alone, not in a list with other names')
+        elif name not in KNOWN:
+            doc.problem(("logging", "report_to"), f"unknown tracker {name!r}{did_you_mean(name, [*KNOWN, 'none', 'all'])}"
+                                                  f" (one of {', '.join(KNOWN)}, or \"none\" or \"all\")")
+    if lg.wandb_project != "grpo":
+        if lg.project not in ("grpo", lg.wandb_project):
+            doc.problem(("logging", "wandb_project"), f"is the older spelling of project, which says {lg.project!r}: "
+                                                      "keep project only")
+        lg.project = lg.wandb_project
+
+
+HUB_STRATEGIES = ("end", "every_save", "checkpoint", "all_checkpoints")
+
+
+def _check_hub(doc: TomlDoc, hub: HubConfig) -> None:
+    """``[hub]``: a valid repo id and strategy; the other keys only with ``push_to_hub = true``."""
+    _choice(doc, ("hub", "hub_strategy"), hub.hub_strategy, HUB_STRATEGIES)
+    if hub.hub_model_id and (why := repo_id_problem(hub.hub_model_id)):
+        doc.problem(("hub", "hub_model_id"), why)
+    if hub.hub_revision and (hub.hub_revision != hub.hub_revision.strip() or "\n" in hub.hub_revision):
+        doc.problem(("hub", "hub_revision"), f"not a branch name: {hub.hub_revision!r}")
+    if not hub.push_to_hub:
+        table = doc.data.get("hub")
+        for key in ("hub_model_id", "hub_private_repo", "hub_strategy", "hub_token", "hub_revision"):
+            if isinstance(table, dict) and key in table:
+                doc.problem(("hub", key), "only meaningful with push_to_hub = true")
+
+
+def repo_id_problem(repo_id: str) -> str | None:
+    """Why ``repo_id`` cannot name a Hub repo (``name`` or ``namespace/name``), in huggingface_hub's own words
+    (``validate_repo_id``); None when it can, or when huggingface_hub is not installed (pushing then refuses)."""
+    try:
+        from huggingface_hub.utils import HFValidationError, validate_repo_id
+    except ImportError:
+        return None
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError as exc:
+        return str(exc).strip().splitlines()[0]
+    return None
 
 
 def config_from_doc(doc: TomlDoc, overrides: Sequence[str] = (), registry: Registry | None = None) -> RunConfig:

@@ -251,6 +251,9 @@ class Trainer:
         # fp16 gradients underflow without loss scaling (bf16 and fp32 need none)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=uses_fp16(self.model))
         self.step, self.epoch, self.position = 0, 0, 0
+        from grpo_core.outputs.hub import HubPusher
+
+        self._hub = HubPusher.of(config) if self.world.is_main else None  # [hub] push_to_hub (grpo_core.outputs.hub)
         self._stop = threading.Event()
         if self.world.rank > 0:  # rank 0 draws as one process would; the others from their own streams
             torch.manual_seed(g.seed + self.world.rank)
@@ -349,9 +352,11 @@ class Trainer:
     # ------------------------------------------------------------------ the loop ----
 
     def train(self) -> dict[str, Any]:
+        from grpo_core.outputs import check_outputs
         from grpo_core.run_folder.metrics import MetricsLogger
 
         cfg, g = self.cfg, self.cfg.grpo
+        check_outputs(cfg)  # a named tracker that is not installed, a push without a token: before the first step
         if self.resume:
             self._restore()
         main, k = self.world.is_main, cfg.generation.num_generations
@@ -414,6 +419,8 @@ class Trainer:
                    "plot": str(plot) if plot else None}
         if main:
             hook.grpo_on_train_end(context=self._context(), metrics=summary, trainer=self)
+        if self._hub is not None and not interrupted:  # last: a failed push leaves the run folder complete
+            summary["hub_url"] = self._hub.on_end(self.run_dir, metrics)
         return summary
 
     # ------------------------------------------------------------------ the steps ----
@@ -745,6 +752,11 @@ class Trainer:
                                    scheduler=self.scheduler, state=state, keep_last=self.cfg.checkpoint.keep_last,
                                    rank_rng=states, model_state=model_state, optimizer_state=optimizer_state)
             self.registry.hook.grpo_on_checkpoint(context=self._context(), step=self.step, path=str(path), trainer=self)
+            if self._hub is not None and self.step < self.cfg.grpo.max_steps:  # the end pushes the last one
+                from grpo_core.policy.models import save_model
+
+                write = None if self._sharded else (lambda out: save_model(self.model, self.tokenizer, out))
+                self._hub.on_save(self.run_dir, self.step, path, write, getattr(self, "last_metrics", {}))
         barrier(self.world)
 
     def _context(self) -> TrainingContext:

@@ -2,12 +2,18 @@
 
 :func:`check` builds a reward, scores each trick and an honest wrong answer on the same
 sample row (reference ``42``, prompt ``What is 6 * 7?``), and returns the tricks that score
-higher: each one is a way to earn reward without the right answer.
+higher: each one is a way to earn reward without the right answer. :data:`PAIRED_TRICKS` are
+scored against a fair completion of their own instead (padding against the same answer
+unpadded, tags out of order against the same text with ``<>`` written as ``()``, which holds no
+tag). A reward that reads ``completion_ids`` gets the paired probes a second time in token ids, as the
+trainer passes them (:func:`token_ids`: a word, a punctuation mark or a whitespace character
+is one id).
 ``python -m grpo_rewards.hacking NAME [key=value ...]`` prints them and exits 1 on a hack.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import Any
 
@@ -54,8 +60,68 @@ def _answer_grammar_tricks() -> dict[str, str]:
 TRICKS.update(_answer_grammar_tricks())
 
 
+_REASONING = "6 * 7 is 6 + 6 + ... which I count as 41."
+
+
+def _untagged(text: str) -> tuple[str, str]:
+    """``text`` and its fair twin: the same length and words, ``<tag>`` written ``(tag)``, so no tag at all."""
+    return text, text.replace("<", "(").replace(">", ")")
+
+
+# trick -> (trick, fair completion it must not beat): padding must not buy length, and tags out of
+# order must not earn more format credit than no tags at all
+PAIRED_TRICKS: dict[str, tuple[str, str]] = {
+    "a wrong answer padded with blank lines": (_wrap("41", _REASONING + "\n" * 3000), HONEST_WRONG),
+    "a wrong answer padded with runs of spaces": (_wrap("41", _REASONING.replace(" ", " " * 40)), HONEST_WRONG),
+    "a wrong answer padded with a run of dots": (_wrap("41", _REASONING + "." * 5000), HONEST_WRONG),
+    "a wrong answer padded with one sentence said again and again": (
+        _wrap("41", _REASONING + " Let me double-check." * 300), _wrap("41", _REASONING + " Let me double-check.")),
+    "a wrong answer padded with one line said again and again (Chinese)": (
+        _wrap("41", _REASONING + "\n让我再检查一遍" * 300), _wrap("41", _REASONING + "\n让我再检查一遍")),
+    "tags in reverse order": _untagged(f"</answer>\n41\n<answer>\n</reasoning>\n{_REASONING}\n<reasoning>\n"),
+    "each closing tag before its opening tag": _untagged(
+        f"</reasoning>\n{_REASONING}\n<reasoning>\n</answer>\n41\n<answer>\n"),
+    "the answer block before the reasoning block": _untagged(
+        f"<answer>\n41\n</answer>\n<reasoning>\n{_REASONING}\n</reasoning>\n"),
+}
+_TOKEN = re.compile(r"\w+|[^\w\s]|\s")
+
+
+def token_ids(texts: list[str]) -> list[list[int]]:
+    """Token ids for the probes: one id per word, punctuation mark or whitespace character, numbered in order seen."""
+    vocab: dict[str, int] = {}
+    return [[vocab.setdefault(t, len(vocab)) for t in _TOKEN.findall(text)] for text in texts]
+
+
+def _score(fn: Any, name: str, texts: list[str], extra: dict[str, list[Any]]) -> list[float | None]:
+    cols = {"answer": [REFERENCE] * len(texts), "prompts": [PROMPT] * len(texts), **extra}
+    try:
+        try:
+            return list(fn(texts, **cols))
+        except TypeError:
+            cols.pop("prompts")
+            return list(fn(texts, **cols))
+    except KeyError as exc:  # a column the sample row does not have: the reward's parameters must supply it
+        raise ConfigError(f"{exc.args[0] if exc.args else exc}; the probes' sample row has only the columns "
+                          "answer and prompts (give the reward what it needs as a parameter)",
+                          key=name) from None
+
+
+def _reads_token_ids(name: str) -> bool:
+    from grpo_rewards.plugins import get_registry
+
+    try:
+        return "completion_ids" in get_registry().reward(name).columns
+    except Exception:  # noqa: BLE001 - not a registered name (a reward given directly): text only
+        return False
+
+
+def _beats(s: float | None, base: float | None) -> bool:
+    return s is not None and (base is None or s > base)
+
+
 def check(name: str, **params: Any) -> dict[str, tuple[float | None, float | None]]:
-    """The tricks that beat the honest wrong answer: ``{trick: (trick score, honest wrong score)}``.
+    """The tricks that beat what they are compared with: ``{trick: (trick score, honest or fair score)}``.
 
     A reward that needs a column the sample row does not have (``json_schema`` without a
     ``schema`` parameter) raises :class:`~grpo_rewards.errors.ConfigError` naming it.
@@ -63,24 +129,22 @@ def check(name: str, **params: Any) -> dict[str, tuple[float | None, float | Non
     from grpo_rewards import reward
 
     fn = reward(name, **params)
-    texts = [HONEST_WRONG, *TRICKS.values()]
-    cols = {"answer": [REFERENCE] * len(texts), "prompts": [PROMPT] * len(texts)}
-    try:
-        try:
-            scores = list(fn(texts, **cols))
-        except TypeError:
-            cols.pop("prompts")
-            scores = list(fn(texts, **cols))
-    except KeyError as exc:  # a column the sample row does not have: the reward's parameters must supply it
-        raise ConfigError(f"{exc.args[0] if exc.args else exc}; the probes' sample row has only the columns "
-                          "answer and prompts (give the reward what it needs as a parameter)",
-                          key=name) from None
-    base = scores[0]
-    return {
-        trick: (s, base)
-        for trick, s in zip(TRICKS, scores[1:])
-        if s is not None and (base is None or s > base)
-    }
+    pairs = [t for pair in PAIRED_TRICKS.values() for t in pair]
+    texts = [HONEST_WRONG, *TRICKS.values(), *pairs]
+    hacks: dict[str, tuple[float | None, float | None]] = {}
+    scores = _score(fn, name, texts, {})
+    base, singles = scores[0], scores[1:len(TRICKS) + 1]
+    for trick, s in zip(TRICKS, singles):
+        if _beats(s, base):
+            hacks[trick] = (s, base)
+    runs = [("", scores[len(TRICKS) + 1:])]
+    if _reads_token_ids(name):  # the paired probes again, in token ids
+        runs.append((" (token ids)", _score(fn, name, pairs, {"completion_ids": token_ids(pairs)})))
+    for suffix, paired in runs:
+        for i, trick in enumerate(PAIRED_TRICKS):
+            if _beats(paired[2 * i], paired[2 * i + 1]):
+                hacks[trick + suffix] = (paired[2 * i], paired[2 * i + 1])
+    return hacks
 
 
 def main(argv: list[str]) -> int:
@@ -90,7 +154,8 @@ def main(argv: list[str]) -> int:
     params = {k: tomllib.loads(f"v = {v}")["v"] for k, v in (p.split("=", 1) for p in pairs)}
     hacks = check(name, **params)
     for trick, (s, base) in hacks.items():
-        print(f"{name}: HACK: {trick}: {s} > {base} (honest wrong answer)")
+        against = "its fair completion" if trick.removesuffix(" (token ids)") in PAIRED_TRICKS else "honest wrong answer"
+        print(f"{name}: HACK: {trick}: {s} > {base} ({against})")
     if not hacks:
         print(f"{name}: no trick beats an honest wrong answer")
     return 1 if hacks else 0

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Creates .venv and installs the toolkit, its plugins, the test tools and DeepSpeed. Idempotent:
+# Creates .venv and installs the toolkit, its plugins, the test tools, the experiment trackers and DeepSpeed. Idempotent:
 # re-runs only when a pyproject changed. Torch is pinned to the CPU build first
 # (TORCH_SPEC overrides), so nothing pulls CUDA wheels on a machine without a GPU.
 #
@@ -24,7 +24,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/python -c 'import torch; print("torch==" + torch.__version__.split("+")[0])' > "$constraints"
   plugin_args=()
   for d in plugins/*/; do [ -f "$d/pyproject.toml" ] && plugin_args+=(-e "$d"); done
-  .venv/bin/python -m pip install -q -c "$constraints" -e ".[train,dev,math,email]" "${plugin_args[@]}"
+  .venv/bin/python -m pip install -q -c "$constraints" -e ".[train,dev,math,email,tensorboard,mlflow,wandb,trackio,comet]" "${plugin_args[@]}"
   # DeepSpeed ([distributed] engine = "deepspeed") builds from source against the torch above; its CPU kernels
   # compile on first use (g++). Optional: where it does not install, its tests skip with the reason.
   ds_spec=$(.venv/bin/python -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["deepspeed"][0])')

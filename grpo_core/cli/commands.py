@@ -235,8 +235,9 @@ def model_source_problem(cfg: Any) -> str | None:
 
 
 def preflight(cfg: Any, *, resume: bool = False, overwrite: bool = False, all_sources: bool = False,
-              run_folder: bool = True, model: bool = False) -> list[dict[str, Any]] | None:
-    """What a run would fail on, checked before any model loads: the run folder (``run_folder``), then every
+              run_folder: bool = True, model: bool = False, outputs: bool = True) -> list[dict[str, Any]] | None:
+    """What a run would fail on, checked before any model loads: the trackers and the hub push (``outputs``:
+    grpo_core.outputs), the run folder (``run_folder``), then every
     row of the training (and held-out) data when it is a local file (any source with ``all_sources``).
     With ``model``, also whether the model can be fetched at all (:func:`model_source_problem`).
     Raises the layer's error; returns the training rows when they were loaded."""
@@ -249,6 +250,12 @@ def preflight(cfg: Any, *, resume: bool = False, overwrite: bool = False, all_so
     )
     from grpo_rewards.errors import ConfigError
 
+    if outputs:
+        from grpo_core.outputs import check_outputs, deprecations
+
+        for line in deprecations(cfg):
+            print(f"warning: {line}", file=sys.stderr)
+        check_outputs(cfg)
     if run_folder:
         check_run_dir(cfg.logging.output_dir, resume=resume, overwrite=overwrite, file=cfg.path)
         if resume and cfg.trainer.backend == "grpo_core" and load_latest_checkpoint(cfg.logging.output_dir) is None:
@@ -416,7 +423,7 @@ def cmd_signal(args: argparse.Namespace) -> int:
     from grpo_core.trainer import Trainer
 
     cfg = load_config(args.config, args.overrides)
-    preflight(cfg, model=True, run_folder=False)
+    preflight(cfg, model=True, run_folder=False, outputs=False)  # trains nothing: no tracker, no push
     trainer = Trainer(cfg)
     signals, texts = measure_signal(trainer, args.prompts)
     for text in texts[: args.show]:

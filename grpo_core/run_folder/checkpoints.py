@@ -37,7 +37,8 @@ from grpo_rewards.errors import UserError
 CHECKPOINTS = "checkpoints"
 _NAME = re.compile(r"^step-(\d+)$")
 RECORDS = ("metrics.jsonl", "samples.jsonl")  # a run's records: non-empty means a run was there
-REPLACED = (*RECORDS, "config.json", "curves.png")  # what --overwrite removes, with the checkpoints
+REPLACED = (*RECORDS, "config.json", "curves.png", "trackers.json")  # what --overwrite removes, with the checkpoints
+REPLACED_DIRS = (CHECKPOINTS, "tensorboard")  # (an earlier run's tensorboard events would mix into the new curves)
 
 
 class RunFolderError(UserError):
@@ -107,9 +108,10 @@ def check_run_dir(run_dir: str | Path, *, resume: bool = False, overwrite: bool 
 
 
 def clear_run_dir(run_dir: str | Path) -> None:
-    """Remove an earlier run's checkpoints and records (``--overwrite``); other files stay."""
+    """Remove an earlier run's checkpoints, records and tensorboard events (``--overwrite``); other files stay."""
     run_dir = Path(run_dir)
-    shutil.rmtree(checkpoints_dir(run_dir), ignore_errors=True)
+    for name in REPLACED_DIRS:
+        shutil.rmtree(run_dir / name, ignore_errors=True)
     for name in REPLACED:
         (run_dir / name).unlink(missing_ok=True)
 

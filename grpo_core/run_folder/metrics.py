@@ -1,5 +1,6 @@
 """Run metrics with no external service: ``metrics.jsonl`` and ``samples.jsonl`` in the run folder, a live
-rich progress bar, the curves PNG at the end; wandb / tensorboard too when asked for and installed.
+rich progress bar, the curves PNG at the end; the experiment trackers of ``logging.report_to`` too
+(grpo_core.outputs.trackers: a named one that cannot start is a ``ConfigError`` before anything is written).
 
 ``MetricsLogger(run_dir, logging_cfg, total_steps=..., start_step=...)``
     ``.log(step, metrics)``        one JSON line ``{"step", "time", **metrics}`` every ``log_every`` steps
@@ -7,7 +8,7 @@ rich progress bar, the curves PNG at the end; wandb / tensorboard too when asked
     ``.log_samples(step, rows)``   every ``sample_every`` steps, the first ``num_samples`` rows (prompt,
                                    completion, each reward's score) to ``samples.jsonl`` and the console;
     ``.close()``                   stops the bar, closes the files, draws ``curves.png`` (``plot = true``).
-``config`` (the resolved run config as a dict) is written to ``config.json`` and given to wandb.
+``config`` (the resolved run config as a dict) is written to ``config.json`` and given to the trackers.
 A resumed run (``start_step > 0``) first drops the lines of steps after its checkpoint, so the files
 read as if the run had never stopped. A fresh run (``start_step == 0``) refuses a folder whose records
 are not empty (:class:`~grpo_core.run_folder.checkpoints.RunFolderError`) unless ``overwrite=True``: an earlier run's
@@ -156,6 +157,9 @@ class MetricsLogger:
         elif self.run_dir.exists() and not self.run_dir.is_dir():
             raise RunFolderError(f"{self.run_dir} is a file, not a folder", key="logging.output_dir")
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        from grpo_core.outputs.trackers import start_trackers
+
+        self._trackers = start_trackers(self.run_dir, logging_cfg, config, resume=start_step > 0)  # before any file
         self.cfg = logging_cfg
         self.total_steps = total_steps
         self.metrics_path = self.run_dir / METRICS_FILE
@@ -181,28 +185,6 @@ class MetricsLogger:
                                       TimeRemainingColumn(), TextColumn("{task.fields[info]}"), transient=False)
             self._progress.start()
             self._task = self._progress.add_task("train", total=total_steps, completed=start_step, info="")
-        self._wandb = self._tb = None
-        if logging_cfg.wandb:
-            self._wandb = self._start_wandb(config)
-        if logging_cfg.tensorboard:
-            self._tb = self._start_tensorboard()
-
-    def _start_wandb(self, config: dict[str, Any] | None) -> Any:
-        try:
-            import wandb
-        except ImportError:
-            log.warning("logging.wandb = true but wandb is not installed (pip install wandb); skipping it")
-            return None
-        return wandb.init(project=self.cfg.wandb_project, dir=str(self.run_dir), config=config,
-                          name=self.run_dir.name, resume="allow")
-
-    def _start_tensorboard(self) -> Any:
-        try:
-            from torch.utils.tensorboard import SummaryWriter
-        except ImportError:
-            log.warning("logging.tensorboard = true but tensorboard is not installed (pip install tensorboard); skipping it")
-            return None
-        return SummaryWriter(log_dir=str(self.run_dir / "tensorboard"))
 
     def console_print(self, *objects: Any) -> None:
         if self._progress is not None:
@@ -213,12 +195,7 @@ class MetricsLogger:
         if step % self.cfg.log_every == 0 or step == self.total_steps:
             self._metrics.write(json.dumps({"step": step, "time": time.time(), **clean}) + "\n")
             self._metrics.flush()
-            if self._wandb is not None:
-                self._wandb.log({k: v for k, v in clean.items() if isinstance(v, (int, float))}, step=step)
-            if self._tb is not None:
-                for k, v in clean.items():
-                    if isinstance(v, (int, float)) and not isinstance(v, bool):
-                        self._tb.add_scalar(k, v, step)
+            self._trackers.log(step, clean)
         if self._progress is not None:
             info = "  ".join(f"{k}={clean[k]:.4g}" for k in PROGRESS_KEYS
                              if isinstance(clean.get(k), (int, float)))
@@ -248,10 +225,7 @@ class MetricsLogger:
             self._progress.stop()
         self._metrics.close()
         self._samples.close()
-        if self._wandb is not None:
-            self._wandb.finish()
-        if self._tb is not None:
-            self._tb.close()
+        self._trackers.finish()
         if self.cfg.plot and read_jsonl(self.metrics_path):
             from grpo_core.run_folder.plotting import plot_run
             from grpo_rewards.errors import UserError

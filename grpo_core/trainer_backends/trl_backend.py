@@ -130,6 +130,12 @@ def _run_log_callback(backend: TRLBackend) -> Any:
             path = Path(args.output_dir) / f"checkpoint-{state.global_step}"
             hook.grpo_on_checkpoint(context=backend.context(state.global_step), step=state.global_step, path=str(path),
                                     trainer=backend)
+            if backend.hub is not None and state.global_step < args.max_steps and state.is_world_process_zero:
+                from grpo_core.policy.models import save_model
+
+                backend.hub.on_save(backend.run_dir, state.global_step, path,
+                                    lambda out: save_model(backend.trainer.model, backend.tokenizer, out),
+                                    backend.last_metrics)
 
         def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             self.flush()
@@ -151,6 +157,9 @@ class TRLBackend:
         self.run_dir = Path(cfg.logging.output_dir)
         self.last_metrics: dict[str, Any] = {}
         self.stop = threading.Event()
+        from grpo_core.outputs.hub import HubPusher
+
+        self.hub = HubPusher.of(cfg)  # [hub] push_to_hub (grpo_core.outputs.hub)
         try:
             import trl
         except ImportError:
@@ -235,8 +244,10 @@ class TRLBackend:
 
     def train(self) -> dict[str, Any]:
         """Run TRL's training loop; write the final model like our trainer; returns the last metrics."""
+        from grpo_core.outputs import check_outputs
         from grpo_core.policy.models import save_model
 
+        check_outputs(self.cfg)  # a named tracker that is not installed, a push without a token: before the first step
         callback = next(c for c in self.trainer.callback_handler.callbacks if hasattr(c, "logger"))
         plot = None
         for path in self.orphans:
@@ -259,6 +270,8 @@ class TRLBackend:
         summary = {**self.last_metrics, "step": step, "interrupted": interrupted, "run_dir": str(self.run_dir),
                    "plot": str(plot) if plot else None, "log_history": list(self.trainer.state.log_history)}
         self.registry.hook.grpo_on_train_end(context=self.context(step), metrics=summary, trainer=self)
+        if self.hub is not None and not interrupted and self.trainer.is_world_process_zero():
+            summary["hub_url"] = self.hub.on_end(self.run_dir, self.last_metrics)  # a failure: the run folder stays
         return summary
 
     def _install_sigint(self) -> Any:

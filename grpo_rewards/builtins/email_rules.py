@@ -48,6 +48,52 @@ def name_parts(name: str) -> list[str]:
     return [p for p in _NAME_SPLIT.split(name) if len(p) > 1 and p.lower() not in TITLES]
 
 
+# the greeting: the first line when it opens with a salutation, or a vocative (up to four capitalised
+# words, or one word of a script without capitals, then , : or !) opening the email
+_GREETING = re.compile(
+    r"\A\s*(?:(?i:dear|hi|hello|hey|greetings|good\s+(?:morning|afternoon|evening)|to)\b[^\n]*"
+    r"|(?:(?:[A-Z][\w'.-]*[ \t]+){0,3}[A-Z][\w'.-]*|[^\W\d_A-Za-z]\w*)[ \t]*[,:!，：！،])",
+)
+_OPENING_MARKS = " \t\"'“‘(*_-"
+
+
+def _starts_sentence(body: str, start: int) -> bool:
+    """Whether the word at ``start`` opens a sentence: only quotes, brackets or spaces since a sentence end,
+    a line break or the start of the text (looked for in the 80 characters before it)."""
+    before = body[max(0, start - 80):start].rstrip(_OPENING_MARKS)
+    return not before or before[-1] in ".!?\n"
+
+
+def _cased(ch: str) -> bool:
+    return ch.lower() != ch.upper()
+
+
+@functools.lru_cache(maxsize=4096)
+def _name_pattern(part: str) -> re.Pattern[str]:
+    """A name part as a name: capitalised as the name is, at word boundaries where its
+    script has words of cased letters (a Chinese or Arabic name is matched as written)."""
+    forms = {part, part[:1].upper() + part[1:]}
+    left = r"(?<!\w)" if _cased(part[0]) else ""
+    right = r"(?!\w)" if _cased(part[-1]) else ""
+    return re.compile(left + "(?:" + "|".join(map(re.escape, sorted(forms))) + ")" + right)
+
+
+def names_recipient(body: str, parts: list[str]) -> bool:
+    """A part of the recipient's name is written in ``body`` as a name: capitalised, a whole word, and
+    either in the greeting or not at the start of a sentence (where any word is capitalised)."""
+    greeting = _GREETING.match(body)
+    end = greeting.end() if greeting else 0
+    for part in parts:
+        if not _cased(part[0]):  # no capitals to tell a name from a word: as written, anywhere
+            if _name_pattern(part).search(body):
+                return True
+            continue
+        for found in _name_pattern(part).finditer(body):
+            if found.start() < end or not _starts_sentence(body, found.start()):
+                return True
+    return False
+
+
 def _normalize(text: str) -> str:
     return " ".join(text.split())
 
@@ -91,8 +137,15 @@ def email_rules(
     * words: whitespace-separated tokens (``str.split``).
     * name: the recipient's name is split into parts on spaces, dots, commas and
       hyphens; titles (Mr, Mrs, Ms, Mx, Miss, Dr, Prof, Sir, Madam) and one-letter parts
-      are dropped; the rule fires when any remaining part appears, as a whole word and
-      ignoring case, in the body (the email before its signature block).
+      are dropped; the rule fires when a remaining part is written as a name in the body
+      (the email before its signature block): capitalised as in the recipient column (its
+      first letter a capital), as a whole word, and either in the greeting (the first line, when it
+      opens with Dear, Hi, Hello, Hey, Greetings, Good morning/afternoon/evening or To, or
+      up to four capitalised words then ``,`` ``:`` or ``!`` opening the email: ``Grace,``)
+      or not at the start of a sentence.
+      So "I will call" does not name Grace Will, nor does "Will you call?"; "Hi Grace,"
+      and "as Will said" do. A name in a script without capitals (Chinese, Arabic) is
+      matched as written, anywhere in the body.
     * signature block: the lines after the last closing line, a line holding only
       ``--`` or a closing such as ``Best regards,`` ``Kind regards`` ``Thanks!``
       ``Thank you`` ``Sincerely`` ``Cheers`` (the full list is in
@@ -144,7 +197,7 @@ class EmailRules:
             total += self.too_long_penalty
         body, block = split_signature(text)
         parts = name_parts(recipient) if isinstance(recipient, str) else []
-        if parts and any(_word_pattern(p).search(body) for p in parts):
+        if parts and names_recipient(body, parts):
             total += self.name_reward
         if block and has_contact(block, self.region):
             total += self.signature_reward

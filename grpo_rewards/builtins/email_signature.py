@@ -17,10 +17,13 @@ Contact details (any one is enough)
                    are read in ``region`` (an ISO 3166 code such as ``US``, ``GB``)
     email address  ``local@domain.tld`` (local part of letters, digits and
                    ``._%+-``; a domain of dot-separated labels; a TLD of 2+ letters)
-    postal address a line with a house number then up to four words then a
-                   street type (``12 Baker Street``, ``1600 Pennsylvania Ave``),
-                   a US ``City, ST 12345`` line, a UK postcode (``NW1 6XE``) or a
-                   ``P.O. Box 123``
+    postal address by its shape: a house number, then up to four capitalised
+                   words or numbers, then a capitalised street type (``12 Baker Street``,
+                   ``1600 Pennsylvania Ave NW``, ``12 W 34th St``; ``2 weeks on the way``
+                   is prose, not an address), a German-style street and number
+                   (``Hauptstraße 5``, ``Lindenweg 12a``), a French-style number and
+                   street (``12 rue de la Paix``), a US ``City, ST 12345`` line, a UK
+                   postcode (``NW1 6XE``) or a ``P.O. Box 123``
 """
 
 from __future__ import annotations
@@ -34,12 +37,16 @@ _CLOSING = re.compile(
     re.IGNORECASE | re.MULTILINE,
 )
 _EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b")
-_STREET_TYPES = (
-    "street|st|avenue|ave|road|rd|boulevard|blvd|lane|ln|drive|dr|way|court|ct|place|pl|square|sq"
-    "|terrace|parkway|pkwy|highway|hwy|circle|cir"
-)
+_STREET_TYPES = ["street", "st", "avenue", "ave", "road", "rd", "boulevard", "blvd", "lane", "ln", "drive", "dr",
+                 "way", "court", "ct", "place", "pl", "square", "sq", "terrace", "parkway", "pkwy", "highway", "hwy",
+                 "circle", "cir"]
+_STREET_TYPE = "|".join(f"{t.capitalize()}|{t.upper()}" for t in _STREET_TYPES)  # capitalised, as in an address
 _ADDRESS_PATTERNS = (
-    re.compile(rf"\b\d{{1,6}}[A-Za-z]?\s+(?:[A-Za-z0-9.'-]+\s+){{0,4}}(?:{_STREET_TYPES})\b", re.IGNORECASE),  # 221B Baker St
+    # 221B Baker Street, 1600 Pennsylvania Ave NW, 12 W 34th St: the words and the type capitalised
+    re.compile(rf"\b\d{{1,6}}[A-Za-z]?\s+(?:(?:[A-Z][A-Za-z.'-]*|\d+(?:st|nd|rd|th)?)\s+){{0,4}}(?:{_STREET_TYPE})\b\.?"),
+    re.compile(r"\b[A-ZÄÖÜ][\w.-]*(?:straße|strasse|str\.|weg|gasse|platz|allee|damm)\s+\d{1,5}[a-z]?\b"),  # Hauptstraße 5
+    re.compile(r"\b\d{1,5}(?:\s?(?:bis|ter))?,?\s+(?:rue|avenue|boulevard|bd|place|chemin|allée|impasse|quai)\s+"
+               r"(?:(?:de|du|des|la|le)\s+|d'|l')*[A-ZÉÈ]"),  # 12 rue de la Paix
     re.compile(r"\b[A-Z][A-Za-z .'-]*,\s*[A-Z]{2}\s+\d{5}(?:-\d{4})?\b"),  # Springfield, IL 62704
     re.compile(r"\b[A-Z]{1,2}\d[A-Z\d]?\s+\d[A-Z]{2}\b"),  # NW1 6XE (capitals only)
     re.compile(r"\bP\.?\s?O\.?\s+Box\s+\d+", re.IGNORECASE),  # P.O. Box 12

@@ -14,6 +14,7 @@ from grpo_rewards.cli_args import positive
 from grpo_rewards.errors import UserError
 from grpo_rewards.files import read_text
 from grpo_rewards.hookspecs import hookimpl
+from grpo_rewards.sandbox import languages
 
 
 @hookimpl
@@ -27,7 +28,8 @@ def grpo_register_commands(subparsers: Any) -> None:
     p = sub.add_parser("run", help="run one program and print its status, output and the active layers")
     p.add_argument("file", help="a program (Python, or C/C++ by its .c/.cpp/.cc/.cxx suffix or --language)")
     p.add_argument("--stdin", help="a file given to the program as standard input")
-    p.add_argument("--language", choices=("python", "c", "cpp"), help="default: from the file's suffix")
+    p.add_argument("--language", choices=[lang.name for lang in languages.local_languages()],
+                   help="default: from the file's suffix")
     _limit_args(p)
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_run)
@@ -50,9 +52,6 @@ def _limit_args(p: argparse.ArgumentParser) -> None:
                    help="isolation profile (default: auto, the strongest here); a named one is never weakened")
     p.add_argument("--allow-unsafe-execution", action="store_true",
                    help="run even when the kernel lacks layers of the default profile (trusted code only)")
-
-
-_SUFFIXES = {".c": "c", ".cpp": "cpp", ".cc": "cpp", ".cxx": "cpp", ".c++": "cpp"}
 
 
 def _limits(args: argparse.Namespace) -> Any:
@@ -84,7 +83,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     code = read_text(args.file, UserError)  # missing, a folder, binary, not UTF-8: one line, exit 2
     stdin = read_text(args.stdin, UserError, key="--stdin") if args.stdin else ""
-    language = args.language or _SUFFIXES.get(Path(args.file).suffix.lower(), "python")
+    by_suffix = languages.by_suffix(Path(args.file).suffix)
+    language = args.language or (by_suffix.name if by_suffix and by_suffix.local else "python")
     try:
         box = LocalSandbox(slots=1, limits=_limits(args), allow_unsafe=args.allow_unsafe_execution,
                            profile=args.profile)

@@ -1,6 +1,7 @@
 """Code extraction: the last fenced block of the configured language in a completion.
 
-A block tagged with the language (or one of its aliases: ``py``, ``python3``...) wins;
+A block tagged with the language (or one of its fence tags, :mod:`~grpo_rewards.sandbox.languages`:
+``py``, ``python3``...) wins;
 when the completion has no tagged block at all, its last untagged block is used. An
 unclosed fence (a truncated generation) is not code. No block gives ``None`` and a reason.
 """
@@ -9,19 +10,14 @@ from __future__ import annotations
 
 import re
 
-ALIASES: dict[str, tuple[str, ...]] = {
-    "python": ("python", "py", "python3", "py3"),
-    "cpp": ("cpp", "c++", "cxx", "cc"),
-    "c": ("c",),
-    "javascript": ("javascript", "js", "nodejs", "node"),
-    "bash": ("bash", "sh", "shell"),
-}
+from grpo_rewards.sandbox import languages
+
 _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([\w+#.-]*)[^\n]*\n(.*?)^[ \t]*\1[ \t]*$", re.DOTALL | re.MULTILINE)
 
 
 def extract_code(text: str, language: str = "python") -> tuple[str | None, str]:
     """``(code, reason)``: the code, or ``None`` and why there is none."""
-    names = ALIASES.get(language.lower(), (language.lower(),))
+    names = languages.fence_tags(language)
     tagged: list[str] = []
     untagged: list[str] = []
     for match in _FENCE.finditer(text):

@@ -10,11 +10,12 @@ trust the program).
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import re
+import reprlib
 import secrets
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -143,12 +144,20 @@ def lines_close(got: list[str], want: list[str], tolerance: float) -> bool:
         for g, w in zip(got_tokens, want_tokens):
             if g == w:
                 continue
+            if not (_PLAIN_LINEAR.fullmatch(g) and _PLAIN_LINEAR.fullmatch(w)):
+                return False  # checked first without backtracking: the grammar's own regex is quadratic on
+                # a long digit run that ends in a non-digit, and these tokens are the program's output
             g_value, w_value = plain_decimal(g), plain_decimal(w)
             if g_value is None or w_value is None:
                 return False
             if not math.isclose(g_value, w_value, rel_tol=tolerance, abs_tol=tolerance):
                 return False
     return True
+
+
+# plain decimals (grpo_rewards.numbers.PLAIN_DECIMAL), with possessive quantifiers: the same strings, in
+# linear time
+_PLAIN_LINEAR = re.compile(r"[+-]?+(?:\d++(?:\.\d*+)?+|\.\d++)(?:[eE][+-]?+\d++)?+")
 
 
 def _first_difference(got: list[str], want: list[str]) -> str:
@@ -160,32 +169,52 @@ def _first_difference(got: list[str], want: list[str]) -> str:
     return f"{len(want) - len(got)} missing line(s) after line {len(got)}"
 
 
-# a report is the program's output: bounded before it is parsed (a 5,000-digit integer or 50,000 nested
-# brackets would otherwise raise out of json.loads, or recurse past the stack, in the trainer)
+# a report is the program's output, parsed here in the trainer: by the C json decoder, in time linear in
+# its size, and bounded by the output cap, so a crafted report costs milliseconds of the trainer's thread.
+# Integers past Python's int-from-text limit (4,300 digits; checked by a hook when the interpreter's limit is
+# off, as converting a long digit run is quadratic) and nesting past MAX_REPORT_DEPTH are refused; a regex
+# over the text (strings of escaped quotes, digit runs) would backtrack quadratically, and a 50,000-deep
+# report recurse past the stack
 MAX_REPORT_CHARS = 1 << 20
 MAX_REPORT_DEPTH = 100
-MAX_NUMBER_CHARS = 4000  # below Python's int-from-text limit (4300 digits by default)
-_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
-_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
-_LONG_NUMBER = re.compile(rf"[\d.eE+-]{{{MAX_NUMBER_CHARS + 1},}}")
-_DEPTH_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+MAX_INT_DIGITS = 4300  # Python's default int_max_str_digits
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise ValueError("integer too long")
+    return int(text)
+
+
+_DECODER = json.JSONDecoder()
+_BOUNDED_DECODER = json.JSONDecoder(parse_int=_bounded_int)  # a Python call per integer: slower
+
+
+def _depth_within(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests lists and dicts at most ``limit`` deep (iterative, and only containers are
+    visited one by one: a list of a million numbers costs one pass in C)."""
+    stack = [(value, 1)] if type(value) in (list, dict) else []
+    while stack:
+        item, depth = stack.pop()
+        nested = [c for c in (item.values() if type(item) is dict else item) if type(c) in (list, dict)]
+        if nested:
+            if depth >= limit:
+                return False
+            stack += [(c, depth + 1) for c in nested]
+    return True
 
 
 def parse_report(text: str) -> Any:
     """The JSON value of a runner's report, or ``None`` when it is malformed or over the bounds on size,
-    nesting depth and number length (all checked before parsing); never raises."""
+    nesting depth and number length; never raises, and costs time linear in ``len(text)``."""
     if len(text) > MAX_REPORT_CHARS:
         return None
-    skeleton = _JSON_STRING.sub('""', text)
-    if _LONG_NUMBER.search(skeleton):
-        return None
-    brackets = _NOT_BRACKET.sub("", skeleton)
-    if brackets and max(itertools.accumulate(map(_DEPTH_STEP.__getitem__, brackets))) > MAX_REPORT_DEPTH:
-        return None
+    decoder = _DECODER if 0 < sys.get_int_max_str_digits() <= MAX_INT_DIGITS else _BOUNDED_DECODER
     try:
-        return json.loads(text)
+        value = decoder.decode(text)
     except (ValueError, RecursionError, MemoryError):
         return None
+    return value if _depth_within(value, MAX_REPORT_DEPTH) else None
 
 
 def _reported(stdout: str, nonce: str) -> dict[str, Any] | None:
@@ -221,8 +250,13 @@ def python_equal(a: Any, b: Any) -> bool:
     return bool(norm(a) == norm(b))
 
 
+_REPR = reprlib.Repr()  # bounded: a reported list of a million items is not printed whole to be cut
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxdict, _REPR.maxtuple, _REPR.maxset = 4, 12, 8, 12, 12
+_REPR.maxstring = _REPR.maxlong = _REPR.maxother = 90
+
+
 def _short(value: Any, n: int = 80) -> str:
-    text = repr(value)
+    text = _REPR.repr(value)
     return text if len(text) <= n else text[: n - 3] + "..."
 
 

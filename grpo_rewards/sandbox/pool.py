@@ -22,7 +22,6 @@ import json
 import logging
 import os
 import queue
-import shutil
 import socket
 import subprocess
 import sys
@@ -33,11 +32,11 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from grpo_rewards.sandbox import languages
 from grpo_rewards.sandbox import probe as probing
-from grpo_rewards.sandbox.jail import cleanup, wire
+from grpo_rewards.sandbox.jail import cgroups, cleanup, wire
 from grpo_rewards.sandbox.program import (
     COMPILE_ERROR,
-    COMPILED,
     OK,
     RUNTIME_ERROR,
     SANDBOX_ERROR,
@@ -54,14 +53,10 @@ DEFAULT_SLOTS_PER_CORE = 2
 BASE_PREFIX = "grpo-sandbox-"  # + owner pid: a pool killed before close() leaves its folder to the next one
 HANG_MARGIN = 30.0  # seconds past a program's wall limit before its zygote counts as hung
 START_TIMEOUT = 60.0  # seconds for a zygote's hello (its self-test included)
-# C and C++: (compiler, flags, source file name); compiled in the jail with COMPILE_LIMITS, once per source
-COMPILERS = {
-    "c": ("gcc", ["-std=gnu17", "-O2", "-pipe", "-o", "a.out", "main.c", "-lm"], "main.c"),
-    "cpp": ("g++", ["-std=gnu++17", "-O2", "-pipe", "-o", "a.out", "main.cpp", "-lm"], "main.cpp"),
-}
+# compiled languages (grpo_rewards.sandbox.languages: C, C++, and any registered) are compiled in the jail with
+# COMPILE_LIMITS, once per source
 COMPILE_LIMITS = Limits(cpu_seconds=20.0, wall_seconds=40.0, memory_mb=2048, output_bytes=1 << 16, file_size_mb=64,
                         open_files=256)
-LANGUAGE_NAMES = {"c++": "cpp", "cxx": "cpp", "cc": "cpp", "gcc": "c", "python3": "python", "py": "python"}
 COMPILE_CACHE = 256  # binaries kept (sealed memfds): every test of a completion shares one compile
 
 
@@ -81,13 +76,8 @@ class _Compiled:
 
 
 def compilers() -> dict[str, str]:
-    """Absolute paths of the C and C++ compilers found through ``PATH`` (the zygote's environment is empty)."""
-    found = {}
-    for language, (name, _, _) in COMPILERS.items():
-        path = shutil.which(name)
-        if path:
-            found[language] = os.path.abspath(path)
-    return found
+    """Absolute paths of the compilers found through ``PATH``, by language (the zygote's environment is empty)."""
+    return languages.compilers()
 JAIL_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jail")
 BOOT = (  # python -I -S: no site, no .pth files (a smaller zygote forks faster); site-packages added by hand
     "import sys,importlib.util as u;d=sys.argv[2];sys.path+=[p for p in sys.argv[3].split(chr(10)) if p];"
@@ -142,13 +132,14 @@ class Slot:
         cfg = {**self.cfg, "fd": child.fileno(), "parent_pid": os.getpid()}
         site = "\n".join(p for p in sys.path if p.endswith(("site-packages", "dist-packages")))
         command = [sys.executable, "-I", "-S", "-c", BOOT, json.dumps(cfg), JAIL_DIR, site]
+        cgroup_fds = list(cfg["cgroup"]["fds"].values()) if cfg.get("cgroup") else []
         if cfg.get("bwrap"):
             command = bwrap_command(cfg["scratch_root"], _zygote_paths(site), cfg["bwrap"]) + command
         try:
             self.proc = _spawner().submit(
                 subprocess.Popen, command,
                 env={}, cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                pass_fds=[child.fileno()], close_fds=True,
+                pass_fds=[child.fileno(), *cgroup_fds], close_fds=True,
             ).result()
         finally:
             child.close()
@@ -266,6 +257,11 @@ class LocalSandbox:
         _remove_stale_bases()
         self._base = tempfile.mkdtemp(prefix=f"{BASE_PREFIX}{os.getpid()}-")
         os.chmod(self._base, 0o711)
+        # a memory and pids cgroup per slot where this process can make them (root, or a delegated tree);
+        # without, the zygotes refuse memfd_create and cap a shared uid's tasks with RLIMIT_NPROC
+        self._cgroups = cgroups.PoolCgroups(self.slots) if "cgroup" not in disable else None
+        self._cgroup_fds: list[int] = []
+        cgroup_note = [f"no cgroups: {self._cgroups.why}"] if self._cgroups and not self._cgroups.version else []
         common: dict[str, Any] = {
             "read_only": probing.read_only_paths(tuple(read_only)), "rw_files": list(probing.RW_FILES),
             "namespaces": [n for n in probing.NAMESPACE_LAYERS if n in wanted], "landlock": "landlock-fs" in wanted, "seccomp": "seccomp" in wanted,
@@ -282,7 +278,11 @@ class LocalSandbox:
                 root = os.path.join(self._base, f"slot{i}")
                 os.mkdir(root, 0o711)
                 uid = self._uids.uids[i] if self._uids else None
-                self._slots.append(Slot(i, {**common, "scratch_root": root, "uid": uid, "gid": uid}))
+                cgroup = self._cgroups.for_slot(i) if self._cgroups else None
+                if cgroup:
+                    self._cgroup_fds += cgroup["fds"].values()  # kept open: a restarted zygote gets them again
+                self._slots.append(Slot(i, {**common, "scratch_root": root, "uid": uid, "gid": uid,
+                                            "cgroup": cgroup}))
             with ThreadPoolExecutor(self.slots) as starting:  # handshakes in parallel (spawns: one thread)
                 list(starting.map(Slot.start, self._slots))
             self.layers = sorted(set.intersection(*(set(s.layers) for s in self._slots)), key=_layer_order)
@@ -294,7 +294,7 @@ class LocalSandbox:
         except BaseException:
             self.close()
             raise
-        self.notes = sorted(set(self._problems()) | set(found.notes))
+        self.notes = sorted(set(self._problems()) | set(found.notes) | set(cgroup_note))
         self._free: queue.Queue[Slot] = queue.Queue()
         for s in self._slots:
             self._free.put(s)
@@ -316,14 +316,15 @@ class LocalSandbox:
         return list(self._executor.map(self.run_one, programs))
 
     def run_one(self, program: Program) -> RunResult:
-        language = LANGUAGE_NAMES.get(program.language.lower(), program.language.lower())
+        lang = languages.get(program.language)
         limits = program.limits or self.limits
-        if language == "python":
+        if lang is not None and lang.local and not lang.compiled:
             result = self._run_fds(_program_fds(program), {"op": "run", "limits": limits.as_dict()}, limits)
-        elif language in COMPILED:
-            result = self._run_compiled(program, language, limits)
+        elif lang is not None and lang.local:
+            result = self._run_compiled(program, lang.name, limits)
         else:
-            result = sandbox_error(f"the local sandbox runs Python, C and C++, not {program.language!r}")
+            names = ", ".join(x.name for x in languages.local_languages())
+            result = sandbox_error(f"the local sandbox runs {names}, not {program.language!r}")
         with self._count_lock:
             self._counts[result.status] += 1
         return result
@@ -342,16 +343,18 @@ class LocalSandbox:
             raise
         os.close(io_fds[0])
         fds = [binary, *io_fds[1:]]
-        result = self._run_fds(fds, {"op": "run", "mode": "exec", "limits": limits.as_dict()}, limits)
+        mode = languages.get(language).run_mode  # type: ignore[union-attr]
+        result = self._run_fds(fds, {"op": "run", "mode": mode, "limits": limits.as_dict()}, limits)
         result.extra.update(compile_wall=compiled.wall, compile_cpu=compiled.cpu)
         return result
 
     def _compiled(self, code: str, language: str) -> tuple[int | None, RunResult]:
         """``(a new fd of the sealed binary memfd, compile result)``, or ``(None, why)``: a compile error, limit or timeout
         is the program's (``compile_error``); a missing compiler is the machine's (``sandbox_error``)."""
-        compiler = self.compilers.get(language)
+        compiler = self.compilers.get(language) or languages.compilers().get(language)  # registered since start
         if compiler is None:
-            return None, sandbox_error(f"no {COMPILERS[language][0]} on this machine: apt-get install gcc g++")
+            return None, sandbox_error(f"no {languages.get(language).compiler} on this machine: "  # type: ignore[union-attr]
+                                       "apt-get install gcc g++")
         key = (language, hashlib.sha256(code.encode("utf-8", "surrogateescape")).hexdigest())
         with self._compile_lock:
             entry = self._binaries.get(key)
@@ -374,7 +377,9 @@ class LocalSandbox:
         return binary, result
 
     def _compile(self, code: str, language: str, compiler: str) -> tuple[int | None, RunResult]:
-        _, flags, source_name = COMPILERS[language]
+        lang = languages.get(language)
+        assert lang is not None
+        flags, source_name = list(lang.flags), lang.source_name
         fds = _program_fds(Program(code, ""))
         try:
             binary = _memfd("binary", sealable=True)
@@ -400,23 +405,32 @@ class LocalSandbox:
     def _run_fds(self, fds: list[int], msg: dict[str, Any], limits: Limits) -> RunResult:
         """Send one run to a free slot; closes ``fds``. Whatever the program can cause is its failure:
         a zygote that died or hung during its run is a ``runtime_error`` (the slot restarts); only a slot
-        that cannot start again is a sandbox error (infrastructure)."""
+        that cannot start again is a sandbox error (infrastructure). The output is read and its memfds closed
+        before the slot takes its next run: their pages are charged to the slot's memory cgroup."""
         try:
             slot = self._free.get()
             try:
                 reply = slot.call(msg, timeout=limits.wall_seconds + HANG_MARGIN, fds=fds)
             except (OSError, probing.SandboxStartError) as exc:
                 reply = {"status": SANDBOX_ERROR, "error": f"the sandbox slot could not restart: {exc}"}
-            finally:
+            except BaseException:
                 self._free.put(slot)
-            if reply is None:
+                raise
+            try:
+                result = None if reply is None else _result(reply, fds[2], fds[3], limits.output_bytes)
+            finally:
+                for fd in fds:
+                    os.close(fd)
+                fds = []
+                self._free.put(slot)
+            if result is None:
                 with self._count_lock:
                     self._counts["zygote_deaths"] += 1
                 log.warning("sandbox slot %d: its zygote died or hung during a run; scored as the program's "
                             "failure, the slot restarts", slot.index)
                 return RunResult(RUNTIME_ERROR, error="the program's run killed or hung its sandbox process "
                                                       "(the slot restarts)")
-            return _result(reply, fds[2], fds[3], limits.output_bytes)
+            return result
         finally:
             for fd in fds:
                 os.close(fd)
@@ -456,6 +470,13 @@ class LocalSandbox:
         for s in getattr(self, "_slots", []):
             with s.lock:
                 s.stop()
+        for fd in getattr(self, "_cgroup_fds", []):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._cgroup_fds = []
+        if getattr(self, "_cgroups", None) is not None:
+            self._cgroups.close()
+            self._cgroups = None
         if getattr(self, "_uids", None) is not None:
             self._uids.release()
         if getattr(self, "_base", None):
@@ -473,8 +494,8 @@ class LocalSandbox:
             self.close()
 
 
-_ORDER = ["rlimits", "setsid", "subreaper", "uid", "landlock-fs", "landlock-net", "landlock-scope", "seccomp", "pidns",
-          "mountns", "netns", "ipcns", "utsns", "tmpfs-scratch", "bwrap"]
+_ORDER = ["rlimits", "setsid", "subreaper", "uid", "landlock-fs", "landlock-net", "landlock-scope", "seccomp", "cgroup",
+          "pidns", "mountns", "netns", "ipcns", "utsns", "tmpfs-scratch", "bwrap"]
 
 
 def _layer_order(name: str) -> int:

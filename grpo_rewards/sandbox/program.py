@@ -11,7 +11,7 @@ OK, WRONG, RUNTIME_ERROR, TIMEOUT, MEMORY, OUTPUT_LIMIT, COMPILE_ERROR, SANDBOX_
     "ok", "wrong", "runtime_error", "timeout", "memory", "output_limit", "compile_error", "sandbox_error")
 RUN_STATUSES = (OK, RUNTIME_ERROR, TIMEOUT, MEMORY, OUTPUT_LIMIT, COMPILE_ERROR, SANDBOX_ERROR)
 STATUSES = (OK, WRONG, RUNTIME_ERROR, TIMEOUT, MEMORY, OUTPUT_LIMIT, COMPILE_ERROR, SANDBOX_ERROR)
-COMPILED = ("c", "cpp")  # languages the local sandbox compiles (gcc, g++) before running
+COMPILED = ("c", "cpp")  # the built-in compiled languages; grpo_rewards.sandbox.languages has every registered one
 
 
 @dataclass(frozen=True)

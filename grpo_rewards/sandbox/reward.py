@@ -22,9 +22,10 @@ from collections import Counter
 from typing import Any
 
 from grpo_rewards.completions import completion_text
+from grpo_rewards.sandbox import languages
 from grpo_rewards.sandbox.extract import extract_code
 from grpo_rewards.sandbox.judge import Outcome, judge, program_for
-from grpo_rewards.sandbox.program import COMPILED, SANDBOX_ERROR, WRONG, Limits, RunResult
+from grpo_rewards.sandbox.program import SANDBOX_ERROR, WRONG, Limits, RunResult
 from grpo_rewards.sandbox.tests_formats import (
     AssertCase,
     StdioCase,
@@ -35,7 +36,6 @@ from grpo_rewards.sandbox.tests_formats import (
 )
 
 log = logging.getLogger("grpo.sandbox")
-LOCAL_LANGUAGES = ("python", "python3", *COMPILED)
 
 _backends: dict[tuple[Any, ...], Any] = {}
 _backends_lock = threading.Lock()
@@ -173,7 +173,8 @@ class CodeExecutionReward:
     def _cases(self, suite: TestSuite) -> tuple[list[TestCase], str]:
         """The cases to run, or why the row cannot be scored (then ``None``, a dataset problem)."""
         cases = suite.cases
-        if suite.language.lower() in COMPILED and any(not isinstance(c, StdioCase) for c in cases):
+        lang = languages.get(suite.language)
+        if lang is not None and lang.stdio_only and any(not isinstance(c, StdioCase) for c in cases):
             self._counts["bad_tests"] += 1
             return [], f"{suite.language} programs are judged on stdin/stdout tests only"
         if self.weak_tests == "exclude":
@@ -225,15 +226,15 @@ def _build(
     if weak_tests not in ("exclude", "include"):
         raise ValueError(f"weak_tests must be \"exclude\" or \"include\", got {weak_tests!r}")
     if backend == "local":
-        if language.lower() not in LOCAL_LANGUAGES:
-            raise ValueError(f"the local backend runs {', '.join(LOCAL_LANGUAGES)}; language = {language!r} needs "
-                             "a remote backend")
+        lang = languages.get(language)
+        if lang is None or not lang.local:
+            raise ValueError(f"the local backend runs {', '.join(languages.local_names())}; language = {language!r} "
+                             "needs a remote backend")
         from grpo_rewards.sandbox import probe
-        from grpo_rewards.sandbox.pool import COMPILERS, compilers
 
         probe.check_profile(tuple(probe.select_layers(profile, probe.probe())), allow_unsafe_execution)
-        if language.lower() in COMPILED and language.lower() not in compilers():
-            raise ValueError(f"language = {language!r} needs {COMPILERS[language.lower()][0]} on this machine "
+        if lang.compiled and lang.name not in languages.compilers():
+            raise ValueError(f"language = {language!r} needs {lang.compiler} on this machine "
                              "(apt-get install gcc g++)")
         options = {"slots": slots, "allow_unsafe_execution": allow_unsafe_execution, "profile": profile}
     else:

@@ -11,7 +11,7 @@ from grpo_rewards.builtins import timeout_pool
 
 from . import suite
 
-SUITES = ("math_verify", "open_r1", "trl", "unsloth")
+SUITES = ("math_verify", "open_r1", "trl", "unsloth", "verifiers")
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -18,6 +18,8 @@ REFERENCE = {  # tests/rewards/unsloth_reference.py, the oracle other tests use,
     "strict_format_reward_func": lambda case: unsloth.strict_format(case["completion"]),
     "soft_format_reward_func": lambda case: unsloth.soft_format(case["completion"]),
     "xmlcount_reward_func": lambda case: unsloth.count_xml(case["completion"]),
+    "match_format_exactly": lambda case: unsloth.match_format_exactly(case["completion"]),
+    "match_format_approximately": lambda case: unsloth.match_format_approximately(case["completion"]),
 }
 
 

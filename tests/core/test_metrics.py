@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 from pathlib import Path
 
 import pytest
@@ -123,58 +122,8 @@ def test_plot_never_writes_over_its_input_and_reports_bad_lines(tmp_path: Path, 
     assert metrics.read_bytes() == before and (tmp_path / "curves.png").stat().st_size > 1000
 
 
-def test_missing_optional_trackers_warn(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    import importlib.util
-
-    if importlib.util.find_spec("wandb") or importlib.util.find_spec("tensorboard"):
-        pytest.skip("wandb/tensorboard installed")
-    with caplog.at_level(logging.WARNING, logger="grpo.metrics"):
-        MetricsLogger(tmp_path, LoggingConfig(progress=False, plot=False, wandb=True, tensorboard=True)).close()
-    assert "wandb is not installed" in caplog.text and "tensorboard is not installed" in caplog.text
-
-
 def test_peak_memory_is_positive() -> None:
     assert 0.01 < peak_memory_gb() < 1024
-
-
-def test_wandb_and_tensorboard_receive_the_metrics(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The tracker calls, with stand-in modules (the real ones are optional and not installed in CI)."""
-    import sys
-    import types
-
-    calls: list[tuple] = []
-
-    class Run:
-        def log(self, data: dict, step: int) -> None:
-            calls.append(("wandb.log", step, data))
-
-        def finish(self) -> None:
-            calls.append(("wandb.finish",))
-
-    wandb = types.ModuleType("wandb")
-    wandb.init = lambda **kw: calls.append(("wandb.init", kw["project"], kw["config"])) or Run()
-
-    class SummaryWriter:
-        def __init__(self, log_dir: str) -> None:
-            calls.append(("tb.init", Path(log_dir).name))
-
-        def add_scalar(self, key: str, value: float, step: int) -> None:
-            calls.append(("tb.scalar", key, value, step))
-
-        def close(self) -> None:
-            calls.append(("tb.close",))
-
-    tb = types.ModuleType("torch.utils.tensorboard")
-    tb.SummaryWriter = SummaryWriter
-    monkeypatch.setitem(sys.modules, "wandb", wandb)
-    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", tb)
-    cfg = LoggingConfig(progress=False, plot=False, wandb=True, tensorboard=True, wandb_project="p")
-    with MetricsLogger(tmp_path, cfg, config={"grpo": {"beta": 0.0}}) as logger:
-        logger.log(1, {"reward/mean": 0.5, "kl": float("nan"), "note": "x"})
-    assert calls == [("wandb.init", "p", {"grpo": {"beta": 0.0}}), ("tb.init", "tensorboard"),
-                     ("wandb.log", 1, {"reward/mean": 0.5}), ("tb.scalar", "reward/mean", 0.5, 1),
-                     ("wandb.finish",), ("tb.close",)]
-    assert json.loads((tmp_path / "config.json").read_text()) == {"grpo": {"beta": 0.0}}
 
 
 def test_render_sample_shows_scores_prompt_end_and_completion() -> None:

@@ -38,6 +38,30 @@ class TestSoftFormat(RewardConformance):
     reward_name = "soft_format"
 
 
+class TestFinalAnswerFormat(RewardConformance):
+    reward_name = "final_answer_format"
+    bounds = (0.0, 1.0)
+
+
+class TestXmlCountQwen3Count(RewardConformance):
+    reward_name = "xml_count"
+    params = {"mode": "count", "per_tag": 0.5, "per_bad_tag": -1.0, "opened_in_prompt": True,
+              "reasoning_start": "<start_working_out>", "reasoning_end": "<end_working_out>",
+              "answer_start": "<SOLUTION>", "answer_end": "</SOLUTION>"}
+    bounds = (-3.0, 1.5)
+
+
+class TestXmlFormat(RewardConformance):
+    reward_name = "xml_format"
+    bounds = (0.0, 1.0)
+
+
+class TestXmlFormatVerifiers(RewardConformance):
+    reward_name = "xml_format"
+    params = {"mode": "verifiers", "fields": ["reasoning", ["code", "answer"]]}
+    bounds = (0.0, 1.0 + 1e-9)
+
+
 class TestRepetitionPenalty(RewardConformance):
     reward_name = "repetition_penalty"
 

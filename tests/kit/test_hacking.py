@@ -59,3 +59,49 @@ def test_a_reward_needing_a_column_the_sample_row_lacks_is_a_one_line_error() ->
     given = subprocess.run([sys.executable, "-m", "grpo_rewards", "rewards", "check", "json_schema",
                             'schema={type="object"}'], capture_output=True, text=True)
     assert given.returncode == 0, given.stderr
+
+
+def _length_pays(completions, answer, **_):  # type: ignore[no-untyped-def]
+    return [len(c) / 1e6 for c in completions]  # a wrong answer's score grows with its length
+
+
+def _counts_tags(completions, **_):  # type: ignore[no-untyped-def]
+    tags = ("<reasoning>", "</reasoning>", "<answer>", "</answer>")
+    return [0.125 * sum(c.count(t) == 1 for t in tags) for c in completions]
+
+
+def test_padding_probes_flag_a_reward_that_pays_for_length(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(grpo_rewards, "reward", lambda name, **p: _length_pays)
+    padding = {t for t in hacking.PAIRED_TRICKS if "padded" in t}
+    assert len(padding) == 5 and padding <= set(hacking.check("anything"))
+
+
+def test_tag_order_probes_flag_a_format_reward_that_only_counts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(grpo_rewards, "reward", lambda name, **p: _counts_tags)
+    flagged = set(hacking.check("anything"))
+    assert {"tags in reverse order", "each closing tag before its opening tag",
+            "the answer block before the reasoning block"} <= flagged
+    assert not {t for t in flagged if "padded" in t}
+
+
+def test_each_fair_completion_differs_from_its_trick_only_by_the_trick() -> None:
+    for trick, (text, fair) in hacking.PAIRED_TRICKS.items():
+        if "padded" in trick:
+            assert len(text) > len(fair) + 500, trick
+        else:  # same length and words, no tag
+            assert len(text) == len(fair) and "<" not in fair and fair.replace("(", "<").replace(")", ">") == text
+
+
+def test_a_reward_reading_token_ids_is_probed_in_token_ids_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[bool] = []
+
+    def ids_length(completions, completion_ids=None, **_):  # type: ignore[no-untyped-def]
+        seen.append(completion_ids is not None)
+        return [len(i) / 1e6 if completion_ids is not None else 0.0 for i in (completion_ids or completions)]
+
+    monkeypatch.setattr(grpo_rewards, "reward", lambda name, **p: ids_length)
+    monkeypatch.setattr(hacking, "_reads_token_ids", lambda name: True)
+    flagged = hacking.check("anything")
+    assert seen == [False, True]
+    assert "a wrong answer padded with blank lines (token ids)" in flagged
+    assert "a wrong answer padded with blank lines" not in flagged

@@ -74,9 +74,33 @@ def test_recipient_name_parts_in_the_body_only():
     assert name_parts("Dr. Jane Q. Smith-Jones") == ["Jane", "Smith", "Jones"]
     reward = email_rules(**{**ONLY, "name_reward": 8.0})
     assert reward(["Dear Ms. Smith, hello."], recipient=["Jane Smith"]) == [8.0]
-    assert reward(["Hello jane!"], recipient=["Jane Smith"]) == [8.0]
+    assert reward(["Hello Jane!"], recipient=["Jane Smith"]) == [8.0]
     assert reward(["Hello Janet!"], recipient=["Jane"]) == [0.0]
     assert reward(["Hello,\nsee you.\nBest,\nJane Smith"], recipient=["Jane Smith"]) == [0.0]  # signature is not the body
+
+
+@pytest.mark.parametrize(("body", "recipient", "named"), [
+    ("Hello,\nI will send the files today.", "Grace Will", False),  # the verb, not the name
+    ("Hello,\nThe files are ready. Will you check them?", "Grace Will", False),  # capitalised: a sentence start
+    ("Hello,\nI spoke to Will about the files.", "Grace Will", True),
+    ("Hi Grace,\nthe files are ready.", "Grace Will", True),
+    ("Grace, the files are ready.", "Grace Will", True),  # a vocative greeting
+    ("Will, the files are ready.", "Grace Will", True),
+    ("Will you check the files, please?\nThanks", "Grace Will", False),
+    ("Hi team,\nwe may ship in May.", "May Chen", True),
+    ("Hi team,\nMay we ship? We may.", "May Chen", False),
+    ("Hello,\nby the grace of the deadline we shipped.", "Grace Will", False),
+    ("Hello,\nthe GRACE period ends.", "Grace Will", False),  # shouting, not naming
+    ("Dear Mark,\nI marked the invoice.", "Mark Bell", True),
+    ("Hello,\nI marked the invoice and rang the bell.", "Mark Bell", False),
+    ("王伟，你好：\n附件已发送。", "王伟", True),
+    ("你好：\n附件已发送。", "王伟", False),
+    ("مرحبا أحمد،\nشكرا", "أحمد", True),
+    ("Hello Jane-Marie,\nthanks.", "Jane-Marie Dupont", True),
+])
+def test_names_are_matched_as_names(body, recipient, named):
+    reward = email_rules(**{**ONLY, "name_reward": 8.0})
+    assert reward([body], recipient=[recipient]) == [8.0 if named else 0.0]
 
 
 @pytest.mark.parametrize(
@@ -93,6 +117,11 @@ def test_recipient_name_parts_in_the_body_only():
         ("John Doe\nSales team", []),
         ("John\n555-1234", []),  # too short to be a valid number
         ("John\nin 3 weeks", []),
+        ("Sam, 2 weeks on the way", []),  # a number, words and "way": prose, not an address
+        ("Sam\nback in 2 days, on the road", []),
+        ("John\n12 W 34th St", ["address"]),
+        ("Jana\nHauptstraße 5, 10115 Berlin", ["address"]),
+        ("Jean\n12 rue de la Paix, 75002 Paris", ["address"]),
     ],
 )
 def test_contact_kinds(block, kinds):

@@ -212,7 +212,11 @@ single_line = st.text(alphabet=st.characters(blacklist_characters="\n\r<>", blac
 @given(st.lists(st.sampled_from(["<reasoning>", "</reasoning>", "<answer>", "</answer>", "\n", "x", " 7 "]),
                 max_size=25).map("".join))
 def test_xml_count_is_count_xml(text):
-    assert math.isclose(xml_count()([text])[0], unsloth.count_xml(text), abs_tol=1e-12)
+    # the notebook's terms on any input without the order check; with it (the default), wherever the tags are in order
+    assert math.isclose(xml_count(check_order=False)([text])[0], unsloth.count_xml(text), abs_tol=1e-12)
+    first = [p for p in (text.find(t) for t in ("<reasoning>", "</reasoning>", "<answer>", "</answer>")) if p >= 0]
+    if first == sorted(first):
+        assert math.isclose(xml_count()([text])[0], unsloth.count_xml(text), abs_tol=1e-12)
 
 
 @SETTINGS

@@ -2,7 +2,7 @@
 
 Our built-ins must reproduce these term for term where their docs say they do.
 (Llama-3.1 8B GRPO notebook: correctness/int/strict/soft/xmlcount; Qwen3 GRPO
-notebook: check_answer's tiered ratio rule.)
+notebook: check_answer's tiered ratio rule, match_format_exactly, match_format_approximately.)
 """
 
 import re
@@ -67,4 +67,25 @@ def check_answer(guess: str | None, true_answer: str) -> float:
                 score -= 2.5
         except Exception:
             score -= 4.5
+    return score
+
+
+# Qwen3 GRPO notebook: its markers, match_format (tokenizer.eos_token of Qwen3 is "<|endoftext|>") and the two
+# format rewards, for one completion text
+QWEN3_EOS = "<|endoftext|>"
+QWEN3_MATCH_FORMAT = re.compile(
+    r"<end_working_out>.*?<SOLUTION>(.+?)</SOLUTION>[\s]{0,}" + "(?:" + re.escape(QWEN3_EOS) + ")?" + r"[\s]{0,}$",
+    flags=re.MULTILINE | re.DOTALL,
+)
+
+
+def match_format_exactly(response: str) -> float:
+    return 3.0 if QWEN3_MATCH_FORMAT.search(response) is not None else 0.0
+
+
+def match_format_approximately(response: str) -> float:
+    score = 0.0
+    score += 0.5 if response.count("<end_working_out>") == 1 else -1.0
+    score += 0.5 if response.count("<SOLUTION>") == 1 else -1.0
+    score += 0.5 if response.count("</SOLUTION>") == 1 else -1.0
     return score

@@ -58,6 +58,7 @@ import os
 for i in range(50):
     os.makedirs(f"a{i}/b/c")
     open(f"a{i}/b/c/f", "w").write("x")
+    os.mkdir(f"a{i}/b/c/closed", 0)  # closed from birth: where chmod is a no-op (a shared uid) too
     os.chmod(f"a{i}/b/c", 0)
     os.chmod(f"a{i}/b", 0)
     os.chmod(f"a{i}", 0)
@@ -96,9 +97,15 @@ JUDGE_CRASHERS = {
     "huge_float": _FORGE_REPORT.replace("PAYLOAD", "'{\"value\": 1' + '0' * 5000 + '.5}'"),
     "not_a_dict": _FORGE_REPORT.replace("PAYLOAD", "'[3]'"),
     "bad_json": _FORGE_REPORT.replace("PAYLOAD", "'{\"value\": 3'"),
+    # built to spin the judge: escaped quotes (a quadratic string regex took about an hour on 1 MiB of them),
+    # runs of long integers just under the bound, deep nesting inside strings
+    "escaped_quotes": _FORGE_REPORT.replace("PAYLOAD", "'\"' + '\\\\\"' * 400000"),
+    "long_integers": _FORGE_REPORT.replace("PAYLOAD", "'{\"value\": [' + ('9' * 4300 + ',') * 200 + '1]}'"),
+    "brackets_in_a_string": _FORGE_REPORT.replace("PAYLOAD", "'{\"value\": \"' + '[{' * 300000 + '\"}'"),
 }
 
-# stdin/stdout programs of this module: name -> code (the signal program needs its targets filled in)
+# stdin/stdout programs of this module: name -> code (the signal, metadata and shared-uid programs need their
+# targets filled in; the memory hoards are below)
 STDIO = {"deep_tree": DEEP_TREE, "closed_tree": CLOSED_TREE, "disk_fill": DISK_FILL, "inode_fill": INODE_FILL}
 
 
@@ -204,3 +211,233 @@ C_LIMITS = {
                         "int main(void){ return f(0); }",
     "c_sleep": "#include <unistd.h>\nint main(void){ sleep(1000); }",
 }
+
+
+# ---- file metadata Landlock does not mediate, the scheduling of other processes, memory outside RLIMIT_AS ----
+
+# Each attempt prints "<name> done [value]" or "<name> refused:<errno>". VICTIM is a world-writable host file
+# carrying the extended attribute user.grpo (set by the test), FOLDER a sticky world-writable host folder; the
+# test checks afterwards, from outside, that their attributes and times did not change.
+METADATA = r"""
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+victim, folder = VICTIM_PATH, FOLDER_PATH
+def attempt(name, fn):
+    try:
+        r = fn()
+        print(name, "done", repr(r)[:60] if r is not None else "", flush=True)
+    except OSError as exc:
+        print(name, f"refused:{exc.errno}", flush=True)
+def ok(r):
+    if r < 0:
+        raise OSError(ctypes.get_errno(), "failed")
+    return r
+attempt("getxattr", lambda: os.getxattr(victim, "user.grpo"))
+attempt("listxattr", lambda: os.listxattr(victim))
+attempt("setxattr", lambda: os.setxattr(victim, "user.pwned", b"stash"))
+attempt("removexattr", lambda: os.removexattr(victim, "user.grpo"))
+attempt("lgetxattr", lambda: os.getxattr(victim, "user.grpo", follow_symlinks=False))
+attempt("utime_victim", lambda: os.utime(victim))
+attempt("utime_folder", lambda: os.utime(folder))
+attempt("utime_ns_victim", lambda: os.utime(victim, ns=(0, 0)))
+attempt("chown_victim", lambda: os.chown(victim, -1, -1))
+attempt("chmod_victim", lambda: os.chmod(victim, 0o600))
+attempt("inotify_init1", lambda: ok(libc.inotify_init1(0)))
+attempt("inotify_init", lambda: ok(libc.syscall(253)))
+fd = libc.inotify_init1(0)
+attempt("inotify_add_watch", lambda: ok(libc.inotify_add_watch(fd, victim.encode(), 0xFFF)))
+attempt("fanotify_init", lambda: ok(libc.fanotify_init(0, 0)))
+attempt("fanotify_mark", lambda: ok(libc.syscall(301, 0, 1, 0x20, -100, folder.encode())))
+import fcntl
+usr = os.open("/usr/lib", os.O_RDONLY | os.O_DIRECTORY)  # readable in every profile
+attempt("dnotify", lambda: fcntl.fcntl(usr, 1026, 0x1 | 0x80000000))  # F_NOTIFY, DN_ACCESS | DN_MULTISHOT
+open("own", "w").close()
+own = os.open("own", os.O_RDONLY)
+attempt("lease", lambda: fcntl.fcntl(own, 1024, fcntl.F_RDLCK))  # F_SETLEASE on its own file
+attempt("setflags", lambda: fcntl.ioctl(own, 0x40086602, b"\0" * 8))  # FS_IOC_SETFLAGS
+# in the scratch folder: what programs need keeps working
+open("mine", "w").write("x")
+os.rename("mine", "mine2")
+import shutil
+shutil.copy2("mine2", "copy")
+print("scratch", open("copy").read(), sorted(os.listdir(".")), flush=True)
+"""
+
+
+def metadata_program(victim: str, folder: str) -> str:
+    return METADATA.replace("VICTIM_PATH", repr(victim)).replace("FOLDER_PATH", repr(folder))
+
+
+# refused outright; file times (and, with a shared uid, modes) are a no-op instead: the test checks the host
+METADATA_REFUSED = ("getxattr", "listxattr", "setxattr", "removexattr", "lgetxattr", "chown_victim",
+                    "inotify_init1", "inotify_init", "inotify_add_watch", "fanotify_init", "fanotify_mark", "dnotify",
+                    "lease", "setflags")
+
+# Aims the scheduling, priority, I/O priority and limit calls at other processes of the machine (TARGETS:
+# name -> pid; with a shared uid, the pool's owner and the zygote are the program's own uid), and at a whole
+# user; then the same calls on itself (which must work), 300 threads against a task limit of 64, and
+# fallocate past the file-size limit.
+SHARED_UID = r"""
+import ctypes, os, resource, threading, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+def attempt(name, fn):
+    try:
+        r = fn()
+        print(name, "done", flush=True)
+    except OSError as exc:
+        print(name, f"refused:{exc.errno}", flush=True)
+def sys_(*args):
+    r = libc.syscall(*[ctypes.c_long(a) for a in args])
+    if r < 0:
+        raise OSError(ctypes.get_errno(), "failed")
+    return r
+IOPRIO_IDLE = 3 << 13
+targets = dict(TARGETS, zygote=os.getppid())
+for name, pid in targets.items():
+    attempt(f"{name}:setpriority", lambda: os.setpriority(os.PRIO_PROCESS, pid, 19))
+    attempt(f"{name}:getpriority", lambda: os.getpriority(os.PRIO_PROCESS, pid))
+    attempt(f"{name}:sched_setscheduler", lambda: os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0)))
+    attempt(f"{name}:sched_getscheduler", lambda: os.sched_getscheduler(pid))
+    attempt(f"{name}:sched_setaffinity", lambda: os.sched_setaffinity(pid, {0}))
+    attempt(f"{name}:sched_getaffinity", lambda: os.sched_getaffinity(pid))
+    attempt(f"{name}:sched_getparam", lambda: os.sched_getparam(pid))
+    attempt(f"{name}:sched_setattr", lambda: sys_(314, pid, 0, 0))
+    attempt(f"{name}:prlimit", lambda: resource.prlimit(pid, resource.RLIMIT_NOFILE))
+    attempt(f"{name}:ioprio_set", lambda: sys_(251, 1, pid, IOPRIO_IDLE))
+    attempt(f"{name}:ioprio_get", lambda: sys_(252, 1, pid))
+attempt("user:setpriority", lambda: os.setpriority(os.PRIO_USER, 0, 19))
+attempt("user:getpriority", lambda: os.getpriority(os.PRIO_USER, 0))
+attempt("user:ioprio_set", lambda: sys_(251, 3, 0, IOPRIO_IDLE))
+me = os.getpid()
+attempt("self:getpriority", lambda: os.getpriority(os.PRIO_PROCESS, 0))
+attempt("self:setpriority", lambda: os.setpriority(os.PRIO_PROCESS, 0, 1))
+attempt("self:nice", lambda: os.nice(1))
+attempt("self:sched_getaffinity", lambda: os.sched_getaffinity(0))
+attempt("self:sched_getaffinity_pid", lambda: os.sched_getaffinity(me))
+attempt("self:sched_setaffinity", lambda: os.sched_setaffinity(0, os.sched_getaffinity(0)))
+attempt("self:sched_getscheduler", lambda: os.sched_getscheduler(0))
+attempt("self:prlimit", lambda: resource.prlimit(0, resource.RLIMIT_NOFILE))
+attempt("self:prlimit_pid", lambda: resource.prlimit(me, resource.RLIMIT_NOFILE))
+attempt("self:getrlimit", lambda: resource.getrlimit(resource.RLIMIT_NOFILE))
+fd = os.open("reserve", os.O_CREAT | os.O_RDWR)
+attempt("fallocate_keep_size", lambda: sys_(285, fd, 1, 0, 120 << 20))
+attempt("fallocate_punch_hole", lambda: sys_(285, fd, 3, 0, 1 << 20))
+attempt("fallocate", lambda: sys_(285, fd, 0, 0, 1 << 20))
+attempt("self:posix_fallocate", lambda: os.posix_fallocate(fd, 0, 1 << 16))
+print("reserved", os.fstat(fd).st_blocks * 512, flush=True)
+stop = threading.Event()
+started = 0
+try:
+    for _ in range(300):
+        threading.Thread(target=stop.wait, daemon=True).start()
+        started += 1
+except RuntimeError:
+    pass
+stop.set()
+print("threads", started, flush=True)
+"""
+
+
+def shared_uid_program(targets: dict[str, int]) -> str:
+    return SHARED_UID.replace("TARGETS", repr(targets))
+
+
+def shared_uid_results(stdout: str) -> dict[str, str]:
+    """"name" -> "done" / "refused:errno", plus "threads" and "reserved" -> their numbers."""
+    return {line.split()[0]: line.split()[1] for line in stdout.splitlines() if line.strip()}
+
+
+# Holds memory no mapping shows: 48 memfds of 8 MB (384 MB, each within the file-size limit) under a 256 MB
+# limit, or /dev/shm files
+MEMFD_HOARD = """
+import os
+fds = []
+for i in range(48):
+    fd = os.memfd_create(f"hoard{i}")
+    block = b"x" * (1 << 20)
+    for _ in range(8):
+        os.write(fd, block)
+    fds.append(fd)
+print("held", len(fds) * 8, "MB", flush=True)
+"""
+SHM_HOARD = """
+import os
+files = []
+for i in range(48):
+    f = open(f"/dev/shm/grpo-hoard-{os.getpid()}-{i}", "wb")
+    f.write(b"x" * (8 << 20))
+    files.append(f)
+print("held", len(files) * 8, "MB", flush=True)
+"""
+
+C_METADATA = C_PRELUDE + """#include <sys/xattr.h>
+#include <sys/stat.h>
+#include <sys/inotify.h>
+#include <sys/fanotify.h>
+int main(void) {
+    char buf[64];
+    TRY("getxattr", getxattr("VICTIM", "user.grpo", buf, sizeof buf));
+    TRY("listxattr", listxattr("VICTIM", buf, sizeof buf));
+    TRY("setxattr", setxattr("VICTIM", "user.pwned", "x", 1, 0));
+    TRY("removexattr", removexattr("VICTIM", "user.grpo"));
+    struct stat st;
+    utimensat(AT_FDCWD, "VICTIM", NULL, 0);
+    TRY("utime_victim", stat("VICTIM", &st) == 0 && st.st_mtime != 1000000000 ? 0 : -1);  /* changed: 0 */
+    TRY("chown_victim", chown("VICTIM", -1, -1));
+    TRY("inotify_init1", inotify_init1(0));
+    TRY("inotify_add_watch", inotify_add_watch(inotify_init1(0), "VICTIM", IN_ALL_EVENTS));
+    TRY("fanotify_init", fanotify_init(0, 0));
+    int fd = open("reserve", O_CREAT | O_RDWR, 0600);
+    TRY("fallocate_keep_size", fallocate(fd, 1, 0, 120 << 20));
+    TRY("fallocate", fallocate(fd, 0, 0, 1 << 20));
+    return 0;
+}"""
+C_SHARED_UID = C_PRELUDE + """#include <sys/resource.h>
+#include <sched.h>
+int main(void) {
+    int pids[2] = {HOST_PID, getppid()};
+    for (int i = 0; i < 2; i++) {
+        int pid = pids[i];
+        TRY("setpriority", setpriority(PRIO_PROCESS, pid, 19));
+        errno = 0;
+        int prio = getpriority(PRIO_PROCESS, pid);
+        TRY("getpriority", errno ? -1 : prio + 100);
+        struct sched_param sp = {0};
+        TRY("sched_setscheduler", sched_setscheduler(pid, SCHED_IDLE, &sp));
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(0, &set);
+        TRY("sched_setaffinity", sched_setaffinity(pid, sizeof set, &set));
+        TRY("sched_getaffinity", sched_getaffinity(pid, sizeof set, &set));
+        struct rlimit rl;
+        TRY("prlimit", prlimit(pid, RLIMIT_NOFILE, NULL, &rl));
+        TRY("ioprio_set", syscall(251, 1, pid, 3 << 13));
+    }
+    TRY("setpriority_user", setpriority(PRIO_USER, 0, 19));
+    return 0;
+}"""
+C_MEMFD_HOARD = """#define _GNU_SOURCE
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+int main(void) {
+    static char block[1 << 20];
+    memset(block, 'x', sizeof block);
+    int held = 0;
+    for (int i = 0; i < 48; i++) {
+        int fd = memfd_create("hoard", 0);
+        if (fd < 0) { printf("refused %d\\n", held); return 0; }
+        for (int j = 0; j < 8; j++) if (write(fd, block, sizeof block) != sizeof block) { printf("short %d\\n", held); return 0; }
+        held += 8;
+    }
+    printf("held %d MB\\n", held);
+    return 0;
+}"""
+
+
+def c_metadata_programs(host_pid: int, victim: str) -> dict[str, str]:
+    """The C metadata and scheduling attacks with their targets filled in: every line must end in -1."""
+    return {name: code.replace("HOST_PID", str(host_pid)).replace("VICTIM", victim)
+            for name, code in (("c_metadata", C_METADATA), ("c_shared_uid", C_SHARED_UID))}

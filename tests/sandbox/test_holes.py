@@ -368,3 +368,148 @@ def test_remove_tree_as_the_owner_not_root():
         assert not top.exists()
     finally:
         cleanup.remove_tree(str(base))
+
+
+# ------------------------------------------- file metadata, other processes, memory outside the limit ----
+
+
+@pytest.fixture
+def host_files():
+    """A world-writable host file carrying a user extended attribute and an old time, in a sticky
+    world-writable folder with an old time: what a program must not read or change through metadata."""
+    folder = tempfile.mkdtemp(prefix="grpo-meta-")
+    os.chmod(folder, 0o1777)
+    victim = os.path.join(folder, "victim")
+    with open(victim, "w") as fh:
+        fh.write("intact")
+    os.chmod(victim, 0o666)
+    os.setxattr(victim, "user.grpo", b"host-secret")
+    for path in (victim, folder):
+        os.utime(path, (1_000_000_000, 1_000_000_000))
+    yield victim, folder
+    subprocess.run(["rm", "-rf", folder], check=False)
+
+
+def _untouched(victim: str, folder: str) -> None:
+    assert os.listxattr(victim) == ["user.grpo"] and os.getxattr(victim, "user.grpo") == b"host-secret"
+    assert os.stat(victim).st_mtime == 1_000_000_000 and os.stat(folder).st_mtime == 1_000_000_000
+    assert os.stat(victim).st_mode & 0o777 == 0o666
+    with open(victim) as fh:
+        assert fh.read() == "intact"
+
+
+def test_host_file_metadata_is_refused(any_pool, host_files):
+    """Extended attributes (read, list, write, remove), times, ownership, mode, inotify and fanotify on host
+    files: refused in every profile (times: a no-op), and nothing changes on the host; the same calls on the
+    program's own scratch files keep working (shutil.copy2 sets times and copies attributes)."""
+    victim, folder = host_files
+    r = any_pool.run_one(Program(hostile_more.metadata_program(victim, folder)))
+    assert r.status == "ok", (r.status, r.error, r.stderr[-500:])
+    got = {line.split()[0]: line.split()[1] for line in r.stdout.splitlines() if line.strip()}
+    for name in hostile_more.METADATA_REFUSED:
+        assert got[name].startswith("refused"), (name, got[name], r.stdout)
+    assert "host-secret" not in r.stdout
+    assert "scratch" in got and "'copy'" in r.stdout, r.stdout
+    _untouched(victim, folder)
+
+
+def test_other_processes_cannot_be_rescheduled(any_pool):
+    """Renicing, SCHED_IDLE, CPU pinning, I/O priority and limits of other processes (the pool's owner, the
+    zygote, a whole user) are refused in every profile; the same calls on the program itself work."""
+    owner = os.getpid()
+    before = (os.getpriority(os.PRIO_PROCESS, owner), os.sched_getaffinity(owner), os.sched_getscheduler(owner))
+    r = any_pool.run_one(Program(hostile_more.shared_uid_program({"owner": owner})))
+    assert r.status == "ok", (r.status, r.error, r.stderr[-500:])
+    got = hostile_more.shared_uid_results(r.stdout)
+    others = {k: v for k, v in got.items() if ":" in k and not k.startswith("self:")}
+    assert len(others) == 25 and all(v.startswith("refused") for v in others.values()), others
+    mine = {k: v for k, v in got.items() if k.startswith("self:")}
+    assert len(mine) == 11 and all(v == "done" for v in mine.values()), mine
+    assert (os.getpriority(os.PRIO_PROCESS, owner), os.sched_getaffinity(owner),
+            os.sched_getscheduler(owner)) == before
+    assert got["fallocate_keep_size"].startswith("refused") and got["fallocate_punch_hole"].startswith("refused")
+    assert got["fallocate"].startswith("refused")  # posix_fallocate falls back to writing
+    assert int(got["reserved"]) <= 1 << 17
+    assert int(got["threads"]) <= FAST.processes, got["threads"]
+
+
+HOARD_LIMITS = FAST.with_(memory_mb=256, cpu_seconds=5.0, wall_seconds=10.0)
+
+
+@pytest.mark.parametrize("name", ["MEMFD_HOARD", "SHM_HOARD"])
+def test_memory_held_outside_mappings_is_bounded(any_pool, name):
+    """384 MB held in memfds (or /dev/shm files) under a 256 MB limit: killed by the slot's memory cgroup
+    (``memory``) or refused (no memfd_create without one; /dev/shm is outside Landlock's rules)."""
+    r = any_pool.run_one(Program(getattr(hostile_more, name), limits=HOARD_LIMITS))
+    assert "held" not in r.stdout, (r.status, r.stdout)
+    if name == "MEMFD_HOARD" and "cgroup" in any_pool.layers:
+        assert r.status == "memory", (r.status, r.error, r.stderr[-300:])
+    else:
+        assert r.status == "runtime_error" and ("PermissionError" in r.stderr), (r.status, r.stderr[-300:])
+    again = any_pool.run_one(Program("print(6 * 7)"))
+    assert (again.status, again.stdout) == ("ok", "42\n")
+
+
+@needs_cpp
+def test_c_memfd_hoard_is_bounded(any_pool):
+    r = any_pool.run_one(Program(hostile_more.C_MEMFD_HOARD, "", "c", HOARD_LIMITS))
+    assert "held" not in r.stdout, (r.status, r.stdout)
+    if "cgroup" in any_pool.layers:
+        assert r.status == "memory", (r.status, r.error)
+    else:
+        assert r.status == "ok" and r.stdout.startswith("refused 0"), (r.status, r.stdout)
+
+
+@needs_cpp
+def test_c_metadata_and_scheduling_attacks_are_refused(any_pool, host_files):
+    """The metadata, scheduling and fallocate attacks in C: every attempt fails, nothing on the host changes."""
+    victim, folder = host_files
+    owner = os.getpid()
+    before = (os.getpriority(os.PRIO_PROCESS, owner), os.sched_getaffinity(owner), os.sched_getscheduler(owner))
+    table = hostile_more.c_metadata_programs(owner, victim)
+    results = dict(zip(table, any_pool.run([Program(code, "", "c") for code in table.values()]), strict=True))
+    for name, r in results.items():
+        assert r.status == "ok", (name, r.status, r.error, r.stderr[-500:])
+        attempts = [line.split() for line in r.stdout.splitlines()]
+        assert len(attempts) >= 11, (name, r.stdout)
+        assert all(ret == "-1" for _, ret in attempts), (name, r.stdout)
+    _untouched(victim, folder)
+    assert (os.getpriority(os.PRIO_PROCESS, owner), os.sched_getaffinity(owner),
+            os.sched_getscheduler(owner)) == before
+
+
+def _cgroups_here() -> bool:
+    from grpo_rewards.sandbox.jail import cgroups
+
+    made = cgroups.PoolCgroups(1, owner=_dead_pid())
+    try:
+        return bool(made.version)
+    finally:
+        made.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="cgroups need root (or a delegated tree)")
+def test_slot_cgroups_carry_the_limits_and_stale_ones_go():
+    """Each slot's memory cgroup carries the run's memory limit (no swap) and its pids cgroup the task limit (plus the zygote);
+    a dead pool's cgroup folders are removed when the next pool starts."""
+    from grpo_rewards.sandbox.jail import cgroups
+
+    if not _cgroups_here():
+        pytest.skip("no writable memory and pids cgroups here")
+    stale = cgroups.PoolCgroups(2, owner=_dead_pid())  # as a pool killed before close() leaves them
+    left = [path for folders in stale.slots for path in folders.values()] + list(stale.bases)
+    assert left and all(os.path.isdir(p) for p in left)
+    with LocalSandbox(slots=1, limits=FAST) as box:
+        assert "cgroup" in box.layers
+        assert not any(os.path.isdir(p) for p in left)
+        r = box.run_one(Program("print(1)", limits=FAST.with_(memory_mb=300, processes=20)))
+        assert r.status == "ok"
+        folders = box._cgroups.slots[0]
+        files = ({"memory": "memory.limit_in_bytes", "pids": "pids.max"} if box._cgroups.version == 1
+                 else {"memory": "memory.max", "pids": "pids.max"})
+        with open(os.path.join(folders["memory"], files["memory"])) as fh:
+            assert int(fh.read()) == 300 << 20
+        with open(os.path.join(folders["pids"], files["pids"])) as fh:
+            assert int(fh.read()) == 21  # the zygote, which forks every child there, counts too
+        mine = list(folders.values())
+    assert not any(os.path.isdir(p) for p in mine)  # removed at close

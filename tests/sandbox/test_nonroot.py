@@ -1,5 +1,8 @@
 """A pool started by an unprivileged user: the ``default`` profile as a non-root trainer really gets it
-(no slot uid, no namespaces, no tmpfs), against the hole programs. Needs root to become that user."""
+(no slot uid, no namespaces, no tmpfs, no cgroup), against the hole programs: signals through files,
+uncleanable trees, disk floods, host file metadata, the scheduling and limits of the pool's own processes
+(which share the program's uid), threads past the task limit, fallocate, memory held in memfds. Needs root
+to become that user."""
 
 from __future__ import annotations
 
@@ -8,9 +11,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 import pytest
 
+from . import hostile_more as H
 from .conftest import needs_default
 
 pytestmark = [needs_default, pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
@@ -35,9 +40,22 @@ with LocalSandbox(slots=1, limits=limits) as box:
     for name, code in progs.items():
         r = box.run_one(Program(code))
         out[name] = [r.status, r.stdout[-2000:], r.error]
+    victim, folder = sys.argv[2], os.path.dirname(sys.argv[2])
+    more = {"metadata": H.metadata_program(victim, folder), "shared_uid": H.shared_uid_program({"owner": os.getpid()}),
+            "memfd_hoard": H.MEMFD_HOARD, "shm_hoard": H.SHM_HOARD}
+    hoard = limits.__class__(**{**limits.as_dict(), "memory_mb": 256})
+    for name, code in more.items():
+        r = box.run_one(Program(code, "", "python", hoard if name.endswith("hoard") else None))
+        out[name] = [r.status, r.stdout[-4000:], r.error + " " + r.stderr[-300:]]
+    out["owner_after"] = [os.getpriority(os.PRIO_PROCESS, 0), sorted(os.sched_getaffinity(0)), os.sched_getscheduler(0)]
     if "cpp" in compilers():
         r = box.run_one(Program("#include <cstdio>\nint main(){ puts(\"hi\"); }", "", "cpp"))
         out["cpp"] = [r.status, r.stdout, r.error]
+        for name, code in H.c_metadata_programs(os.getpid(), victim).items():
+            r = box.run_one(Program(code, "", "c"))
+            out[name] = [r.status, r.stdout, r.error]
+        r = box.run_one(Program(H.C_MEMFD_HOARD, "", "c", hoard))
+        out["c_memfd_hoard"] = [r.status, r.stdout, r.error]
     out["left"] = box.scratch_entries()
     out["zygote_deaths"] = box.metrics()["zygote_deaths"]
 print("RESULT " + json.dumps(out))
@@ -79,11 +97,26 @@ def test_a_non_root_pool_contains_the_hole_programs():
         with open(script, "w") as fh:
             fh.write(SCRIPT)
         os.chmod(tmp, 0o777)
-        out = subprocess.run(["setpriv", f"--reuid={UID}", f"--regid={UID}", "--clear-groups", *exe, script, REPO],
+        # a file of the pool's own user, with a user extended attribute and an old time, in a sticky folder
+        folder = os.path.join(tmp, "host")
+        os.mkdir(folder, 0o1777)
+        os.chmod(folder, 0o1777)
+        victim = os.path.join(folder, "victim")
+        with open(victim, "w") as fh:
+            fh.write("intact")
+        os.chown(victim, UID, UID)
+        os.chmod(victim, 0o644)
+        os.setxattr(victim, "user.grpo", b"host-secret")
+        for path in (victim, folder):
+            os.utime(path, (1_000_000_000, 1_000_000_000))
+        out = subprocess.run(["setpriv", f"--reuid={UID}", f"--regid={UID}", "--clear-groups", *exe, script, REPO,
+                              victim],
                              env=env, capture_output=True, text=True, cwd=tmp, timeout=300)
         line = next((x for x in out.stdout.splitlines() if x.startswith("RESULT ")), None)
         assert line, out.stderr[-3000:]
         res = json.loads(line[7:])
+        host = (os.listxattr(victim), os.getxattr(victim, "user.grpo"), os.stat(victim).st_mtime,
+                os.stat(folder).st_mtime, os.stat(victim).st_mode & 0o777, Path(victim).read_text())
     finally:
         subprocess.run(["rm", "-rf", tmp], check=False)
     assert res["profile"] == "default" and "uid" not in res["layers"] and "tmpfs-scratch" not in res["layers"]
@@ -95,3 +128,28 @@ def test_a_non_root_pool_contains_the_hole_programs():
     if "cpp" in res:
         assert res["cpp"][:2] == ["ok", "hi\n"], res["cpp"]
     assert res["left"] == [] and res["zygote_deaths"] == 0
+    # host file metadata: refused (times and modes: a no-op), nothing changed on the pool owner's file
+    status, stdout, why = res["metadata"]
+    assert status == "ok", why
+    got = {line.split()[0]: line.split()[1] for line in stdout.splitlines() if line.strip()}
+    assert all(got[name].startswith("refused") for name in H.METADATA_REFUSED), stdout
+    assert host == (["user.grpo"], b"host-secret", 1_000_000_000, 1_000_000_000, 0o644, "intact"), host
+    # the pool's owner and the zygote share the program's uid: not reniced, pinned or limit-read
+    status, stdout, why = res["shared_uid"]
+    assert status == "ok", why
+    got = H.shared_uid_results(stdout)
+    others = {k: v for k, v in got.items() if ":" in k and not k.startswith("self:")}
+    assert len(others) == 25 and all(v.startswith("refused") for v in others.values()), others
+    assert all(v == "done" for k, v in got.items() if k.startswith("self:")), got
+    assert res["owner_after"][0] == 0 and res["owner_after"][2] == os.SCHED_OTHER, res["owner_after"]
+    assert len(res["owner_after"][1]) == len(os.sched_getaffinity(0))
+    assert int(got["threads"]) <= 64 and int(got["reserved"]) <= 1 << 17, got  # RLIMIT_NPROC; no fallocate
+    # no memory cgroup without root: memfd_create is refused, /dev/shm is outside Landlock's rules
+    assert "cgroup" not in res["layers"]
+    for name in ("memfd_hoard", "shm_hoard"):
+        assert res[name][0] == "runtime_error" and "PermissionError" in res[name][2], res[name]
+    if "cpp" in res:
+        for name in ("c_metadata", "c_shared_uid"):
+            status, stdout, why = res[name]
+            assert status == "ok" and stdout and all(line.split()[1] == "-1" for line in stdout.splitlines()), res[name]
+        assert res["c_memfd_hoard"][:2] == ["ok", "refused 0\n"], res["c_memfd_hoard"]

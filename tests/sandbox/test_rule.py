@@ -34,6 +34,10 @@ def every_hostile_program(targets: Targets, canary: int) -> dict[str, str]:
     out = {f"suite:{name}": code for name, (code, _) in programs(targets).items()}
     out.update({f"more:{name}": code for name, code in hostile_more.STDIO.items()})
     out["more:signals"] = hostile_more.signal_program(canary, os.getpid())
+    out["more:metadata"] = hostile_more.metadata_program(targets.victim, targets.dir)
+    out["more:shared_uid"] = hostile_more.shared_uid_program({"owner": os.getpid(), "canary": canary})
+    out["more:memfd_hoard"] = hostile_more.MEMFD_HOARD
+    out["more:shm_hoard"] = hostile_more.SHM_HOARD
     return out
 
 
@@ -59,6 +63,8 @@ def test_no_hostile_program_scores_above_a_wrong_answer(profile):
                 rc._backend = box
                 c_code = hostile_more.c_programs(canary.pid, targets.tmp_marker, targets.victim)
                 c_code.update(hostile_more.C_LIMITS)
+                c_code.update(hostile_more.c_metadata_programs(canary.pid, targets.victim))
+                c_code["c_memfd_hoard"] = hostile_more.C_MEMFD_HOARD
                 c_code["c_compile_error"] = "int main( {"
                 c_code["c_plain_wrong"] = "#include <stdio.h>\nint main(void){ puts(\"4\"); return 0; }"
                 c_scores = rc([fenced(c, "c") for c in c_code.values()], verification_info=[STDIO_TESTS] * len(c_code))

@@ -50,8 +50,8 @@ class Setup:
     def __init__(self, model_dir: Path, tmp_path: Path, **sections: Any):
         from grpo_core.data import format_prompt
         from grpo_core.generation.transformers_backend import TransformersBackend
-        from grpo_core.policy.models import load_model_and_tokenizer
         from grpo_core.generation.vllm.engine import VLLMBackend
+        from grpo_core.policy.models import load_model_and_tokenizer
 
         self.cfg = run_config(model_dir, tmp_path, **sections)
         self.model, self.tokenizer = load_model_and_tokenizer(self.cfg)

@@ -44,7 +44,11 @@ def spare(ctx: Any, go_fd: int, ready_w: int, scratch: str) -> None:
     """
     try:
         os.setsid()
+        if ctx.cgroup:  # the OOM killer of the slot's cgroup picks the program, never the zygote
+            with open("/proc/self/oom_score_adj", "w") as fh:
+                fh.write("1000")
         ruleset = _ruleset(ctx, scratch)
+        tasks = _uid_tasks(ctx)
         keep = sorted({go_fd, ready_w, ruleset} - {-1})
         for lo, hi in zip([3, *[k + 1 for k in keep]], [*keep, 1 << 20]):
             os.closerange(lo, hi)  # above all the pool's socket: the pool must see EOF when the zygote dies
@@ -56,7 +60,29 @@ def spare(ctx: Any, go_fd: int, ready_w: int, scratch: str) -> None:
             os.write(ready_w, b"E" + f"{type(exc).__name__}: {exc}".encode()[:400])
         finally:
             _exit(SETUP_FAILED_EXIT)
-    enter(msg, ctx, fds, ready_w, scratch, ruleset)
+    enter(msg, ctx, fds, ready_w, scratch, ruleset, tasks)
+
+
+def _program_uid(ctx: Any) -> int:
+    return ctx.uid if ctx.uid is not None else NOBODY if os.geteuid() == 0 else os.getuid()
+
+
+def _uid_tasks(ctx: Any) -> int:
+    """Tasks (threads) of the uid the program will run as, where it shares that uid and no pids cgroup caps
+    it (-1 otherwise): its RLIMIT_NPROC is this count plus its own task limit. Counted from /proc (the owner
+    of each process's folder, and its ``task`` folder's link count: two plus one per thread)."""
+    if ctx.uid is not None or ctx.cgroup:
+        return -1
+    uid, count = _program_uid(ctx), 0
+    with os.scandir("/proc") as it:
+        for entry in it:
+            if entry.name.isdigit():
+                try:
+                    if entry.stat().st_uid == uid:
+                        count += max(1, os.stat(f"/proc/{entry.name}/task").st_nlink - 2)
+                except OSError:
+                    continue
+    return count
 
 
 def _ruleset(ctx: Any, scratch: str) -> int:
@@ -67,11 +93,13 @@ def _ruleset(ctx: Any, scratch: str) -> int:
     return landlock.build_ruleset(ctx.landlock_abi, ctx.landlock_rules + scratch_rules)
 
 
-def enter(req: dict[str, Any], ctx: Any, fds: list[int], ready_w: int, scratch: str, ruleset: int = -2) -> None:
+def enter(req: dict[str, Any], ctx: Any, fds: list[int], ready_w: int, scratch: str, ruleset: int = -2,
+          tasks: int | None = None) -> None:
     """Sandbox this process (after fork) and run the code read from ``fds[0]``; never returns.
 
     ``fds`` are the memfds of the code, stdin, stdout and stderr; ``ruleset`` one
-    :func:`spare` built already (-2: build it here).
+    :func:`spare` built already (-2: build it here); ``tasks`` what :func:`_uid_tasks` counted
+    (None: count here).
     """
     try:
         if os.getsid(0) != os.getpid():
@@ -88,7 +116,12 @@ def enter(req: dict[str, Any], ctx: Any, fds: list[int], ready_w: int, scratch: 
             os.dup2(fd, target)
         ruleset = RULESET_FD if ctx.landlock_abi else -1
         os.closerange(len(order), 1 << 20)  # the zygote's socket, pipes, path fds, everything else
-        limits.apply(req["limits"], own_uid=ctx.uid is not None)
+        if tasks is None:
+            tasks = _uid_tasks(ctx)
+        processes = int(req["limits"]["processes"])
+        # RLIMIT_NPROC counts every task of the uid: with a slot uid that is the program's own; with a shared uid
+        # (no pids cgroup) the tasks the uid had when this child was forked plus the program's own limit
+        limits.apply(req["limits"], nproc=processes if ctx.uid is not None else None if tasks < 0 else tasks + processes)
         os.chdir(scratch)
         uid, gid = (ctx.uid, ctx.gid) if ctx.uid is not None else (NOBODY, NOBODY) if os.geteuid() == 0 else (None, None)
         if uid is not None:
@@ -104,7 +137,7 @@ def enter(req: dict[str, Any], ctx: Any, fds: list[int], ready_w: int, scratch: 
         else:
             os.close(RULESET_FD)
         if ctx.seccomp is not None:
-            ctx.seccomp[mode].install()
+            ctx.seccomp[mode].for_pid(os.getpid()).install()  # a shared uid: calls on other pids refused
         source = _read_code() if mode != "exec" else ""
         os.write(READY_FD, b"R")
         if mode == "exec":  # kept open until the exec closes it: a failed exec is reported there ("X")

@@ -8,13 +8,14 @@ from typing import Any
 MB = 1 << 20
 
 
-def apply(spec: dict[str, Any], *, own_uid: bool = True) -> None:
+def apply(spec: dict[str, Any], *, nproc: int | None = None) -> None:
     """Set address space, CPU seconds, processes/threads, file size, open files and core size.
 
     The CPU soft limit sends SIGXCPU, the hard limit one second later SIGKILL.
     Hard limits equal soft ones (except CPU), so the program cannot raise them.
-    RLIMIT_NPROC counts every process of the uid, so it is only set when the
-    program has a slot uid of its own (seccomp forbids fork either way).
+    RLIMIT_NPROC (``nproc``; None: unset) counts every task of the uid: the caller
+    gives the program's own limit with a slot uid, or the uid's current count plus
+    it where the uid is shared (seccomp forbids fork either way; threads count).
     """
     cpu = max(1, int(-(-float(spec["cpu_seconds"]) // 1)))
     pairs = [
@@ -27,8 +28,8 @@ def apply(spec: dict[str, Any], *, own_uid: bool = True) -> None:
         (resource.RLIMIT_MEMLOCK, (0, 0)),
         (resource.RLIMIT_MSGQUEUE, (0, 0)),
     ]
-    if own_uid:
-        pairs.append((resource.RLIMIT_NPROC, (int(spec["processes"]),) * 2))
+    if nproc is not None:
+        pairs.append((resource.RLIMIT_NPROC, (int(nproc),) * 2))
     stack = int(spec.get("stack_mb", 0)) * MB
     if stack:
         pairs.append((resource.RLIMIT_STACK, (stack, stack)))

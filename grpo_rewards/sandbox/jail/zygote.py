@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from . import child, cleanup, landlock, mounts, wire
+from . import cgroups, child, cleanup, landlock, mounts, wire
 from .linux import (
     CLONE_NEWIPC,
     CLONE_NEWNET,
@@ -67,6 +67,7 @@ class Context:
     landlock_abi: int
     landlock_rules: list[tuple[int, int]]
     seccomp: Any
+    cgroup: bool = False  # the child runs in the slot's memory and pids cgroups (no RLIMIT_NPROC needed)
 
 
 class Zygote:
@@ -95,25 +96,59 @@ class Zygote:
                 self.problems.append(f"preload {name}: {exc}")
         cleanup.remove_tree(self.root, keep_top=True)  # what a dead zygote of this slot left (no tmpfs there)
         self._namespaces(cfg)
+        self.cgroup: cgroups.SlotCgroup | None = None
+        if cfg.get("cgroup"):
+            try:
+                self.cgroup = cgroups.SlotCgroup(cfg["cgroup"])
+            except OSError as exc:
+                self.problems.append(f"cgroup: {exc}")
         if uid is not None:
             self.layers.append("uid")
         abi = min(landlock.abi_version(), int(cfg.get("landlock_max_abi", 99))) if cfg.get("landlock", True) else 0
         self.layers += landlock.features(abi)
-        filt = None
+        self.ctx = Context(os.getpid(), uid, cfg.get("gid"), abi, [], None, self.cgroup is not None)
         if cfg.get("seccomp", True):
-            from . import seccomp
-
-            if seccomp.available():
-                # one filter per run mode (python, exec, compile); signals are refused outright when
-                # nothing else confines them (no slot uid, no Landlock signal scope)
-                filt = {mode: seccomp.Filter(deny_signals=uid is None and abi < 6, mode=mode)
-                        for mode in seccomp.MODES}
+            self.ctx.seccomp = self._filters()
+            if self.ctx.seccomp is not None:
                 self.layers.append("seccomp")
-        rules = landlock.open_rules(abi, cfg["read_only"], [], cfg["rw_files"]) if abi else []
-        self.ctx = Context(os.getpid(), uid, cfg.get("gid"), abi, rules, filt)
+        self.ctx.landlock_rules = landlock.open_rules(abi, cfg["read_only"], [], cfg["rw_files"]) if abi else []
         self._sweep()
         gc.collect()
         gc.freeze()  # children never scan (and so never copy) the zygote's objects in their GC
+        if self.cgroup is not None:
+            try:
+                self.cgroup.join()  # every child forked from now on starts in the slot's cgroups
+                self._oom_seen = self.cgroup.oom_kills()
+                self.layers.insert(self.layers.index("seccomp") + 1 if "seccomp" in self.layers else
+                                   len(self.layers), "cgroup")
+            except OSError as exc:
+                self._cgroup_failed(exc)
+
+    def _filters(self) -> dict[str, Any] | None:
+        """One seccomp filter per run mode (python, exec, compile). Signals are refused outright when nothing
+        else confines them (no slot uid, no Landlock signal scope); without a slot uid the scheduling and limit
+        calls reach only the caller (each child builds its own copy for its pid); without a memory cgroup,
+        memfd_create is refused (unmapped memfd pages are outside RLIMIT_AS)."""
+        from . import seccomp
+
+        if not seccomp.available():
+            return None
+        uid = self.ctx.uid
+        return {mode: seccomp.Filter(deny_signals=uid is None and self.ctx.landlock_abi < 6, mode=mode,
+                                     shared_uid=uid is None, deny_memfd=self.cgroup is None)
+                for mode in seccomp.MODES}
+
+    def _cgroup_failed(self, exc: OSError) -> None:
+        """The zygote could not join the slot's cgroups: go on without them, memfd_create refused."""
+        self.problems.append(f"cgroup: {exc}")
+        if self.cgroup is not None:
+            self.cgroup.close()
+        self.cgroup = None
+        self.ctx.cgroup = False
+        if "cgroup" in self.layers:
+            self.layers.remove("cgroup")
+        if self.ctx.seccomp is not None:
+            self.ctx.seccomp = self._filters()
 
     def _namespaces(self, cfg: dict[str, Any]) -> None:
         wanted = cfg.get("namespaces") or []
@@ -195,6 +230,8 @@ class Zygote:
                 self._prepare_spare()  # off the critical path: the pool already has its reply
         self._drop_spare()
         self._sweep()
+        if self.cgroup is not None:
+            self.cgroup.close()
 
     def _prepare_spare(self) -> None:
         """Fork the next run's child ahead of time (fork and setup cost no latency then)."""
@@ -240,6 +277,14 @@ class Zygote:
             if spare is None:
                 return {"status": "sandbox_error", "error": "could not fork a child", "wall": 0.0}
             t0 = time.monotonic()
+            if self.cgroup is not None:
+                lim = req["limits"]
+                try:
+                    self.cgroup.set_limits(int(lim["memory_mb"]) << 20, int(lim["processes"]))
+                except OSError as exc:
+                    self.spare = spare
+                    self._drop_spare()
+                    return {"status": "sandbox_error", "error": f"cgroup limits: {exc}", "wall": 0.0}
             try:
                 wire.send(spare.sock, req, fds)
                 break
@@ -326,6 +371,8 @@ class Zygote:
             reply.update(status="output_limit", error=f"output over {cap} bytes")
         elif over or (quota is not None and (over := cleanup.over_quota(scratch, *quota))):
             reply.update(status="output_limit", error=f"scratch folder over its quota: {over}")
+        elif reply["signal"] == signal.SIGKILL and self._oom_killed():  # memfds and tmpfs files count too
+            reply.update(status="memory", error=f"memory over {lim['memory_mb']} MB (cgroup)")
         elif timed_out:
             reply.update(status="timeout", error=f"wall clock over {lim['wall_seconds']}s")
         elif reply["signal"] == signal.SIGXCPU or (reply["signal"] == signal.SIGKILL and cpu >= float(lim["cpu_seconds"])):
@@ -337,6 +384,14 @@ class Zygote:
         else:
             reply.update(status="runtime_error", error=_describe_exit(reply))
         return reply
+
+    def _oom_killed(self) -> bool:
+        """Whether the slot's OOM killer struck since the last look (its victim is always a SIGKILLed child,
+        whose oom_score_adj is 1000), so only runs that ended by SIGKILL ask."""
+        if self.cgroup is None:
+            return False
+        seen, self._oom_seen = self._oom_seen, self.cgroup.oom_kills()
+        return self._oom_seen > seen
 
     def _sweep(self) -> None:
         """Kill every process of the slot uid (daemons that left the process group), then reap.

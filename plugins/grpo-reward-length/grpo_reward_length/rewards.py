@@ -1,5 +1,10 @@
 """The rewards: penalise repeated n-grams (open-r1's rule) and reward a target length window.
 
+``length_window`` counts the words of a completion's content (``measure = "content"``, the
+default): padding (blank lines, a sentence said again and again, a run of dots) is left out, as
+:mod:`grpo_rewards.content_length` defines it, so it cannot buy the window; ``measure = "raw"``
+counts every whitespace-separated word.
+
 Each reward is a module-level class, so it pickles: it can run in a worker process
 (a reward timeout kills the worker, not the run) and in TRL's async trainer.
 """
@@ -9,6 +14,9 @@ from __future__ import annotations
 from typing import Any
 
 from grpo_rewards import completion_text
+from grpo_rewards.content_length import content_text
+
+MEASURES = ("content", "raw")
 
 
 class RepetitionPenalty:
@@ -44,21 +52,26 @@ class LengthWindow:
 
     __name__ = "length_window"
 
-    def __init__(self, min_words: int = 10, max_words: int = 300, value: float = 1.0, slope_words: int = 50) -> None:
+    def __init__(self, min_words: int = 10, max_words: int = 300, value: float = 1.0, slope_words: int = 50,
+                 measure: str = "content") -> None:
+        if measure not in MEASURES:
+            raise ValueError(f"measure must be one of {', '.join(MEASURES)}, got {measure!r}")
         if not 0 <= min_words <= max_words:
             raise ValueError(f"need 0 <= min_words <= max_words, got {min_words} and {max_words}")
         if slope_words <= 0:
             raise ValueError(f"slope_words must be positive, got {slope_words}")
         self.min_words, self.max_words, self.value, self.slope_words = min_words, max_words, value, slope_words
+        self.measure = measure
 
     def __repr__(self) -> str:
         return (f"LengthWindow(min_words={self.min_words}, max_words={self.max_words}, value={self.value}, "
-                f"slope_words={self.slope_words})")
+                f"slope_words={self.slope_words}, measure={self.measure!r})")
 
     def __call__(self, completions: list[Any], **columns: Any) -> list[float | None]:
         out: list[float | None] = []
         for completion in completions:
-            n = len(completion_text(completion).split())
+            text = completion_text(completion)
+            n = len((content_text(text) if self.measure == "content" else text).split())
             distance = max(self.min_words - n, n - self.max_words, 0)
             out.append(self.value * max(0.0, 1 - distance / self.slope_words))
         return out
@@ -73,6 +86,8 @@ def repetition_penalty(*, ngram_size: int = 3, max_penalty: float = -1.0) -> Rep
 
 
 def length_window(*, min_words: int = 10, max_words: int = 300, value: float = 1.0,
-                  slope_words: int = 50) -> LengthWindow:
-    """``value`` inside ``[min_words, max_words]``, falling linearly to 0 over ``slope_words`` outside it."""
-    return LengthWindow(min_words, max_words, value, slope_words)
+                  slope_words: int = 50, measure: str = "content") -> LengthWindow:
+    """``value`` inside ``[min_words, max_words]``, falling linearly to 0 over ``slope_words`` outside it.
+
+    Words are counted in the completion's content, padding left out (``measure = "raw"``: every word)."""
+    return LengthWindow(min_words, max_words, value, slope_words, measure)

@@ -40,3 +40,29 @@ def test_scores_are_bounded_for_any_text(texts):
         assert -2.0 <= score <= 0.0
     for score in length_window(value=3.0)(texts):
         assert 0.0 <= score <= 3.0
+
+
+@pytest.mark.parametrize("name", ["repetition_penalty", "length_window"])
+def test_grpo_rewards_check_finds_no_hack(name):
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-m", "grpo_rewards", "rewards", "check", name],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+@pytest.mark.parametrize(("unit", "times"), [("\n", 500), (" ok", 30), (" Let me check.", 8),
+                                           (" 再检查一遍。", 30), (" تحقق مرة أخرى.", 8), (".", 900)])
+def test_length_window_padding_buys_no_words(unit, times):
+    short = "The answer is 41."  # four words, under the window
+    fn = length_window(min_words=20, max_words=100, slope_words=20)
+    raw = length_window(min_words=20, max_words=100, slope_words=20, measure="raw")
+    assert fn([short + unit * times]) == fn([short + unit])
+    if unit.strip(" .\n"):  # padding that adds words: counting every word pays for it
+        assert raw([short + unit * times]) > raw([short + unit])
+
+
+def test_length_window_still_counts_new_words():
+    fn = length_window(min_words=5, max_words=100, slope_words=5)
+    assert fn(["one two", "one two three four five"]) == [pytest.approx(0.4), 1.0]

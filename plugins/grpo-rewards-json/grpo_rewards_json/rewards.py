@@ -5,6 +5,15 @@ Both score ``value`` or ``wrong_value``; a completion whose JSON is too large or
 (see :mod:`grpo_rewards_json.parse`) scores ``wrong_value``, never better than invalid JSON.
 ``json_schema`` scores ``None`` (the row does not count) when the row has no schema or its
 schema is not a valid JSON Schema: that is the dataset's fault, not the policy's.
+
+``json_schema`` checks ``"format"`` (``email``, ``date``, ``date-time``, ``uri``, ``ipv4``,
+``uuid``, ...) with jsonschema's ``FormatChecker`` (``check_formats = true``, the default):
+``{"format": "email"}`` rejects ``"not an email"``. Several formats need a library that the
+``format-nongpl`` extra of jsonschema installs (a dependency of this package); jsonschema skips
+a format it cannot check without a word, so a schema asking for one of :data:`CHECKABLE_FORMATS`
+that the installed libraries cannot check is an error naming the format, not a silent pass.
+A format no draft defines is an annotation, as the specification says, and is not checked.
+``check_formats = false`` validates structure only (jsonschema's default).
 """
 
 from __future__ import annotations
@@ -20,6 +29,12 @@ from jsonschema.exceptions import SchemaError
 from grpo_rewards import completion_text
 from grpo_rewards_json.parse import EXTRACT_METHODS, extract_json_text, parse_json
 
+# the formats jsonschema checks when its format-nongpl extra is installed
+CHECKABLE_FORMATS = frozenset({
+    "color", "date", "date-time", "duration", "email", "hostname", "idn-email", "idn-hostname", "ipv4", "ipv6",
+    "iri", "iri-reference", "json-pointer", "regex", "relative-json-pointer", "time", "uri", "uri-reference",
+    "uri-template", "uuid",
+})
 TOP_LEVELS = {"object": (dict,), "array": (list,), "container": (dict, list), "any": (object,)}
 _VALIDATORS = 256  # compiled schemas kept per reward instance
 
@@ -78,14 +93,40 @@ def _schema_of(cell: Any, max_chars: int) -> dict[str, Any] | bool | None:
     return None
 
 
+def formats_used(schema: Any) -> set[str]:
+    """Every ``"format"`` a schema (and its subschemas) asks for."""
+    found: set[str] = set()
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if isinstance(node.get("format"), str):
+                found.add(node["format"])
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return found
+
+
+def unchecked_formats(schema: Any, checker: Any) -> list[str]:
+    """The formats ``schema`` asks for that jsonschema checks only with a library that is not installed."""
+    return sorted(f for f in formats_used(schema) & CHECKABLE_FORMATS if f not in checker.checkers)
+
+
+def _missing_library(formats: list[str]) -> str:
+    return (f"format {', '.join(map(repr, formats))} cannot be checked: its library is not installed "
+            "(pip install 'jsonschema[format-nongpl]'), or set check_formats = false to validate structure only")
+
+
 class JsonSchema(_JsonReward):
     """The ``json_schema`` reward (module docs)."""
 
     __name__ = "json_schema"
 
-    def __init__(self, schema: dict[str, Any] | bool | None, schema_column: str, **kw: Any) -> None:
+    def __init__(self, schema: dict[str, Any] | bool | None, schema_column: str, check_formats: bool = True,
+                 **kw: Any) -> None:
         super().__init__(**kw)
-        self.schema, self.schema_column = schema, schema_column
+        self.schema, self.schema_column, self.check_formats = schema, schema_column, check_formats
         self._validators: OrderedDict[str, Any] = OrderedDict()
 
     def __getstate__(self) -> dict[str, Any]:
@@ -102,9 +143,13 @@ class JsonSchema(_JsonReward):
         cls = jsonschema.validators.validator_for(schema)
         try:
             cls.check_schema(schema)
-            validator = cls(schema)
+            validator = cls(schema, format_checker=cls.FORMAT_CHECKER if self.check_formats else None)
         except (SchemaError, RecursionError, ValueError, TypeError):
             validator = None
+        if validator is not None and self.check_formats:
+            missing = unchecked_formats(schema, cls.FORMAT_CHECKER)
+            if missing:
+                raise ValueError(_missing_library(missing))
         self._validators[key] = validator
         if len(self._validators) > _VALIDATORS:
             self._validators.popitem(last=False)
@@ -137,18 +182,24 @@ class JsonSchema(_JsonReward):
 
 def json_schema(*, schema: dict | str | None = None, schema_column: str = "schema", value: float = 1.0,
                 wrong_value: float = 0.0, extract: str = "auto", top_level: str = "any", max_chars: int = 100_000,
-                max_depth: int = 32) -> JsonSchema:
+                max_depth: int = 32, check_formats: bool = True) -> JsonSchema:
     """``value`` when the completion's JSON is valid against the JSON Schema ``schema`` (a TOML table or JSON text)
-    or, without it, the row's ``schema_column``; ``wrong_value`` otherwise; ``None`` for a row without a usable schema."""
+    or, without it, the row's ``schema_column``; ``wrong_value`` otherwise; ``None`` for a row without a usable schema.
+
+    ``check_formats`` (default true): ``"format"`` is checked (module docs); false: structure only."""
     _check(extract, top_level, max_chars, max_depth)
     parsed = None
     if schema is not None:
         parsed = _schema_of(schema, max_chars)
         if parsed is None:
             raise ValueError("schema must be a table or JSON text of a JSON Schema object")
+        cls = jsonschema.validators.validator_for(parsed)
         try:
-            jsonschema.validators.validator_for(parsed).check_schema(parsed)
+            cls.check_schema(parsed)
         except SchemaError as exc:
             raise ValueError(f"schema is not a valid JSON Schema: {exc.message}") from None
-    return JsonSchema(parsed, schema_column, value=value, wrong_value=wrong_value, extract=extract,
+        missing = unchecked_formats(parsed, cls.FORMAT_CHECKER) if check_formats else []
+        if missing:
+            raise ValueError(_missing_library(missing))
+    return JsonSchema(parsed, schema_column, check_formats, value=value, wrong_value=wrong_value, extract=extract,
                       top_level=top_level, max_chars=max_chars, max_depth=max_depth)

@@ -6,6 +6,14 @@ text (open-r1's ``cosine_scaled_reward`` counts characters). ``length_unit`` for
 ``"tokens"`` (the column is then required) or ``"chars"``. A row whose ``completion_ids`` cell
 is not a list of token ids scores ``None``.
 
+``cosine_scaled`` pays a wrong answer more when it is longer, so a length that padding can
+buy is a reward for padding. Its ``measure`` says what is counted: ``"content"`` (default)
+counts what is left after padding is removed (:mod:`grpo_rewards.content_length`: whitespace
+runs, repeated sentences and lines, short units repeated in a row), in characters or in
+token ids; ``"raw"`` counts every character or token id, the peers'
+exact schedule. ``soft_overlong_punishment`` always counts every token: it guards the
+generation budget, which padding spends, and padding only lowers its score.
+
 * ``soft_overlong_punishment`` (DAPO, Eq. 13; TRL's and open-r1's ``get_soft_overlong_punishment``):
   0 up to ``max_completion_len - soft_punish_cache``, then falling linearly to -1 at
   ``max_completion_len``, and -1 beyond.
@@ -23,9 +31,11 @@ import math
 from typing import Any
 
 from grpo_rewards import completion_text, reward
+from grpo_rewards.content_length import content_length, content_token_count
 from grpo_rewards_reasoning.ids import id_rows
 
 LENGTH_UNITS = ("auto", "tokens", "chars")
+MEASURES = ("content", "raw")
 
 
 def _check_unit(length_unit: str) -> None:
@@ -33,15 +43,27 @@ def _check_unit(length_unit: str) -> None:
         raise ValueError(f"length_unit must be one of {', '.join(LENGTH_UNITS)}, got {length_unit!r}")
 
 
-def completion_lengths(completions: list[Any], columns: dict[str, Any], length_unit: str) -> list[int | None]:
+def _check_measure(measure: str) -> None:
+    if measure not in MEASURES:
+        raise ValueError(f"measure must be one of {', '.join(MEASURES)}, got {measure!r}")
+
+
+def completion_lengths(completions: list[Any], columns: dict[str, Any], length_unit: str,
+                       measure: str = "raw") -> list[float | None]:
     """Each completion's length: token ids when ``completion_ids`` is given (or required), else characters.
-    ``None`` for a row whose ``completion_ids`` cell is not a list of token ids."""
+    ``None`` for a row whose ``completion_ids`` cell is not a list of token ids. ``measure = "content"``
+    leaves padding out (module docs): the characters of the text's content, or the ids times its share."""
     rows = id_rows(columns, len(completions)) if length_unit != "chars" else None
-    if rows is not None:
-        return [None if row is None else len(row) for row in rows]
-    if length_unit == "tokens":
+    if rows is None and length_unit == "tokens":
         raise KeyError("column 'completion_ids' is missing (length_unit = 'tokens' counts token ids)")
-    return [len(completion_text(c)) for c in completions]
+    if measure == "raw":
+        if rows is not None:
+            return [None if row is None else len(row) for row in rows]
+        return [len(completion_text(c)) for c in completions]
+    texts = [completion_text(c) for c in completions]
+    if rows is None:
+        return [content_length(t) for t in texts]
+    return [None if row is None else content_token_count(row, t) for row, t in zip(rows, texts, strict=True)]
 
 
 class SoftOverlongPunishment:
@@ -86,13 +108,13 @@ class CosineScaled:
     __name__ = "cosine_scaled"
 
     def __init__(self, correctness: Any, max_len: int, min_value_wrong: float, max_value_wrong: float,
-                 min_value_correct: float, max_value_correct: float, length_unit: str) -> None:
-        self.correctness, self.max_len, self.length_unit = correctness, max_len, length_unit
+                 min_value_correct: float, max_value_correct: float, length_unit: str, measure: str) -> None:
+        self.correctness, self.max_len, self.length_unit, self.measure = correctness, max_len, length_unit, measure
         self.min_value_wrong, self.max_value_wrong = min_value_wrong, max_value_wrong
         self.min_value_correct, self.max_value_correct = min_value_correct, max_value_correct
 
     def __call__(self, completions: list[Any], **columns: Any) -> list[float | None]:
-        lengths = completion_lengths(completions, columns, self.length_unit)
+        lengths = completion_lengths(completions, columns, self.length_unit, self.measure)
         verdicts = self.correctness(completions, **columns)
         out: list[float | None] = []
         for correct, n in zip(verdicts, lengths, strict=True):
@@ -119,17 +141,20 @@ def cosine_scaled(
     extract: str = "auto",
     reference_column: str = "answer",
     length_unit: str = "auto",
+    measure: str = "content",
 ) -> CosineScaled:
     """Cosine-scaled correctness: short correct answers earn most, short wrong answers lose most.
 
     Correctness comes from the ``verifier`` (``math``: the ``math_equivalence`` reward; any other
     registered verifier through ``verify:<name>``) on the answer taken with ``extract``, against
-    the ``reference_column`` (``solution`` in TRL and open-r1 datasets).
+    the ``reference_column`` (``solution`` in TRL and open-r1 datasets). ``measure = "content"``
+    (default) leaves padding out of the length; ``"raw"`` is TRL's and open-r1's exact schedule.
     """
     if max_len <= 0:
         raise ValueError(f"max_len must be positive, got {max_len}")
     _check_unit(length_unit)
+    _check_measure(measure)
     use = "math_equivalence" if verifier == "math" else f"verify:{verifier}"
     correctness = reward(use, value=1.0, wrong_value=0.0, extract=extract, reference_column=reference_column)
     return CosineScaled(correctness, max_len, min_value_wrong, max_value_wrong, min_value_correct,
-                        max_value_correct, length_unit)
+                        max_value_correct, length_unit, measure)

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from grpo_rewards import load_registry, reward
-from grpo_rewards.hacking import check
+from grpo_rewards.hacking import PAIRED_TRICKS, TRICKS, check
 from grpo_rewards.testing import RewardConformance
 from grpo_rewards.testing.strategies import rendered_numbers
 
@@ -82,16 +82,23 @@ def test_grpo_rewards_check_finds_no_hack(name):
     assert "no trick beats an honest wrong answer" in run.stdout
 
 
-def test_cosine_scaled_check_adds_only_length_to_its_verifier():
+def test_cosine_scaled_check_flags_content_never_padding():
     """The cosine schedule pays a long wrong answer more than a short one (by design: "a longer wrong
-    completion is penalized less, preserving exploration"), so ``grpo rewards check`` flags padding.
+    completion is penalized less, preserving exploration"), so a trick whose wrong answer holds more
+    text than the honest one beats it: that is the documented exception. Padding buys nothing: no
+    padding probe is flagged, in text or in token ids, unless ``measure = "raw"`` (the peers' schedule).
     With a flat wrong range the reward is as hackable as its verifier (``math_equivalence``), no more."""
     flat = check("cosine_scaled", min_value_wrong=-1.0, max_value_wrong=-1.0)
     assert set(flat) == set(check("math_equivalence"))
+    padding = {t for t in PAIRED_TRICKS if "padded" in t}
+    default = check("cosine_scaled")
+    assert set(default) <= set(TRICKS)  # single tricks with more words than the honest answer, nothing paired
+    raw = check("cosine_scaled", measure="raw")
+    assert padding <= set(raw)
+    assert {f"{t} (token ids)" for t in padding} <= set(raw)
     run = subprocess.run([sys.executable, "-m", "grpo_rewards", "rewards", "check", "cosine_scaled"],
                          capture_output=True, text=True, timeout=300)
-    assert run.returncode == 1
-    assert "HACK: extremely long output: -0.5 >" in run.stdout  # the long-wrong bound, max_value_wrong
+    assert run.returncode == 1 and "padded" not in run.stdout
 
 
 _OPEN_R1_CODE_FORMAT = r"^<think>\n.*?\n</think>\n<answer>\n.*?```{}.*?```.*?\n</answer>$"

@@ -8,7 +8,7 @@ from grpo_rewards import reward
 
 
 def test_cosine_scaled_takes_any_registered_verifier():
-    fn = reward("cosine_scaled", verifier="exact", max_len=100)
+    fn = reward("cosine_scaled", verifier="exact", max_len=100, measure="raw")  # ids of one repeated token are padding
     out = fn(["<answer>Paris</answer>", "<answer>Lyon</answer>"], answer=["paris", "paris"],
              completion_ids=[[1] * 50, [1] * 50])
     assert out == [pytest.approx(0.75), pytest.approx(-0.75)]

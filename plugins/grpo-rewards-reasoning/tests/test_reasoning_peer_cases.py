@@ -7,7 +7,9 @@
   (test_reasoning_steps_reward, test_cosine_scaled_reward, TestRepetitionPenaltyReward,
   test_soft_overlong_punishment_*, TestCodeFormat).
 
-Completions are passed as the peers pass them, ``[{"content": ...}]``. Left out: open-r1's
+Completions are passed as the peers pass them, ``[{"content": ...}]``; ``cosine_scaled`` runs with
+``measure = "raw"``, the peers' exact schedule (its default leaves padding out of the length, and
+open-r1's cases make their lengths with spaces). Left out: open-r1's
 ``language="zh"`` repetition case (jieba word splitting; this package splits on whitespace or
 uses token ids) and its cosine behaviour for an unparseable solution (1.0 there, ``None`` here and
 in TRL).
@@ -196,7 +198,7 @@ COSINE_TRL_CASES = [
 
 @pytest.mark.parametrize(("params", "rows"), COSINE_TRL_CASES)
 def test_cosine_scaled_matches_trl_cases(params, rows):
-    fn = reward("cosine_scaled", max_len=100, reference_column="solution", **params)
+    fn = reward("cosine_scaled", max_len=100, reference_column="solution", measure="raw", **params)
     out = fn([chat(c) for c, _, _, _ in rows], solution=[s for _, s, _, _ in rows],
              completion_ids=[[1] * n for _, _, n, _ in rows])
     assert out == [pytest.approx(e, abs=1e-4) for _, _, _, e in rows]
@@ -208,7 +210,7 @@ def test_cosine_scaled_unparseable_solution_is_none_as_trl():  # test_unparsable
 
 
 def test_cosine_scaled_pickles_as_trl():  # test_reward_is_picklable
-    fn = pickle.loads(pickle.dumps(reward("cosine_scaled", max_len=100, reference_column="solution")))
+    fn = pickle.loads(pickle.dumps(reward("cosine_scaled", max_len=100, reference_column="solution", measure="raw")))
     assert fn([chat(_THIRD)], solution=[r"\frac{1}{3}"], completion_ids=[[1] * 50]) == [pytest.approx(0.75)]
 
 
@@ -224,6 +226,6 @@ COSINE_OPEN_R1_CASES = [
 @pytest.mark.parametrize(("content", "solution", "length", "expected"), COSINE_OPEN_R1_CASES)
 def test_cosine_scaled_matches_open_r1_cases(content, solution, length, expected):
     fn = reward("cosine_scaled", max_len=100, min_value_wrong=-1.0, max_value_wrong=-0.5,
-                min_value_correct=0.5, max_value_correct=1.0, reference_column="solution")
+                min_value_correct=0.5, max_value_correct=1.0, reference_column="solution", measure="raw")
     padded = content + " " * (length - len(content))
     assert fn([chat(padded)], solution=[solution]) == [pytest.approx(expected, abs=0.005)]  # assertAlmostEqual places=2

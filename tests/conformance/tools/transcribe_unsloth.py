@@ -11,7 +11,10 @@ reward functions are read from the notebooks at a commit of unslothai/notebooks 
   → ``strict_format``, ``soft_format_reward_func`` → ``soft_format``,
   ``xmlcount_reward_func`` → ``xml_count``, each with its defaults.
 * ``nb/Qwen3_(4B)-GRPO.ipynb``: ``check_answer`` → ``numeric_proximity`` in ``tiered``
-  mode, the answer taken by the notebook's own ``match_format`` regular expression.
+  mode, the answer taken by the notebook's own ``match_format`` regular expression;
+  ``match_format_exactly`` → ``final_answer_format`` and ``match_format_approximately`` →
+  ``xml_count`` in ``count`` mode, both with the notebook's markers and values, on completions
+  of the notebook's layout and of the ways real completions miss it.
 
 Usage: python tests/conformance/tools/transcribe_unsloth.py GIT_DIR COMMIT > tests/conformance/cases/unsloth.json
 """
@@ -123,6 +126,38 @@ QWEN3_INPUTS = (
 )
 
 
+MARKERS = {"reasoning_start": "<start_working_out>", "reasoning_end": "<end_working_out>",
+           "answer_start": "<SOLUTION>", "answer_end": "</SOLUTION>"}
+LAYOUT_FUNCTIONS = {
+    # end = "line": the notebook's re.MULTILINE "$" (the default, "text", allows nothing after the answer block)
+    "match_format_exactly": ("final_answer_format", {**MARKERS, "value": 3.0, "eos": EOS, "end": "line"}),
+    # check_order = false: the notebook counts each marker wherever it is (the default pays a marker only in order)
+    "match_format_approximately": ("xml_count", {**MARKERS, "mode": "count", "per_tag": 0.5, "per_bad_tag": -1.0,
+                                                 "opened_in_prompt": True, "check_order": False}),
+}
+# (name, completion): the notebook's layout after the prompt's <start_working_out>, and the ways it is missed
+_W = ONE_LINE
+QWEN3_LAYOUTS = (
+    ("layout", f"{_W}<end_working_out><SOLUTION>72</SOLUTION>"),
+    ("start_written_again", f"<start_working_out>{_W}<end_working_out><SOLUTION>72</SOLUTION>"),
+    ("newlines", f"{_W}\n<end_working_out>\n<SOLUTION>\n72\n</SOLUTION>\n"),
+    ("eos", f"{_W}<end_working_out><SOLUTION>72</SOLUTION>{EOS}"),
+    ("spaces_and_eos", f"{_W}<end_working_out><SOLUTION>  72  </SOLUTION>\n\n{EOS}\n"),
+    ("text_between", f"{_W}<end_working_out>So the solution is<SOLUTION>72</SOLUTION>"),
+    ("text_after_on_the_line", f"{_W}<end_working_out><SOLUTION>72</SOLUTION> Hope this helps!"),
+    ("text_after_a_line_break", f"{_W}<end_working_out><SOLUTION>72</SOLUTION>\nHope this helps!"),
+    ("empty_solution", f"{_W}<end_working_out><SOLUTION></SOLUTION>"),
+    ("no_end_working_out", f"{_W}<SOLUTION>72</SOLUTION>"),
+    ("two_solutions", f"{_W}<end_working_out><SOLUTION>71</SOLUTION><SOLUTION>72</SOLUTION>"),
+    ("unclosed_solution", f"{_W}<end_working_out><SOLUTION>72"),
+    ("reversed", f"</SOLUTION>72<SOLUTION><end_working_out>{_W}"),
+    ("solution_first", f"<SOLUTION>72</SOLUTION>{_W}<end_working_out>"),
+    ("gsm8k_layout", f"<reasoning>\n{_W}\n</reasoning>\n<answer>\n72\n</answer>\n"),
+    ("no_tags", f"{_W} The answer is 72."),
+    ("empty", ""),
+)
+
+
 def _cells(path: str, commit: str, git_dir: str) -> list[str]:
     notebook = json.loads(git(git_dir, "show", f"{commit}:{path}"))
     return ["".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code"]
@@ -155,7 +190,8 @@ def cases(git_dir: str, commit: str) -> list[dict[str, Any]]:
                  {"re": re})
     qwen3 = _run(_cells(QWEN3_NB, commit, git_dir), {"reasoning_start", "reasoning_end", "solution_start",
                                                      "solution_end", "solution_end_regex", "match_format",
-                                                     "check_answer"}, {"re": re, "tokenizer": _Tokenizer})
+                                                     "check_answer", *LAYOUT_FUNCTIONS},
+                  {"re": re, "tokenizer": _Tokenizer})
     out: list[dict[str, Any]] = []
     prompts = [[{"role": "user", "content": "How many clips did Natalia sell?"}]]
     for function, (reward, config) in GSM8K_FUNCTIONS.items():
@@ -181,14 +217,16 @@ def cases(git_dir: str, commit: str) -> list[dict[str, Any]]:
                 "reward": "numeric_proximity", "config": out[-1]["config"], "chat": True,
                 "completion": missing["completion"], "columns": {"answer": missing["reference"]},
                 "expected": float(score)})
+    for function, (reward, config) in LAYOUT_FUNCTIONS.items():
+        for name, completion in QWEN3_LAYOUTS:
+            score = qwen3[function](completions=[[{"content": completion}]])[0]
+            out.append({"id": f"{function}[{name}]", "test": f"{QWEN3_NB}::{function}", "peer": function,
+                        "reward": reward, "config": config, "chat": True, "completion": completion,
+                        "columns": {}, "expected": float(score)})
     return out
 
 
 NOT_COVERED = {
-    "match_format_exactly": "3.0 when the notebook's <start_working_out>/<SOLUTION> layout matches: strict_format "
-                            "reads XML-style tag pairs only",
-    "match_format_approximately": "+0.5 / -1.0 per tag seen once / not once, with the notebook's own tag names: "
-                                  "no built-in (xml_count counts XML-style tag pairs)",
     "check_numbers": "1.5 when the first number after <SOLUTION> equals the reference as a float: no built-in "
                      "with that score (exact_match with extract = regex is the nearest)",
 }
