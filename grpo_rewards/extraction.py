@@ -180,7 +180,7 @@ def _peel_emphasis(value: str) -> str:
     """``value`` without Markdown emphasis around it (``**12**``, ``__12__``, ``*12*``)."""
     for _ in range(3):
         m = _EMPHASIS.match(value)
-        if not m:
+        if not m or not m.group(2).strip("*_ \t\n"):  # "____" is a blank to fill, not emphasis
             break
         value = m.group(2).strip()
     return value
