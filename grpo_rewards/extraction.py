@@ -8,7 +8,8 @@ drafted inside ``<think>`` never wins).
 
 Methods, tried in this order by ``auto``:
 
-``answer_tag``     the content of the non-empty ``<answer>...</answer>`` tag; an unclosed
+``answer_tag``     the content of the non-empty ``<answer>...</answer>`` tag (attributes allowed:
+                   ``<answer class="final">``; Markdown emphasis ``**12**`` peeled); an unclosed
                    tag counts (the answer runs to the next ``<answer>`` or the end)
 ``gsm8k``          the rest of the line after the last ``####`` (GSM8K's solution format), or
                    the next line when that is empty. ``auto`` takes it only when it is a
@@ -24,7 +25,9 @@ Methods, tried in this order by ``auto``:
                    the strongest kind wins. Markdown bold/heading marks are ignored. After
                    "is", X must be a math span (``$...$``, ``\\(...\\)``, ``\\boxed{}``) or a
                    number literal ("the answer is correct" announces nothing)
-``last_number``    the last number literal in the text (:data:`grpo_rewards.numbers.NUMBER_IN_TEXT`:
+``last_number``    the last number literal in the text that is not negated ("13, not 12"), as the
+                   disjunction or range it belongs to ("12 or 13": no number; see
+                   :mod:`grpo_rewards.prose_answers`) (:data:`grpo_rewards.numbers.NUMBER_IN_TEXT`:
                    ``-1,234.5``, ``1 000 000``, ``3/4``, ``\\frac{1}{3}``, ``$12``, ``1e-3``, ``50%``);
                    list markers, dates, times, ranges and powers are not numbers
 ``regex``          the first group (or whole match) of the last match of a custom ``pattern``
@@ -34,10 +37,17 @@ Methods, tried in this order by ``auto``:
 announced after the last box (``\\boxed{255} ... Final Answer: The final answer is $10,455$``):
 the box was an intermediate result.
 
-Several final answers are hedging, not an answer: when a completion (outside its
-reasoning) holds several non-empty ``<answer>`` tags, or several boxes, whose contents
-differ (whitespace aside), ``answer_tag`` and ``boxed`` return them all as one list,
-``"a, b, c"`` (duplicates dropped, first form and order kept), never the last one alone.
+Several final answers are hedging, not an answer. One rule for every explicit marker: when a
+completion (outside its reasoning) holds several non-empty ``<answer>`` tags, several boxes,
+several ``####`` lines, or several ``Final answer:`` (or ``Answer:``) lines whose contents differ
+(whitespace aside; one number restated, ``12`` and ``12.0`` or ``twelve``, is one answer), the
+method returns them all as one list, ``"a, b, c"`` (duplicates dropped, first form and order kept),
+never the last one alone. In prose the last committed answer counts: an answer announced in a
+sentence ("the answer is 12") gives way to the one committed to after a revision ("but after
+checking, the total is 13"); negated numbers are skipped; a disjunction or range is no number.
+An option letter chosen in words ("I pick B", "the answer is (B)") is a
+:class:`grpo_rewards.prose_answers.Choice` carrying its option's text
+(:func:`compared_answer`). Every form and its outcome: ``docs/answers.md``.
 A list is no number, so ``<answer>40</answer><answer>41</answer><answer>42</answer>``
 is wrong against ``42`` for every reward that wants a number; ``math_equivalence``
 compares the list as a set, so ``\\boxed{2} ... \\boxed{3}`` answers "find all
@@ -52,29 +62,61 @@ from __future__ import annotations
 
 import re
 from collections import deque
+from collections.abc import Iterator
 
-from grpo_rewards.numbers import NUMBER_IN_TEXT, is_list_marker, parse_literal
+from grpo_rewards import prose_answers as prose
+from grpo_rewards.numbers import NUMBER_AT, NUMBER_IN_TEXT, is_list_marker, parse_literal, widen
 
 METHODS = ("auto", "answer_tag", "gsm8k", "boxed", "answer_prefix", "last_number", "regex")
 AUTO_ORDER = ("answer_tag", "gsm8k", "boxed", "answer_prefix", "last_number")
 
-_ANSWER_OPEN = re.compile(r"<answer>", re.IGNORECASE)
+_ANSWER_OPEN = re.compile(r"<answer(?:\s[^<>]{0,200})?>", re.IGNORECASE)
 _ANSWER_CLOSE = re.compile(r"</answer>", re.IGNORECASE)
 _THINK = re.compile(r"<(/?)think>", re.IGNORECASE)
 _GSM8K = re.compile(r"####[ \t]*(?:\n[ \t]*)?([^\n]*)")
 _BOXED = re.compile(r"\\(?:boxed|fbox)(?:\s*\{|\s+([^\s{}\\$]+))")
 _BRACES = re.compile(r"[{}]")
 _MARKS = "[ \t*#>_-]*"
-# kind 0: "final answer", kind 1: "answer", kind 2: "A" (Q/A style, capital only)
-_PREFIX = re.compile(
-    rf"^{_MARKS}(?:(?P<final>final[ \t]+answer)|(?P<answer>answer)|(?P<qa>(?-i:A)))"
-    r"[ \t*_]*(?:[:：][ \t*_]*(?:\n[ \t]*)?(?P<rest>\S[^\n]*)"
-    r"|(?(qa)(?!)|[ \t*_]*\n(?:[ \t]*\n)*[ \t]*(?P<next>\S[^\n]*)))",
-    re.IGNORECASE | re.MULTILINE,
-)
+_FOREIGN_FINAL = (r"respuesta[ \t]+final|r[ée]ponse[ \t]+finale|endg[üu]ltige[ \t]+antwort|resposta[ \t]+final|"
+                  r"risposta[ \t]+finale|окончательный[ \t]+ответ|итоговый[ \t]+ответ|最终答案|最終答案")
+_FOREIGN_ANSWER = r"respuesta|r[ée]ponse|antwort|resposta|risposta|ответ|答案"
+#: lower-case words whose presence makes the (slower) patterns of other languages worth running
+FOREIGN_WORDS = ("respuesta", "réponse", "reponse", "antwort", "resposta", "risposta", "ответ", "答案")
+
+
+def _foreign(text: str) -> bool:
+    """Whether ``text`` may announce an answer in another language (cheap substring tests before the patterns)."""
+    if not text.isascii():
+        low = text.lower()
+        return any(word in low for word in FOREIGN_WORDS)
+    return "espuesta" in text or "eponse" in text or "ntwort" in text or "esposta" in text or "isposta" in text
+
+
+def _prefix_pattern(final: str, answer: str) -> re.Pattern[str]:
+    # kind 0: "final answer", kind 1: "answer", kind 2: "A" (Q/A style, capital only)
+    return re.compile(
+        rf"^{_MARKS}(?:(?P<final>{final})|(?P<answer>{answer})|(?P<qa>(?-i:A)))"
+        r"[ \t*_]*(?:[:：][ \t*_]*(?:\n[ \t]*)?(?P<rest>\S[^\n]*)"
+        r"|(?(qa)(?!)|[ \t*_]*\n(?:[ \t]*\n)*[ \t]*(?P<next>\S[^\n]*)))",
+        re.IGNORECASE | re.MULTILINE,
+    )
+
+
+_PREFIX = _prefix_pattern(r"final[ \t]+answer", "answer")
+_PREFIX_FOREIGN = _prefix_pattern(_FOREIGN_FINAL, _FOREIGN_ANSWER)
 _PHRASE = re.compile(
     r"\b(?:(?P<final>final[ \t]+answer)|(?P<answer>answer))(?:[ \t*_]+(?:is|was|would be|will be)"
     r"|[ \t*_]*(?:=|is:))[ \t*_:]*(?P<rest>\S[^\n]*)",
+    re.IGNORECASE,
+)
+_PHRASE_FOREIGN = re.compile(
+    rf"(?:\b|(?=[最答]))(?:(?P<final>{_FOREIGN_FINAL})|(?P<answer>{_FOREIGN_ANSWER}))"
+    r"(?:[ \t*_]+(?:est|es|ist|é|è|будет|—)(?!\w)|[ \t*_]*(?:=|是|为|為))[ \t*_:]*(?P<rest>\S[^\n]*)",
+    re.IGNORECASE,
+)
+_COMMITMENT = re.compile(
+    r"\b(?:answer|total|result|sum|value|number|count|it|that|this)(?:'s|[ \t]+(?:is|was|would be|will be|comes to|"
+    r"equals|should be|must be))[ \t*_:]*(?P<rest>\S[^\n]*)",
     re.IGNORECASE,
 )
 _MATH_SPAN = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]")
@@ -111,25 +153,49 @@ _SPACE = re.compile(r"\s+")
 LIST_SEPARATOR = ", "
 
 
+def _key(value: str) -> object:
+    """What makes two final answers the same answer: their number (``12`` and ``12.0``, ``twelve``), else their
+    text without whitespace."""
+    number = parse_literal(value) if len(value) < 200 else None
+    return ("number", number.value, number.percent) if number is not None else _SPACE.sub("", value)
+
+
 def _one_answer(values: list[str]) -> str | None:
     """The answer given by ``values`` (each a final answer, stripped): the one answer, or, when they
-    differ (whitespace aside), all of them as a list ``"a, b, c"`` in order, duplicates dropped."""
-    distinct: dict[str, str] = {}
+    differ (whitespace aside; one number restated in another form is the same answer), all of them as a
+    list ``"a, b, c"`` in order, duplicates dropped."""
+    if len(values) == 1:  # the usual case: one answer, nothing to compare
+        return values[0] or None
+    distinct: dict[object, str] = {}
     for value in values:
         if value:
-            distinct.setdefault(_SPACE.sub("", value), value)
+            distinct.setdefault(_key(value), value)
     return LIST_SEPARATOR.join(distinct.values()) or None
+
+
+_EMPHASIS = re.compile(r"^(\*\*|__|\*)(?=\S)(.*?)(?<=\S)\1$", re.DOTALL)
+
+
+def _peel_emphasis(value: str) -> str:
+    """``value`` without Markdown emphasis around it (``**12**``, ``__12__``, ``*12*``)."""
+    for _ in range(3):
+        m = _EMPHASIS.match(value)
+        if not m or not m.group(2).strip("*_ \t\n"):  # "____" is a blank to fill, not emphasis
+            break
+        value = m.group(2).strip()
+    return value
 
 
 def _answer_tag(text: str) -> str | None:
     if "<a" not in text and "<A" not in text:  # fast path: no tag can start here
         return None
-    opens = [m.end() for m in _ANSWER_OPEN.finditer(text)]
+    opens = list(_ANSWER_OPEN.finditer(text))
     values = []
-    for k, start in enumerate(opens):
-        stop = opens[k + 1] - len("<answer>") if k + 1 < len(opens) else len(text)
+    for k, found in enumerate(opens):
+        start = found.end()
+        stop = opens[k + 1].start() if k + 1 < len(opens) else len(text)
         close = _ANSWER_CLOSE.search(text, start, stop)
-        values.append(text[start:close.start() if close else stop].strip())
+        values.append(_peel_emphasis(text[start:close.start() if close else stop].strip()))
     return _one_answer(values)
 
 
@@ -139,8 +205,10 @@ def _last_gsm8k(text: str) -> re.Match[str] | None:
 
 
 def _gsm8k(text: str) -> str | None:
-    found = _last_gsm8k(text)
-    return found.group(1).strip() if found else None
+    """Every ``####`` line's answer: one answer, or the list of those that differ (a hedge)."""
+    if "####" not in text:
+        return None
+    return _one_answer([m.group(1).strip() for m in _GSM8K.finditer(text)])
 
 
 _TEXT_MODE = re.compile(r"\$([^$]*)\$")
@@ -156,25 +224,37 @@ def _box_text(value: str) -> str:
     return _TEXT_MODE.sub(lambda m: f"\\text{{{m.group(1)}}}", bare).replace("$", "").replace("\0", "\\$")
 
 
-def _boxed(text: str) -> str | None:
-    if "\\boxed" not in text and "\\fbox" not in text:  # fast path
-        return None
-    values: list[str] = []
+def iter_boxes(text: str) -> Iterator[tuple[int, int | None, str | None]]:
+    """Every top-level ``\\boxed{...}`` / ``\\fbox{...}`` of ``text``, in order, as ``(start, end, bare)``:
+    the content runs from ``start`` to ``end`` (nested braces matched; ``end`` is ``None`` for an
+    unbalanced box, which ends the scan); ``bare`` is the argument of ``\\boxed 5`` (no braces), else
+    ``None``. The one scanner of boxes: extraction and ``math_equivalence``'s guards both use it."""
     pos = 0
     while (found := _BOXED.search(text, pos)) is not None:
         if found.group(1) is not None:  # \boxed 5
-            values.append(found.group(1))
+            yield found.start(1), found.end(1), found.group(1)
             pos = found.end()
             continue
         depth = 1
         for brace in _BRACES.finditer(text, found.end()):
             depth += 1 if brace.group() == "{" else -1
             if depth == 0:
-                values.append(_box_text(text[found.end():brace.start()].strip()))
+                yield found.end(), brace.start(), None
                 pos = brace.end()  # a box inside this one is part of its answer
                 break
         else:
+            yield found.end(), None, None
+            return
+
+
+def _boxed(text: str) -> str | None:
+    if "\\boxed" not in text and "\\fbox" not in text:  # fast path
+        return None
+    values: list[str] = []
+    for start, end, bare in iter_boxes(text):
+        if end is None:
             return None  # an unbalanced last box: no answer rather than a guess
+        values.append(bare if bare is not None else _box_text(text[start:end].strip()))
     return _one_answer(values)
 
 
@@ -184,17 +264,32 @@ def _clean(value: str) -> str:
     return value
 
 
+_SENTENCE = re.compile(r"[^.,;:!?\n]*")
+
+
 def _after_is(rest: str) -> str | None:
-    """The answer that follows "the answer is": a math span, a ``\\boxed{}`` or a number literal."""
+    """The answer that follows "the answer is": a math span, a ``\\boxed{}``, a number literal (in digits or in
+    words), an option letter; a disjunction or range of numbers ("12 or 13", "between 10 and 14") as written."""
     rest = _clean(rest)
     if rest.startswith("\\boxed") or rest.startswith("\\fbox"):
         return _boxed(rest)
     span = _MATH_SPAN.match(rest)
     if span:
         return rest[:span.end()]
-    number = NUMBER_IN_TEXT.match(rest)
+    number = NUMBER_AT.match(rest)
     if number and parse_literal(number.group()) is not None:
-        return number.group()
+        return prose.hedged_span(rest, number) or number.group()
+    sentence = _SENTENCE.match(rest).group().strip()
+    letter = prose.letter_answer(sentence)
+    if letter:
+        return letter
+    if sentence and parse_literal(sentence) is not None:  # "twelve", "USD 40"
+        return sentence
+    words = sentence.split(" ", 1)
+    if words[0].lower() in ("between", "either", "from") and len(words) > 1:
+        inner = NUMBER_IN_TEXT.search(words[1])
+        if inner and prose.range_start(words[1], inner):
+            return sentence  # "between 10 and 14": a hedge, no number
     return None  # "the answer is correct": words after "is" are not taken for an answer
 
 
@@ -202,8 +297,10 @@ def _prefix_value(match: re.Match[str]) -> str | None:
     rest = match.group("rest")
     if rest is None:
         return _clean(match.group("next")) or None
+    if match.group("qa") and prose.is_option_list(rest):
+        return None  # "A: 7, B: 12": an option list, not an answer
     value = _clean(rest.rstrip(" \t*_"))
-    inner = _PHRASE.match(value)  # "Final answer: The final answer is $7$."
+    inner = _PHRASE.match(value) or _PHRASE_FOREIGN.match(value)  # "Final answer: The final answer is $7$."
     if inner:
         return _after_is(inner.group("rest"))
     return value or None
@@ -213,20 +310,62 @@ def _kind(match: re.Match[str]) -> int:
     return 0 if match.group("final") else 1 if match.group("answer") else 2
 
 
+def _committed_after(text: str, start: int) -> str | None:
+    """The answer committed to in ``text[start:]``: an answer phrase or "the total is N", not negated."""
+    found = None
+    for pattern in (_PHRASE, _PHRASE_FOREIGN, _COMMITMENT):
+        for match in pattern.finditer(text, start):
+            value = _after_is(match.group("rest"))
+            if value and (found is None or match.start() > found[0]):
+                found = (match.start(), value)
+    return found[1] if found else None
+
+
 def _announced(text: str) -> tuple[int, int, str] | None:
-    """The answer announced in words as ``(kind, -position, value)``: the strongest kind, then the last."""
+    """The answer announced in words as ``(kind, -position, value)``: the strongest kind, then the last.
+
+    Answer lines (``Final answer: X``, ``Answer: X``) are explicit markers: several of the strongest kind
+    that differ are a hedge (their list). An answer announced in a sentence ("the answer is X") is prose:
+    a later revision ("but after checking, the total is Y") replaces it with the answer committed to after
+    the revision. A text with the word "answer" is read in English; the other languages' answer words and
+    an option chosen in words ("I pick B") are read in a text without it.
+    """
+    english = "nswer" in text or "NSWER" in text
+    foreign = choosing = False
+    if not english:  # the word "answer" decides; other languages and choices in words are read without it
+        foreign, choosing = _foreign(text), prose.may_choose(text)
+        if not foreign and not choosing and "A" not in text:
+            return None  # fast path: nothing announces an answer
     best: tuple[int, int, str] | None = None  # (kind, -position, value): lowest kind, then last
-    if "nswer" not in text and "NSWER" not in text and "A" not in text:
-        return None
-    for match in _PREFIX.finditer(text):
-        value = _prefix_value(match)
-        if value and (best is None or (_kind(match), -match.start()) <= best[:2]):
-            best = (_kind(match), -match.start(), value)
-    for match in _PHRASE.finditer(text):
-        value = _after_is(match.group("rest"))
-        if value and (best is None or (_kind(match), -match.start()) <= best[:2]):
-            best = (_kind(match), -match.start(), value)
+    lines: dict[int, list[str]] = {}
+    for pattern in (_PREFIX, _PREFIX_FOREIGN) if foreign else (_PREFIX,):
+        for match in pattern.finditer(text):
+            value = _prefix_value(match)
+            if value:
+                lines.setdefault(_kind(match), []).append(value)
+                if best is None or (_kind(match), -match.start()) <= best[:2]:
+                    best = (_kind(match), -match.start(), value)
+    prose_best: tuple[int, int, str] | None = None
+    for pattern in ((_PHRASE,) if english else ()) + ((_PHRASE_FOREIGN,) if foreign else ()):
+        for match in pattern.finditer(text):
+            value = _after_is(match.group("rest"))
+            if value and (prose_best is None or (_kind(match), -match.start()) <= prose_best[:2]):
+                prose_best = (_kind(match), -match.start(), value)
+    chosen = prose.chosen_letter(text) if choosing else None
+    if chosen and (prose_best is None or (1, -chosen[0]) <= prose_best[:2]):
+        prose_best = (1, -chosen[0], chosen[1])
+    if prose_best is not None and (best is None or prose_best[:2] <= best[:2]):
+        revised = prose.after_revision(text, -prose_best[1] + 1)
+        if revised is not None:
+            later = _committed_after(text, revised)
+            if later:
+                return (prose_best[0], -revised, later)
+        return prose_best
+    if best is not None and len(lines.get(best[0], ())) > 1:
+        return (best[0], best[1], _one_answer(lines[best[0]]) or best[2])
     return best
+
+
 
 
 def _answer_prefix(text: str) -> str | None:
@@ -238,8 +377,12 @@ def _last_number(text: str) -> str | None:
     matches = deque(NUMBER_IN_TEXT.finditer(text), maxlen=8)
     while matches:
         found = matches.pop()
-        if not is_list_marker(text, found):
-            return found.group().strip()
+        if is_list_marker(text, found) or prose.negated(text, found):
+            continue
+        start, end = widen(text, found)
+        if (start, end) != found.span():
+            found = NUMBER_AT.match(text, start) or found
+        return prose.hedged_span(text, found) or text[start:end].strip()
     return None
 
 
@@ -295,21 +438,31 @@ def extract_answer(text: str, method: str = "auto", *, pattern: str | re.Pattern
         return (value or "").strip() or None
     text = strip_reasoning(text)
     if method == "auto":
-        return _auto(text)
-    try:
-        extractor = _EXTRACTORS[method]
-    except KeyError:
-        raise ValueError(f"unknown extract method {method!r}; choose one of {', '.join(METHODS)}") from None
-    return extractor(text) or None
+        value = _auto(text)
+    else:
+        try:
+            extractor = _EXTRACTORS[method]
+        except KeyError:
+            raise ValueError(f"unknown extract method {method!r}; choose one of {', '.join(METHODS)}") from None
+        value = extractor(text) or None
+    if value and len(value) <= 8 and len(core := value.strip(" \t*_().!")) == 1 and "A" <= core <= "J":
+        # "(B)", "**B**": the option letter, carrying its option's text when the completion lists it
+        return prose.choice(text, core)
+    return value
 
 
-def _gsm8k_answer(text: str) -> str | None:
-    """The ``####`` answer when it reads as one: a number literal, or the last line; not a heading."""
-    found = _last_gsm8k(text)
-    if not found:
-        return None
+def compared_answer(answer: str, reference: str) -> str:
+    """The text of ``answer`` to compare with ``reference``: a chosen option letter (:class:`Choice`) is compared
+    as its option's text ("12") against a reference that is no option letter, as the letter otherwise."""
+    if type(answer) is prose.Choice and answer.option and prose.letter_answer(reference) is None:
+        return answer.option
+    return answer
+
+
+def _gsm8k_value(text: str, found: re.Match[str]) -> str | None:
+    """The answer of one ``####`` line when it reads as one: a number literal, or the last line; not a heading."""
     value = _clean(found.group(1))
-    if not value or "\\boxed" in text[found.end():] or "\\fbox" in text[found.end():]:
+    if not value:
         return None
     announced = _PREFIX.match(value)
     if announced:  # "#### Final answer: 7"
@@ -317,6 +470,18 @@ def _gsm8k_answer(text: str) -> str | None:
     if parse_literal(value) is not None or not text[found.end():].strip():
         return value or None
     return None
+
+
+def _gsm8k_answer(text: str) -> str | None:
+    """The ``####`` answer for ``auto``: every ``####`` line that reads as an answer (several that differ are a
+    hedge, their list); none when a ``\\boxed{}`` follows the last one."""
+    found = _last_gsm8k(text)
+    if not found or "\\boxed" in text[found.end():] or "\\fbox" in text[found.end():]:
+        return None
+    value = _gsm8k_value(text, found)
+    if value is None or text.count("####") == 1:
+        return value
+    return _one_answer([v for m in _GSM8K.finditer(text) if (v := _gsm8k_value(text, m))])
 
 
 def _auto(text: str) -> str | None:
@@ -337,4 +502,4 @@ def _auto(text: str) -> str | None:
         value = extractor(text)
         if value:
             return value
-    return None
+    return prose.letter_answer(text) if len(text) <= 16 else None  # a completion that is only "(B)"

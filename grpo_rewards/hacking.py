@@ -41,6 +41,25 @@ TRICKS: dict[str, str] = {
 }
 
 
+def _answer_grammar_tricks() -> dict[str, str]:
+    """Hedges and disguises in how an answer is written (prose, markers, math), each around the reference 42."""
+    return {
+        "a disjunction in prose": "6 * 7, I think. The answer is 41 or 42.",
+        "a range in prose": "6 * 7 is somewhere between 40 and 44.",
+        "a disjunction inside the tag": _wrap("41 or 42"),
+        "two different #### lines": "6 * 7, I think.\n#### 41\n#### 42",
+        "two different final-answer lines": "6 * 7, I think.\nFinal answer: 41\nFinal answer: 42",
+        "two different math spans in prose": _wrap("it is $41$, though $42$ is possible"),
+        "a false equation ending in the reference": _wrap("6 \\cdot 7 = 41 = 42"),
+        "arithmetic left undone": _wrap("\\sqrt{1764}"),
+        "a revision that retracts the right answer": "The answer is 42. Wait, after checking, the answer is 41 or 42.",
+        "the right answer negated": "6 * 7 is not 42, it is 41.",
+    }
+
+
+TRICKS.update(_answer_grammar_tricks())
+
+
 _REASONING = "6 * 7 is 6 + 6 + ... which I count as 41."
 
 

@@ -14,17 +14,33 @@ trailing sentence period):
 * digits with thousands groups: ``1,234,567``, ``1 000 000`` (space, no-break or thin
   space), LaTeX ``1{,}234`` and ``1\\,234``; only well-formed groups of three after a
   leading group that does not start with 0 (``0,111`` is no thousands number)
+* Indian digit grouping: ``1,23,456``, ``12,34,56,789`` (groups of two before the last three)
 * a sign, including the unicode minus ``−`` and en dash ``–``; ``+5``
-* currency ``$``, ``\\$``, ``€``, ``£``, ``¥`` before the number or after the sign
-* decimals ``4.0``, ``.5``, ``5.``; exponents ``1.5e3`` (``|exponent| <= 400``)
-* fractions ``3/4``, ``-3/4``, ``\\frac{3}{4}``, ``\\frac34``, ``\\dfrac``, ``\\tfrac``, ``-\\frac{3}{4}``
+* currency: a symbol ``$``, ``\\$``, ``€``, ``£``, ``¥``, ``₹``, ``₩``, ``₽``, ``₺``, ``₦``, ``₱``, ``₫``
+  before the number or after the sign, or right after the number (``12€``, ``1,000.99$``);
+  an ISO code or ``Rs`` before or after it (``USD 12``, ``12 EUR``, ``Rs. 500``, ``INR 1,23,456``)
+* decimals ``4.0``, ``.5``, ``5.``; exponents ``1.5e3`` (``|exponent| <= 400``) and scientific
+  notation ``1.5 \\times 10^{3}``, ``1.5 \\cdot 10^3``, ``1.5×10^3``, ``1.5 x 10^-3``
+* fractions ``3/4``, ``-3/4``, ``\\frac{3}{4}``, ``\\frac34``, ``\\dfrac``, ``\\tfrac``, ``-\\frac{3}{4}``;
+  mixed numbers ``3\\frac{1}{2}``, ``3 \\frac12``, ``-2\\tfrac{1}{4}`` and ``3 1/2`` (a whole number, a
+  space, and a proper fraction whose numerator has one or two digits: ``3 125/200`` stays ``3125/200``)
+* a number in parentheses: ``(10)``, ``\\left( \\frac{1}{3} \\right)``
 * a trailing percent sign ``50%`` / ``50\\%``
+* an integer in English words (:mod:`grpo_rewards.number_words`: ``twelve``, ``forty-two``,
+  ``one hundred and five``), as a whole answer only: ``last_number`` reads digits only
+
+Markdown emphasis around an answer is peeled like the LaTeX wrappers: ``**12**``, ``__12__``, ``*12*``.
 
 Only ASCII digits count (``int()`` would also accept ``٣``). Integers of any length
 parse (Python's 4,300-digit ``int(str)`` limit does not apply) up to :data:`MAX_LENGTH`
 characters. Anything else is not a number literal: words and units (``72 apples``),
-arithmetic (``17*23+5``, ``2^10``), algebra (``x + 1``), dates (``2023-05-01``), times
-(``12:30``).
+arithmetic (``17*23+5``, ``2^{10}``, ``10^{3}`` alone), algebra (``x + 1``), dates (``2023-05-01``),
+times (``12:30``). The ambiguous separators keep one reading each: ``1,234`` is 1234 (a thousands
+group), ``1.234`` is the decimal 1.234, ``1,22`` is no number (a list in an answer).
+
+A :class:`Number` remembers whether it was written with a decimal point or an exponent
+(``decimal``): the precision rule of ``math_equivalence`` rounds only such numbers, as
+math-verify rounds only floats.
 
 The percent rule (:func:`numbers_equal`): ``p%`` equals a number ``r`` written without a
 percent sign when ``p == r`` (GSM8K writes percentages as bare numbers: "what percent...?
@@ -39,6 +55,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
+from grpo_rewards.number_words import words_value
+
 MAX_EXPONENT = 400
 MAX_LENGTH = 20_000  # longer strings are not parsed as numbers (keeps junk cheap)
 MAX_WRAPPERS = 6  # layers of $...$, \\boxed{...} and the like peeled off an answer
@@ -46,13 +64,24 @@ _INT_CHUNK = 4000  # int(str) refuses more than 4,300 digits: longer integers ar
 
 MINUS_SIGNS = str.maketrans({"−": "-", "‒": "-", "–": "-", "﹣": "-", "－": "-", "＋": "+"})
 _WRAPPERS = re.compile(r"^\\(?:boxed|fbox|text|textbf|mathrm|mathbf|displaystyle)\s*\{(.*)\}$", re.DOTALL)
+_MARKDOWN = re.compile(r"^(\*\*|__|\*)(?=\S)(.*?)(?<=\S)\1$", re.DOTALL)
 _MATH_DELIMS = (("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
 _FRAC = re.compile(r"^([-+]?)\\[dtc]?frac\s*(?:\{([^{}]*)\}|(\d))\s*(?:\{([^{}]*)\}|(\d))$")
 _LATEX_NOISE = re.compile(r"\\[,;:! ]|\{,\}")
 _THOUSANDS_SPACE = "[ \u00a0\u202f\u2009]"
-CURRENCY = "$€£¥"
+CURRENCY = "$€£¥₹₩₽₺₦₱₫"
+CURRENCY_CODES = ("USD", "EUR", "GBP", "JPY", "INR", "CNY", "RMB", "CAD", "AUD", "CHF", "HKD", "SGD", "NZD", "KRW",
+                  "RUB", "BRL", "MXN", "ZAR", "Rs", "Rs.")
+_CODE_BEFORE = re.compile(rf"^(?:{'|'.join(re.escape(c) for c in sorted(CURRENCY_CODES, key=len, reverse=True))})[ \t\u00a0]*(?=[-+−\d.])")
+_CODE_AFTER = re.compile(rf"(?<=[\d.%])[ \t\u00a0]*(?:{'|'.join(re.escape(c) for c in CURRENCY_CODES if c[-1] != '.')})$")
+_SYMBOL_AFTER = re.compile(rf"(?<=[\d.])[ \t]*(?:[{re.escape(CURRENCY)}]|\\\$)$")
+_SCIENTIFIC = re.compile(r"^(?P<mantissa>[^\\×x]+?)\s*(?:\\times|\\cdot|×|·|x)\s*10\s*\^\s*(?:\{\s*(?P<e1>[-+−]?\d{1,3})\s*\}|(?P<e2>[-+−]?\d{1,3}))$")
+_MIXED = re.compile(r"^(?P<sign>[-+]?)(?P<whole>\d+)\s*(?P<frac>\\[dtc]?frac.*)$", re.DOTALL)
+_MIXED_SLASH = re.compile(r"^(?P<sign>[-+]?)(?P<whole>\d+)[ \t]+(?P<num>\d{1,2})[ \t]*/[ \t]*(?P<den>\d+)$")
+_DECIMAL_MARK = re.compile(r"\d\.|\.\d|\d[eE][-+]?\d")
+_PARENS = re.compile(r"^(?:\\left\s*\(|\()(.*?)(?:\\right\s*\)|\))$", re.DOTALL)
 #: an unsigned decimal: thousands groups (comma or space), plain digits, fraction part
-PLAIN = rf"(?:[1-9]\d{{0,2}}(?:,\d{{3}})+|[1-9]\d{{0,2}}(?:{_THOUSANDS_SPACE}\d{{3}})+|\d+)(?:\.\d*)?|\.\d+"
+PLAIN = rf"(?:[1-9]\d{{0,2}}(?:,\d{{3}})+|[1-9]\d?(?:,\d\d)+,\d{{3}}|[1-9]\d{{0,2}}(?:{_THOUSANDS_SPACE}\d{{3}})+|\d+)(?:\.\d*)?|\.\d+"
 _NUMBER = re.compile(
     rf"(?P<sign>[-+]?)[ \t]*(?:[{re.escape(CURRENCY)}][ \t]*)?(?P<sign2>[-+]?)(?P<body>{PLAIN})"
     rf"(?:[eE](?P<exp>[-+]?\d+))?",
@@ -60,31 +89,66 @@ _NUMBER = re.compile(
 )
 _FRACTION = re.compile(rf"(?P<sign>[-+]?)(?P<num>{PLAIN})[ \t]*/[ \t]*(?P<den>{PLAIN})", re.ASCII)
 
+_IN_TEXT_HEAD = r"(?<![\w.^_\\])(?<!\d[-:/])(?<!\d[-:] )(?<!\^\{)(?<!_\{)"
+_IN_TEXT_TAIL = r"|(?:[-+−])?\.\d+)(?:[ \t]?\\?%)?(?![\w^_]|[-:/]\d|\.\d|,\d)"
+
 #: A number literal inside prose (``last_number`` extraction): signed, with currency, thousands
 #: groups, a decimal part, an exponent, ``/denominator``, ``\\frac{a}{b}`` and a trailing ``%``.
 #: Not a number here: digits glued to a word or a decimal point (``x2``, ``v1.2``), a list marker
 #: at the start of a line (``2. Next``), parts of dates, ranges, times and ratios
 #: (``2023-05-01``, ``10-3``, ``12:30``), and bases or exponents of a power (``2^10``, ``x_1``).
+#: The pattern that scans a text; :func:`widen` grows a match found by it into the whole literal
+#: (Indian grouping, scientific notation, a mixed number), as :data:`NUMBER_AT` reads it.
 NUMBER_IN_TEXT = re.compile(
-    r"(?<![\w.^_\\])(?<!\d[-:/])(?<!\d[-:] )(?<!\^\{)(?<!_\{)"
-    r"(?:"
+    _IN_TEXT_HEAD + r"(?:"
     r"(?:[-+−][ \t]?)?\\[dtc]?frac\{\d+\}\{\d+\}"
     r"|(?:[-+−][ \t]?)?(?:\\?[$€£¥][ \t]?)?"
     r"(?:[1-9]\d{0,2}(?:,\d{3})+(?![\d])|[1-9]\d{0,2}(?:[ \u00a0\u202f\u2009]\d{3})+(?![\d])|\d+)(?:\.\d+)?"
-    r"(?:[eE][-+]?\d+)?(?:/\d+(?:\.\d+)?)?"
-    r"|(?:[-+−])?\.\d+"
-    r")(?:[ \t]?\\?%)?"
-    r"(?![\w^_]|[-:/]\d|\.\d|,\d)",
+    r"(?:[eE][-+]?\d+)?(?:/\d+(?:\.\d+)?)?" + _IN_TEXT_TAIL,
 )
+#: A number literal of prose read at a known position (anchored ``match``): :data:`NUMBER_IN_TEXT`'s forms,
+#: Indian digit grouping (``1,23,456``), scientific notation (``1.5 \\times 10^{3}``) and mixed numbers
+#: (``2\\frac{1}{4}``).
+NUMBER_AT = re.compile(
+    _IN_TEXT_HEAD + r"(?:"
+    r"(?:[-+−][ \t]?)?\\[dtc]?frac\{\d+\}\{\d+\}"
+    r"|(?:[-+−][ \t]?)?(?:\\?[$€£¥][ \t]?)?"
+    r"(?:[1-9]\d{0,2}(?:,\d{3})+(?![\d])|[1-9]\d?(?:,\d\d)+,\d{3}(?![\d])|[1-9]\d{0,2}(?:[ \u00a0\u202f\u2009]\d{3})+(?![\d])|\d+)(?:\.\d+)?"
+    r"(?:[eE][-+]?\d+)?(?:/\d+(?:\.\d+)?)?"
+    r"(?:[ \t]?(?:\\times|\\cdot|×)[ \t]?10\^(?:\{[-+−]?\d{1,3}\}|[-+−]?\d{1,3})|[ \t]?\\[dtc]?frac\{\d+\}\{\d+\})?"
+    + _IN_TEXT_TAIL,
+)
+_INDIAN_HEAD = re.compile(r"(?<![\d,])[1-9]\d?(?:,\d\d)*,\Z")
+_FRAC_HEAD = re.compile(r"(?:[-+−][ \t]?)?(?:(?<![\w.])\d+[ \t]?)?\\[dtc]?frac\{(?:\d+\}\{)?\Z")
+
+
+def widen(text: str, match: re.Match[str]) -> tuple[int, int]:
+    """The span of the whole literal around a :data:`NUMBER_IN_TEXT` match: ``456`` of ``1,23,456`` grows to
+    the Indian grouping, ``1.5`` of ``1.5 \\times 10^{3}`` to the scientific notation, ``2`` of
+    ``2\\frac{1}{4}`` to the mixed number."""
+    start, end = match.span()
+    before = text[start - 1:start]
+    if before in (",", "{"):
+        head = (_INDIAN_HEAD if before == "," else _FRAC_HEAD).search(text, max(0, start - 40), start)
+        if head:
+            start = head.start()
+    if start != match.start() or text[end:end + 1] in (" ", "\t", "\\", "×"):
+        wide = NUMBER_AT.match(text, start)
+        if wide and wide.end() >= end:
+            return start, wide.end()
+        return match.span()
+    return start, end
 
 
 
 @dataclass(frozen=True)
 class Number:
-    """A parsed literal: its ``value`` as written and whether it had a percent sign."""
+    """A parsed literal: its ``value`` as written, whether it had a percent sign, and whether it was written
+    with a decimal point or an exponent (``decimal``: what the precision rule may round)."""
 
     value: Fraction
     percent: bool = False
+    decimal: bool = False
 
 
 def unwrap(s: str) -> str:
@@ -97,9 +161,9 @@ def unwrap(s: str) -> str:
         for left, right in _MATH_DELIMS:
             if len(s) > len(left) + len(right) and s.startswith(left) and s.endswith(right):
                 s = s[len(left):-len(right)].strip()
-        m = _WRAPPERS.match(s)
+        m = _WRAPPERS.match(s) or _MARKDOWN.match(s)
         if m:
-            s = m.group(1)
+            s = m.group(m.lastindex)
         if s == before:
             break
     return s.strip()
@@ -132,7 +196,7 @@ def parse_literal(text: str) -> Number | None:
         return None
     s, percent = s
     value = _value(s)
-    return None if value is None else Number(value, percent)
+    return None if value is None else Number(value, percent, _DECIMAL_MARK.search(s) is not None)
 
 
 def _unwrap_percent(text: str) -> tuple[str, bool] | None:
@@ -145,6 +209,50 @@ def _unwrap_percent(text: str) -> tuple[str, bool] | None:
 
 
 def _value(s: str) -> Fraction | None:
+    """The value of one number literal ``s`` (wrappers and percent sign already peeled)."""
+    value = _plain_value(s)
+    if value is not None or not s:
+        return value
+    if s[0] in "(\\":
+        m = _PARENS.match(s)
+        if m and m.group(1).strip():
+            return _value(_unwrap_percent(m.group(1))[0])
+    if s[-1] in "}0123456789" and "10" in s:
+        m = _SCIENTIFIC.match(s)
+        if m:
+            mantissa = _plain_value(m.group("mantissa").strip())
+            exp = int((m.group("e1") or m.group("e2")).replace("−", "-"))
+            return None if mantissa is None else mantissa * Fraction(10) ** exp
+    if s[0].isdigit() or s[0] in "-+":
+        m = _MIXED.match(s)
+        if m:
+            frac = _FRAC.match(m.group("frac"))
+            part = None if frac is None or frac.group(1) else _value(m.group("frac"))
+            if part is None or not 0 < part < 1:
+                return None
+            value = _int(m.group("whole")) + part
+            return -value if m.group("sign") == "-" else value
+        m = _MIXED_SLASH.match(s)
+        if m:
+            num, den = int(m.group("num")), int(m.group("den"))
+            if not 0 < num < den:
+                return None
+            value = _int(m.group("whole")) + Fraction(num, den)
+            return -value if m.group("sign") == "-" else value
+    stripped = _CODE_BEFORE.sub("", s, count=1)
+    if stripped[-1:].isalpha():
+        stripped = _CODE_AFTER.sub("", stripped, count=1)
+    elif stripped[-1:] in CURRENCY:
+        stripped = _SYMBOL_AFTER.sub("", stripped, count=1)
+    if stripped != s and stripped:
+        return _plain_value(stripped)
+    if s[0].isalpha():
+        words = words_value(s)
+        return None if words is None else Fraction(words)
+    return None
+
+
+def _plain_value(s: str) -> Fraction | None:
     m = _FRAC.match(s)
     if m:
         num, den = parse_number(m.group(2) or m.group(3)), parse_number(m.group(4) or m.group(5))

@@ -20,6 +20,8 @@ so ``<answer>1,080</answer>`` counts for reference ``1080`` and ``72.0`` for ``7
 Several answers are hedging, not an answer: with several ``<answer>`` tags that differ,
 every tag is read, so ``<answer>71</answer><answer>72</answer>`` is wrong against ``72``
 (the notebook reads the last tag only and scores it 2.0).
+An option letter chosen in prose ("A: 7, B: 12 ... I pick B") is compared as the letter against a
+letter reference and as its option's text (12) against any other reference.
 An empty or missing (``None``) reference scores ``None``: the row does not count.
 """
 
@@ -28,7 +30,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from grpo_rewards.extraction import METHODS, check_extraction, extract_answer
+from grpo_rewards.extraction import METHODS, check_extraction, compared_answer, extract_answer
 from grpo_rewards.normalize import normalize_text
 from grpo_rewards.numbers import Number, format_number, numbers_equal, parse_literal
 from grpo_rewards.specs import RewardSpec, VerifierSpec
@@ -84,6 +86,7 @@ class NumericVerifier:
         ref = parse_literal(ref_text)
         if ref is None:
             return Verdict.undecided(f"reference {ref_text!r} is not a number")
+        answer = compared_answer(answer, ref_text)
         got = parse_literal(answer)
         if got is None:
             return Verdict.wrong(None, f"answer {answer[:80]!r} is not a number")
@@ -107,6 +110,7 @@ class ExactVerifier:
         ref_text = reference_answer(reference, self.reference_extract)
         if not ref_text:
             return Verdict.undecided("the reference is empty")
+        answer = compared_answer(answer, ref_text)
         ref = parse_literal(ref_text)
         if ref is not None:
             got = parse_literal(answer)

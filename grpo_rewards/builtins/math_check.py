@@ -47,12 +47,14 @@ from __future__ import annotations
 import logging
 import re
 import sys
+from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
-from grpo_rewards.numbers import format_number, numbers_equal, parse_literal
+from grpo_rewards.numbers import Number, compared_values, format_number, parse_literal, unwrap
 
 _DELIMITED = re.compile(r"\$|\\\(|\\\[|\\begin\{")
-_FORMULA_HINT = re.compile(r"[\\^_{A-Za-z]")
+_FORMULA_HINT = re.compile(r"[\\^_{A-Za-z<>=≤≥]")
 _TEXT_ARGS = re.compile(r"\\(?:text|mathrm|textbf|mathbf|operatorname|mbox)\s*\{[^{}]*\}")
 _COMMANDS = re.compile(r"\\[A-Za-z]+")
 _WORD = re.compile(r"[A-Za-z]{3,}")
@@ -66,6 +68,51 @@ _DECIMAL_COMMA = re.compile(r"-?\d+,\d+\Z")
 _COLON_FORM = re.compile(r"\d+\s*:\s*\d+\Z")  # 7:32, 12:30: a ratio (or a time), never the number before the colon
 _VARIABLE_IS = re.compile(r"^\s*\$?\s*[A-Za-z]\s*=\s*")  # "x = 5": the value 5
 REPR_CHARS = 120
+MATCH_TYPES = ("latex", "expr")
+_ARITHMETIC = re.compile(r"[\d\s.,+\-*/()×÷^{}\[\]=]+")  # digits and operators only: arithmetic to do
+_SPANS = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.DOTALL)
+_PM_LIST = re.compile(r"(?:^|,)\s*[A-Za-z]\s*=")
+
+
+@dataclass(frozen=True)
+class Options:
+    """math-verify's comparison options, as ``math_equivalence`` exposes them.
+
+    ``precision``: decimal places a number written with a decimal point is rounded to before it is
+    compared (math-verify's ``float_rounding``; both sides rounded, exact numbers compared exactly);
+    ``match_types``: what math-verify extracts from a text (``latex``, ``expr``); ``strict`` and
+    ``allow_set_relation_comp``: math-verify's ``verify`` options of those names.
+    """
+
+    precision: int = 6
+    match_types: tuple[str, ...] = MATCH_TYPES
+    strict: bool = True
+    allow_set_relation_comp: bool = False
+
+    def check(self) -> Options:
+        """``self`` when every option is valid; a ``ValueError`` naming the bad one."""
+        if isinstance(self.precision, bool) or not isinstance(self.precision, int) or not 0 <= self.precision <= 15:
+            raise ValueError(f"precision must be an integer from 0 to 15, got {self.precision!r}")
+        if not self.match_types or any(m not in MATCH_TYPES for m in self.match_types):
+            raise ValueError(f"match_types must be a non-empty list of {', '.join(MATCH_TYPES)}, got "
+                             f"{list(self.match_types)!r}")
+        for name in ("strict", "allow_set_relation_comp"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        return self
+
+
+DEFAULT_OPTIONS = Options()
+
+
+def numbers_close(a: Number, b: Number, precision: int) -> bool:
+    """The precision rule: equal under the percent rule, exactly; or, when either was written with a
+    decimal point, equal once both are rounded to ``precision`` decimal places (math-verify's rule:
+    ``0.0833333333333333`` is ``1/12`` at 6 places, ``0.333`` is ``1/3`` at 3 places and not at 4)."""
+    x, y = compared_values(a, b)
+    if x == y:
+        return True
+    return (a.decimal or b.decimal) and round(x, precision) == round(y, precision)
 WARM_UP = ("$x^2+\\frac{1}{2}$", "$\\frac{1}{2}+x^2$")
 
 
@@ -127,22 +174,26 @@ def literal_answer(text: str):
     return number
 
 
-def literal_check(gold: str, answer: str, require_literal: bool) -> tuple[str, str, str, str] | None:
-    """The verdict when the gold is a number literal and the answer is one too (or must be), else None.
+def literal_check(gold: str, answer: str, require_literal: bool, options: Options = DEFAULT_OPTIONS
+                  ) -> tuple[str, str, str, str] | None:
+    """The verdict when the gold is a number literal and the answer is one too (or must be and cannot be),
+    else None (the worker decides).
 
-    Decided by the number grammar (:mod:`grpo_rewards.numbers`, with its percent rule)
-    in the calling process. With ``require_literal``, an answer that is not a number
-    literal (``17*23+5``, ``2^{10}``, ``x + 1``) is wrong against a numeric gold.
+    Decided by the number grammar (:mod:`grpo_rewards.numbers`, with its percent rule and the
+    precision rule of :func:`numbers_close`) in the calling process. With ``require_literal``, an
+    answer of digits and operators only (``17*23+5``, ``(9+1)``) or of prose is wrong against a
+    numeric gold; a formula (``\\sqrt{17}``, ``2^{10}``) goes to the worker, which accepts it only in
+    simplest form (:func:`arithmetic_left`).
     """
     ref = parse_literal(gold_text(gold))
     if ref is None:
         return None
     got = literal_answer(answer)
     if got is None:
-        if require_literal:
+        if require_literal and (_ARITHMETIC.fullmatch(answer.strip()) or is_prose(answer) or not answer.strip()):
             return "wrong", _short(gold_text(gold)), _short(answer), "the answer is not a number literal"
         return None
-    same = numbers_equal(got, ref)
+    same = numbers_close(got, ref, options.precision)
     return ("ok" if same else "wrong"), _short(gold_text(gold)), _short(answer), (
         "equal numbers" if same else "different numbers")
 
@@ -151,17 +202,55 @@ def _short(text: str) -> str:
     return text if len(text) <= REPR_CHARS else text[: REPR_CHARS - 1] + "…"
 
 
-def _parse(text: str, plain_text: bool = True) -> list[Any]:
+def _configs(options: Options) -> list[Any] | None:
+    """math-verify's extraction configs for ``options.match_types`` (``None``: its defaults)."""
+    if tuple(options.match_types) == MATCH_TYPES:
+        return None
+    from math_verify import ExprExtractionConfig, LatexExtractionConfig
+
+    return [LatexExtractionConfig(boxed_match_priority=0) if m == "latex" else ExprExtractionConfig()
+            for m in options.match_types]
+
+
+def _solutions(text: str) -> str:
+    """A list of solutions ``x = a, x = b \\pm c`` as the set it lists, ``a, b + c, b - c`` (math-verify reads
+    neither the repeated ``x =`` nor a ``\\pm`` inside a list)."""
+    bare = text.strip().strip("$").strip()
+    if bare.startswith("\\boxed{") and bare.endswith("}"):
+        bare = bare[len("\\boxed{"):-1]
+    items = [item.strip() for item in bare.split(",")]
+    names = {re.match(r"([A-Za-z])\s*=", item).group(1) for item in items if re.match(r"[A-Za-z]\s*=", item)}
+    if len(items) < 2 or len(names) != 1 or not all(re.match(r"[A-Za-z]\s*=", i) for i in items):
+        return text
+    out: list[str] = []
+    for item in items:
+        value = item.split("=", 1)[1].strip()
+        if value.count("\\pm") == 1:
+            out += [value.replace("\\pm", "+"), value.replace("\\pm", "-")]
+        else:
+            out.append(value)
+    return "$" + ", ".join(out) + "$"
+
+
+def _parse(text: str, plain_text: bool = True, options: Options = DEFAULT_OPTIONS) -> list[Any]:
     from math_verify import parse
     from sympy import Basic, MatrixBase
 
-    text = _money_free(text.strip())
-    if is_formula(text) or is_structure(text, plain_text) or _COLON_FORM.match(text):
+    original = text.strip()
+    text = _money_free(original)
+    if "expr" not in options.match_types and not _DELIMITED.search(text) and (text != original or not plain_text):
+        text = f"${text}$"  # LaTeX extraction only reads delimited math: an extracted answer, a lone amount
+    if "=" in text and "," in text and _PM_LIST.search(text.strip().strip("$").removeprefix("\\boxed{")):
+        text = _solutions(text)
+    if "latex" in options.match_types and (is_formula(text) or is_structure(text, plain_text)
+                                           or _COLON_FORM.match(text)):
         text = f"${text}$"  # bare LaTeX, algebra, a list or a ratio: as plain text "x + 1" gives 1, "-2,1" -2.1, "7:32" 7
-    found = parse(text, parsing_timeout=None)
+    configs = _configs(options)
+    found = parse(text, parsing_timeout=None) if configs is None else parse(text, configs, parsing_timeout=None)
     return [x for x in found if isinstance(x, (Basic, MatrixBase, str))]
 
 
+@lru_cache(maxsize=65536)  # a batch repeats each reference num_generations times
 def gold_text(gold: str) -> str:
     """The part of a gold answer to compare: the text after the last ``####`` when there is one."""
     return gold.rsplit("####", 1)[1].strip() if "####" in gold else gold.strip()
@@ -172,41 +261,139 @@ def _show(parsed: list[Any]) -> str:
     return _short(text)
 
 
-def check_gold(gold: str) -> bool:
+def check_gold(gold: str, options: Options = DEFAULT_OPTIONS) -> bool:
     """Whether ``gold`` parses and verifies equal to itself: a reference the reward can score against."""
+    parsed = _parse(gold_text(gold), options=options)
+    return any(not isinstance(x, str) for x in parsed) and _verify(parsed, parsed, options)
+
+
+def _verify(gold: list[Any], answer: list[Any], options: Options) -> bool:
     from math_verify import verify
 
-    parsed = _parse(gold_text(gold))
-    return any(not isinstance(x, str) for x in parsed) and bool(verify(parsed, parsed, timeout_seconds=None))
+    return bool(verify(gold, answer, float_rounding=options.precision, strict=options.strict,
+                       allow_set_relation_comp=options.allow_set_relation_comp, timeout_seconds=None))
 
 
-def check(gold: str, answer: str, require_literal: bool = False, whole_text: bool = False
-          ) -> tuple[str, str, str, str]:
+def _is_numeric(node: Any) -> bool:
+    return bool(getattr(node, "is_Rational", False)) or (
+        getattr(node, "is_Pow", False) and node.args[0].is_Integer and node.args[1] == -1)
+
+
+def arithmetic_left(latex: str) -> str | None:
+    """What arithmetic is left undone in ``latex`` (``17 \\cdot 23 + 5``, ``\\sqrt{16}``, ``2^{10}``,
+    ``2 \\cdot 3\\sqrt{2}``, ``\\sqrt{8}``), or ``None`` when sympy, reading it with ``evaluate=False``, finds
+    nothing to compute: a simplest exact form (``\\sqrt{17}``, ``\\frac{1+\\sqrt{5}}{2}``, ``2\\pi``)."""
+    import sympy
+    from latex2sympy2_extended import latex2sympy
+
+    if "\\boxed" in latex or "\\fbox" in latex or "," in latex or ";" in latex:
+        return "it is not one number"  # latex2sympy would read one box of a list, or one item
+    try:
+        with sympy.evaluate(False):
+            tree = latex2sympy(latex)
+    except Exception:  # noqa: BLE001 - an answer sympy cannot read is no simplest form
+        return "sympy cannot read it"
+    if not isinstance(tree, sympy.Expr) or tree.free_symbols:  # a list, a set, a relation, a variable
+        return "it is not a number"
+    if tree.is_Rational or tree.is_Float:
+        return None
+    if sympy.nsimplify(tree.doit()).is_Rational:
+        return "its value is a rational number written as arithmetic"
+    for node in sympy.preorder_traversal(tree):
+        if node.is_Atom:
+            continue
+        if node.is_Add and sum(1 for a in node.args if _is_numeric(a)) > 1:
+            return f"{node} adds numbers"
+        if node.is_Mul:
+            numbers = [a for a in node.args if _is_numeric(a) and a != -1]
+            integers = [a for a in numbers if not a.is_Pow]
+            if len(integers) > 1 or len(numbers) - len(integers) > 1:
+                return f"{node} multiplies numbers"
+        if (node.is_Pow and node.args[0].is_Rational and node.args[1].is_Rational and node.args[1] != -1
+                and (node.args[1].is_Integer or sympy.Pow(*node.args) != node)):
+            return f"{node} is a power to compute"
+        if node.is_Function and not node.free_symbols and sympy.nsimplify(node.doit()).is_Rational:
+            return f"{node} has a value to compute"
+    return None
+
+
+def _false_relation(parsed: list[Any]) -> str | None:
+    """Why a relation the answer states is false (``\\sqrt{3} = \\sqrt{2}``), when it has no variable."""
+    import sympy
+
+    items = [arg for item in parsed for arg in (item.args if isinstance(item, sympy.And) else (item,))]
+    for item in items:
+        if item is sympy.false:  # a relation between numbers sympy already found false (2 < 1)
+            return "the answer states a false relation"
+        if isinstance(item, sympy.Rel) and not item.free_symbols:
+            try:
+                truth = sympy.simplify(item.lhs - item.rhs) == 0 if isinstance(item, sympy.Eq) else bool(item.doit())
+            except (TypeError, ValueError):
+                continue
+            if not truth:
+                return f"the answer states a false relation: {_short(str(item))}"
+    return None
+
+
+def _hedged_spans(answer: str, options: Options) -> str | None:
+    """Why an answer in prose holding several math spans is a hedge: spans whose values differ."""
+    spans = [next(g for g in m.groups() if g is not None) for m in _SPANS.finditer(answer)]
+    if len(spans) < 2 or not is_prose(_SPANS.sub(" ", answer)):
+        return None
+    values = [_parse(f"${span}$", options=options) for span in spans]
+    values = [v for v in values if any(not isinstance(x, str) for x in v)]
+    first = values[0] if values else None
+    for other in values[1:]:
+        if not _verify(first, other, options):
+            return "the answer names several different values in prose: a hedge"
+    return None
+
+
+def check(gold: str, answer: str, require_literal: bool = False, whole_text: bool = False,
+          options: Options = DEFAULT_OPTIONS) -> tuple[str, str, str, str]:
     """``(status, parsed_gold, parsed_answer, reason)`` with status ``ok``, ``wrong`` or ``undecided``.
 
     An unparseable gold is ``undecided`` (the row must not count), never ``ok``;
     an unparseable answer is ``wrong``. With ``require_literal`` and a gold that is a
-    number literal, the text math-verify extracted from the answer must be a number
-    literal too, compared by the number grammar. ``whole_text``: the answer is a whole
-    completion, plain text (``1,22`` is a decimal comma there, a list in an extracted answer).
+    number literal, the answer must be a number literal (compared by the number grammar
+    and the precision rule) or a simplest exact form (:func:`arithmetic_left`), compared
+    by math-verify. A relation without variables that is false is wrong; a true one is
+    its last side. Several different math spans in a prose answer are a hedge, wrong.
+    ``whole_text``: the answer is a whole completion, plain text (``1,22`` is a decimal
+    comma there, a list in an extracted answer).
     """
-    from math_verify import verify
-
-    gold_parsed = _parse(gold_text(gold))
+    gold_parsed = _parse(gold_text(gold), options=options)
     if not any(not isinstance(x, str) for x in gold_parsed):  # a text alone is not a parsed reference
         return "undecided", "", "", f"could not parse the reference {gold[:80]!r}"
-    answer_parsed = _parse(answer, plain_text=whole_text)
+    if not whole_text:
+        hedge = _hedged_spans(answer, options)
+        if hedge:
+            return "wrong", _show(gold_parsed), _short(answer), hedge
+    answer_parsed = _parse(answer, plain_text=whole_text, options=options)
     if not answer_parsed:
         return "wrong", _show(gold_parsed), "", f"could not parse the answer {answer[:80]!r}"
+    false = _false_relation(answer_parsed)
+    if false:
+        return "wrong", _show(gold_parsed), _show(answer_parsed), false
     ref = parse_literal(gold_text(gold))
-    if ref is not None and (require_literal or any(isinstance(x, str) and literal_answer(x) for x in answer_parsed)):
-        texts = [x for x in answer_parsed if isinstance(x, str)]
+    texts = [x for x in answer_parsed if isinstance(x, str)]
+    if ref is not None and require_literal and not whole_text:
+        texts = [unwrap(answer)]  # the extracted answer itself must be the number, not what math-verify found in it
+    if texts and "=" in texts[0] and literal_answer(texts[0].rsplit("=", 1)[1]) is not None:
+        texts = [texts[0].rsplit("=", 1)[1]]  # a true relation (or x = value): its last side
+    if ref is not None and (require_literal or any(literal_answer(x) for x in texts)):
         got = literal_answer(texts[0]) if texts else None
         if got is None:
-            return "wrong", _show(gold_parsed), _show(answer_parsed), "the answer is not a number literal"
-        same = numbers_equal(got, ref)
+            left = arithmetic_left(texts[0]) if texts else "no text"
+            if left is not None:
+                return "wrong", _show(gold_parsed), _show(answer_parsed), (
+                    f"the answer is not a number literal nor a simplest exact form ({left})")
+            same = _verify(gold_parsed, answer_parsed, options)
+            return ("ok" if same else "wrong"), _show(gold_parsed), _show(answer_parsed), (
+                "equal in simplest exact form" if same else "different values")
+        same = numbers_close(got, ref, options.precision)
         return ("ok" if same else "wrong"), _show(gold_parsed), _show(answer_parsed), (
             "equal numbers" if same else "different numbers")
-    if verify(gold_parsed, answer_parsed, timeout_seconds=None):
+    if _verify(gold_parsed, answer_parsed, options):
         return "ok", _show(gold_parsed), _show(answer_parsed), "equivalent"
     return "wrong", _show(gold_parsed), _show(answer_parsed), "not equivalent"

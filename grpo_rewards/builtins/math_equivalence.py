@@ -10,12 +10,37 @@ takes one of them, so several answer tags, or an answer in the reasoning, can wi
 extraction, and keep ``"none"`` for comparing with TRL's and open-r1's ``accuracy_reward``.
 
 * A reference that is a number literal (:mod:`grpo_rewards.numbers`: ``72``,
-  ``1,234``, ``0.5``, ``\\frac{3}{4}``, ``50%``) is compared by the number grammar,
+  ``1,234``, ``0.5``, ``\\frac{3}{4}``, ``3\\frac{1}{2}``, ``50%``) is compared by the number grammar,
   in the calling process, with an answer that is a number literal too (``x = 5``
-  counts as 5). ``require_literal`` (on by default) makes any other answer wrong:
-  ``17*23+5`` or ``2^{10}`` is not the answer 396 or 1024, the policy must do the
-  arithmetic. With ``require_literal = false`` such answers go to math-verify.
-  Percentages follow the grammar's one rule: ``50%`` equals ``50`` and ``0.5``.
+  counts as 5). ``require_literal`` (on by default) makes any other answer wrong,
+  except a simplest exact form: an expression in which sympy, reading it with
+  ``evaluate=False``, finds nothing to compute (``\\sqrt{17}`` for ``4.123105625617661``,
+  ``\\frac{1+\\sqrt{5}}{2}``), compared by math-verify. Arithmetic left undone is
+  refused: ``17*23+5``, ``(9+1)``, ``2^{10}``, ``\\sqrt{16}``, ``2 \\cdot 3\\sqrt{2}`` are not
+  the answers 396, 10, 1024, 4 and 6\\sqrt{2}; the policy must do the arithmetic. With
+  ``require_literal = false`` such answers go to math-verify. Percentages follow the
+  grammar's one rule: ``50%`` equals ``50`` and ``0.5``.
+* One precision rule (math-verify's, defined by its ``test_float_precision`` and
+  ``test_complex_math_expressions`` cases): a number written with a decimal point is
+  rounded, with the value it is compared with, to ``precision`` decimal places (6 by
+  default), in the number fast path as in math-verify: ``0.0833333333333333`` is
+  ``\\frac{1}{12}`` and ``1.414214`` is ``\\sqrt{2}``, ``0.0833`` and ``1.4142`` are not.
+  Numbers written without a decimal point compare exactly (``1/3`` is not ``333/1000``).
+* Units (:mod:`grpo_rewards.units`): a reference with a unit (``12 m``, ``3 hours``,
+  ``5\\text{ cm}^3``) needs an answer with a unit of the same kind; an equal quantity
+  in another unit of the table passes (``0.25 km`` for ``250 m``), another unit or a
+  bare number is wrong (``12 km`` for ``12 m``, ``cm^2`` for ``cm^3``, ``3`` for
+  ``3 hours``). A reference without a unit is compared as before.
+* Relations: a relation between expressions without variables that is false, alone or as
+  a link of a chain of relations (``\\sqrt{3} = \\sqrt{2}``, ``6 \\cdot 7 = 41``, ``2 < 1``,
+  ``x = 5+5+1 = 7 = 11``), is wrong; a true one is its last side (``6 \\cdot 7 = 42`` answers 42);
+  ``x = 5`` is 5 (math-verify's assignment rule).
+* Several different math spans in a prose answer (``it is $\\sqrt3$, though $\\sqrt2$ is
+  possible``) are a hedge, wrong; the same value restated (``$\\sqrt5$, which is $5^{1/2}$``) is
+  one answer.
+* A list of solutions ``x = a, x = b \\pm c`` (reference or answer) is the set of its values.
+* math-verify's options are parameters: ``precision`` (its ``float_rounding``),
+  ``match_types`` (``["latex", "expr"]``), ``strict`` and ``allow_set_relation_comp``.
 * Any other reference goes to math-verify and sympy (see
   :mod:`grpo_rewards.builtins.math_check` for how bare LaTeX, plain-text algebra
   and prose are read) in a process pool with a hard time limit per item
@@ -43,11 +68,8 @@ differences are deliberate (listed case by case in ``tests/conformance``, counte
 ``docs/conformance.md``):
 
 * the answer is extracted first; a timeout is wrong rather than ``None``;
-* numeric references are compared as number literals, compared exactly, as fractions:
-  ``0.0833333333333333`` is not ``1/12`` (math-verify rounds to 6 digits);
-* math-verify runs with math-verify's default options (LaTeX and plain-expression
-  extraction, ``float_rounding`` 6, ``strict``, no set/relation comparison); none of
-  them is a parameter here;
+* ``require_literal`` refuses arithmetic left undone against a numeric reference;
+* a chain of relations with a false link is wrong (math-verify reads its last side);
 * a reasoning block is not required: a completion with no ``</think>`` is scored on
   its answer (TRL's ``reasoning_accuracy_reward`` scores it 0); requiring the layout
   is the job of the format rewards.
@@ -63,9 +85,11 @@ from typing import Any
 from grpo_rewards.builtins import math_check
 from grpo_rewards.builtins.timeout_pool import START_METHODS, Outcome, run_items
 from grpo_rewards.completions import completion_text
-from grpo_rewards.extraction import check_extraction, extract_answer
+from grpo_rewards.extraction import check_extraction, compared_answer, extract_answer, iter_boxes
 from grpo_rewards.extras import require_extra
+from grpo_rewards.numbers import format_number, parse_literal
 from grpo_rewards.specs import RewardSpec, VerifierSpec
+from grpo_rewards.units import compare_units, split_unit
 from grpo_rewards.verdict import Status, Verdict, explanation
 
 NO_EXTRACTION = "none"
@@ -79,9 +103,7 @@ _NESTED_POWER = re.compile(r"\^\s*\{[^{}]*\^|\^\s*[\w.]+\s*\^|\^\s*\{[^{}]*\{[^{
 _HUGE_POWER = re.compile(r"\^\s*\{?\s*\d{5,}|\d{4,}\s*!|\\(?:tbinom|dbinom|binom)\s*\{\s*\d{5,}")
 _BRACKETS = re.compile(r"[{}()\[\]]")
 _MATH_SPAN = re.compile(r"\$\$.+?\$\$|\$.+?\$|\\\(.+?\\\)|\\\[.+?\\\]", re.DOTALL)
-_BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
-_BRACES = re.compile(r"[{}]")
-_gold_scorable: OrderedDict[str, bool] = OrderedDict()
+_gold_scorable: OrderedDict[tuple[str, math_check.Options], bool] = OrderedDict()
 
 
 def _check_options(timeout_seconds: float, workers: int, start_method: str, batch_timeout_seconds: float) -> None:
@@ -107,16 +129,8 @@ def _longest_math(text: str) -> int:
     """The length of the longest math span of ``text``: a ``\\boxed{}`` content (to its closing brace,
     or the end) or a ``$...$``, ``$$...$$``, ``\\(...\\)``, ``\\[...\\]`` span."""
     longest = max((len(span.group()) for span in _MATH_SPAN.finditer(text)), default=0)
-    pos = 0
-    while (box := _BOX.search(text, pos)) is not None:
-        depth, end = 1, len(text)
-        for brace in _BRACES.finditer(text, box.end()):
-            depth += 1 if brace.group() == "{" else -1
-            if depth == 0:
-                end = brace.start()
-                break
-        longest = max(longest, end - box.end())
-        pos = box.end()
+    for start, end, _ in iter_boxes(text):
+        longest = max(longest, (len(text) if end is None else end) - start)
     return longest
 
 
@@ -144,7 +158,7 @@ def unscorable(gold: str, answer: str, whole_text: bool = False) -> str | None:
     return None
 
 
-def _remember(gold: str, scorable: bool) -> None:
+def _remember(gold: tuple[str, math_check.Options], scorable: bool) -> None:
     _gold_scorable[gold] = scorable
     _gold_scorable.move_to_end(gold)
     while len(_gold_scorable) > GOLD_CACHE:
@@ -160,6 +174,7 @@ def verify_pairs(
     require_literal: bool = False,
     batch_timeout_seconds: float | None = None,
     whole_text: bool = False,
+    options: math_check.Options = math_check.DEFAULT_OPTIONS,
 ) -> list[Verdict]:
     """One :class:`Verdict` per ``(reference, answer)`` pair; duplicates are verified once.
 
@@ -172,8 +187,13 @@ def verify_pairs(
     """
     verdicts: dict[tuple[str, str], Verdict] = {}
     hard: list[tuple[str, str]] = []
+    sent: dict[tuple[str, str], tuple[str, str]] = {}  # a pair as the worker compares it (units peeled)
     for pair in dict.fromkeys(pairs):
-        quick = math_check.literal_check(*pair, require_literal and not whole_text)
+        compared = pair if whole_text else with_units(*pair)
+        if isinstance(compared, str):
+            verdicts[pair] = Verdict.wrong({"reference": pair[0], "answer": pair[1]}, compared)
+            continue
+        quick = math_check.literal_check(*compared, require_literal and not whole_text, options)
         if quick is not None:
             verdicts[pair] = _verdict(Outcome("ok", quick))
             continue
@@ -182,17 +202,18 @@ def verify_pairs(
             verdicts[pair] = Verdict.wrong({"reference": "", "answer": ""}, refused)
             continue
         hard.append(pair)
+        sent[pair] = compared
     outcomes = run_items(
-        math_check.check, [(g, a, require_literal, whole_text) for g, a in hard], timeout=timeout_seconds, workers=workers,
-        start_method=start_method, initializer=math_check.init_worker, budget=batch_timeout_seconds,
+        math_check.check, [(*sent[p], require_literal, whole_text, options) for p in hard], timeout=timeout_seconds,
+        workers=workers, start_method=start_method, initializer=math_check.init_worker, budget=batch_timeout_seconds,
     )
     failed = [(pair, outcome) for pair, outcome in zip(hard, outcomes, strict=True) if not outcome.ok]
     if failed:
-        _learn_golds({gold for (gold, _), _ in failed}, timeout_seconds, workers, start_method)
+        _learn_golds({sent[pair][0] for pair, _ in failed}, timeout_seconds, workers, start_method, options)
     for pair, outcome in zip(hard, outcomes, strict=True):
         if outcome.ok:
             verdicts[pair] = _verdict(outcome)
-        elif _gold_scorable.get(pair[0], False):
+        elif _gold_scorable.get((sent[pair][0], options), False):
             verdicts[pair] = Verdict.wrong({"reference": "", "answer": ""},
                                            f"the answer could not be scored: math-verify {outcome.status}: {outcome.reason}")
         else:
@@ -200,16 +221,41 @@ def verify_pairs(
     return [verdicts[p] for p in pairs]
 
 
-def _learn_golds(golds: set[str], timeout_seconds: float, workers: int, start_method: str) -> None:
+def _learn_golds(golds: set[str], timeout_seconds: float, workers: int, start_method: str,
+                 options: math_check.Options = math_check.DEFAULT_OPTIONS) -> None:
     """Ask the pool whether each reference verifies against itself (once per reference; remembered)."""
-    unknown = sorted(g for g in golds if g not in _gold_scorable)
+    unknown = sorted(g for g in golds if (g, options) not in _gold_scorable)
     if not unknown:
         return
-    outcomes = run_items(math_check.check_gold, [(g,) for g in unknown], timeout=timeout_seconds, workers=workers,
-                         start_method=start_method, initializer=math_check.init_worker,
+    outcomes = run_items(math_check.check_gold, [(g, options) for g in unknown], timeout=timeout_seconds,
+                         workers=workers, start_method=start_method, initializer=math_check.init_worker,
                          budget=timeout_seconds + 2.0)
     for gold, outcome in zip(unknown, outcomes, strict=True):
-        _remember(gold, bool(outcome.ok and outcome.value))
+        _remember((gold, options), bool(outcome.ok and outcome.value))
+
+
+def with_units(gold: str, answer: str) -> tuple[str, str] | str:
+    """The pair to compare once units are checked (:mod:`grpo_rewards.units`), or why the answer is wrong.
+
+    A reference without a unit leaves the pair as it is. With a unit, the answer must carry one of
+    the same kind: the values are compared, the answer's converted to the reference's unit (a
+    conversion applies to a number literal; an expression in another unit is wrong).
+    """
+    gold_value = math_check.gold_text(gold)
+    gold_quantity = split_unit(gold_value)
+    if gold_quantity is None:
+        return gold, answer
+    answer_quantity = split_unit(answer)
+    rule = compare_units(gold_quantity[1], answer_quantity[1] if answer_quantity else None)
+    if isinstance(rule, str):
+        return rule
+    value = answer_quantity[0]
+    if rule != 1:
+        number = parse_literal(value)
+        if number is None or number.percent:
+            return f"the answer is in {answer_quantity[1]}: only a number literal is converted to {gold_quantity[1]}"
+        value = format_number(number.value * rule)
+    return gold_quantity[0], value
 
 
 def _verdict(outcome: Outcome) -> Verdict:
@@ -230,9 +276,11 @@ class MathEquivalence:
     def __init__(self, value: float = 1.0, wrong_value: float = 0.0, extract: str = "auto",
                  pattern: str | None = None, reference_column: str = "answer", timeout_seconds: float = 5.0,
                  workers: int = 0, start_method: str = "spawn", require_literal: bool = True,
-                 batch_timeout_seconds: float = 120.0) -> None:
+                 batch_timeout_seconds: float = 120.0, precision: int = 6, match_types: list[str] | None = None,
+                 strict: bool = True, allow_set_relation_comp: bool = False) -> None:
         require_extra("math", "math_equivalence")
         _check_options(timeout_seconds, workers, start_method, batch_timeout_seconds)
+        self.options = _options(precision, match_types, strict, allow_set_relation_comp)
         check_extraction(extract, pattern, extra=(NO_EXTRACTION,))
         self.value, self.wrong_value = value, wrong_value
         self.extract, self.pattern, self.reference_column = extract, pattern, reference_column
@@ -240,7 +288,7 @@ class MathEquivalence:
         self.require_literal, self.batch_timeout_seconds = require_literal, batch_timeout_seconds
 
     def __repr__(self) -> str:
-        return f"MathEquivalence(extract={self.extract!r}, require_literal={self.require_literal})"
+        return f"MathEquivalence(extract={self.extract!r}, require_literal={self.require_literal}, {self.options})"
 
     def _answer_of(self, text: str) -> str | None:
         return text if self.extract == NO_EXTRACTION else extract_answer(text, self.extract, pattern=self.pattern)
@@ -281,12 +329,14 @@ class MathEquivalence:
             except TypeError:
                 continue
             answer = self._answer_of(text)
+            if answer is not None:
+                answer = str(compared_answer(answer, str(ref)))
             rows.append((i, answer))  # a missing answer still goes: an unparseable reference must score None
             pairs.append((str(ref), answer or ""))
         verdicts = verify_pairs(pairs, timeout_seconds=self.timeout_seconds, workers=self.workers,
                                 start_method=self.start_method, require_literal=self.require_literal,
                                 batch_timeout_seconds=self.batch_timeout_seconds,
-                                whole_text=self.extract == NO_EXTRACTION)
+                                whole_text=self.extract == NO_EXTRACTION, options=self.options)
         for (i, _), verdict in zip(rows, verdicts, strict=True):
             out[i] = self.value if verdict.ok else (self.wrong_value if verdict.status is Status.WRONG else None)
         return out, verdicts, rows
@@ -303,6 +353,10 @@ def math_equivalence(
     start_method: str = "spawn",
     require_literal: bool = True,
     batch_timeout_seconds: float = 120.0,
+    precision: int = 6,
+    match_types: list[str] | None = None,
+    strict: bool = True,
+    allow_set_relation_comp: bool = False,
 ) -> MathEquivalence:
     """Score ``value`` when the extracted answer is mathematically equal to the reference (math-verify).
 
@@ -314,10 +368,21 @@ def math_equivalence(
     plain number, only a number literal counts (``17*23+5`` is not 396). ``extract``
     is an extraction method of :func:`grpo_rewards.extract_answer` or ``"none"``
     (math-verify reads the whole completion); ``pattern`` is the regex for
-    ``extract = "regex"``.
+    ``extract = "regex"``. ``precision``, ``match_types``, ``strict`` and ``allow_set_relation_comp``
+    are math-verify's options (:class:`grpo_rewards.builtins.math_check.Options`; ``precision`` is its
+    ``float_rounding``, applied to number literals too).
     """
     return MathEquivalence(value, wrong_value, extract, pattern, reference_column, timeout_seconds, workers,
-                           start_method, require_literal, batch_timeout_seconds)
+                           start_method, require_literal, batch_timeout_seconds, precision, match_types, strict,
+                           allow_set_relation_comp)
+
+
+def _options(precision: int, match_types: list[str] | None, strict: bool,
+             allow_set_relation_comp: bool) -> math_check.Options:
+    if match_types is not None and (isinstance(match_types, str) or not isinstance(match_types, (list, tuple))):
+        raise ValueError(f"match_types must be a list such as [\"latex\", \"expr\"], got {match_types!r}")
+    types = math_check.MATCH_TYPES if match_types is None else tuple(match_types)
+    return math_check.Options(precision, types, strict, allow_set_relation_comp).check()
 
 
 class MathVerifier:
@@ -326,26 +391,30 @@ class MathVerifier:
     __name__ = "math"
 
     def __init__(self, timeout_seconds: float = 5.0, workers: int = 0, start_method: str = "spawn",
-                 require_literal: bool = True) -> None:
+                 require_literal: bool = True, precision: int = 6, match_types: list[str] | None = None,
+                 strict: bool = True, allow_set_relation_comp: bool = False) -> None:
         require_extra("math", "verify:math")
         _check_options(timeout_seconds, workers, start_method, timeout_seconds)
+        self.options = _options(precision, match_types, strict, allow_set_relation_comp)
         self.timeout_seconds, self.workers, self.start_method = timeout_seconds, workers, start_method
         self.require_literal = require_literal
 
     def __call__(self, answer: str, reference: str) -> Verdict:
         return verify_pairs([(str(reference), str(answer))], timeout_seconds=self.timeout_seconds,
                             workers=self.workers, start_method=self.start_method,
-                            require_literal=self.require_literal)[0]
+                            require_literal=self.require_literal, options=self.options)[0]
 
 
 def math_verifier(timeout_seconds: float = 5.0, workers: int = 0, start_method: str = "spawn",
-                  require_literal: bool = True) -> MathVerifier:
+                  require_literal: bool = True, precision: int = 6, match_types: list[str] | None = None,
+                  strict: bool = True, allow_set_relation_comp: bool = False) -> MathVerifier:
     """math-verify equivalence of an answer and a reference, with a hard time limit (see ``math_equivalence``).
 
     The verdict's ``parsed`` holds what each side parsed to; an unparseable
     reference is ``undecided``; an answer that timed out is ``wrong``.
     """
-    return MathVerifier(timeout_seconds, workers, start_method, require_literal)
+    return MathVerifier(timeout_seconds, workers, start_method, require_literal, precision, match_types, strict,
+                        allow_set_relation_comp)
 
 
 REWARD_SPECS = [

@@ -33,7 +33,7 @@ from typing import Any
 
 from grpo_rewards.builtins.exact_match import _check_reference_extract, reference_answer
 from grpo_rewards.completions import completion_text
-from grpo_rewards.extraction import check_extraction, extract_answer
+from grpo_rewards.extraction import check_extraction, compared_answer, extract_answer
 from grpo_rewards.numbers import compared_values, parse_literal
 from grpo_rewards.specs import RewardSpec
 
@@ -123,7 +123,8 @@ class NumericProximity:
             raise KeyError(f"column {self.reference_column!r} is missing (numeric_proximity needs references)")
         out: list[float | None] = []
         for completion, reference in zip(completions, refs, strict=True):
-            ref = parse_literal(reference_answer(reference, self.reference_extract))
+            ref_text = reference_answer(reference, self.reference_extract)
+            ref = parse_literal(ref_text)
             if ref is None:
                 out.append(None)
                 continue
@@ -131,7 +132,7 @@ class NumericProximity:
             if answer is None:
                 out.append(self.missing)
                 continue
-            got = parse_literal(answer)
+            got = parse_literal(compared_answer(answer, ref_text))
             out.append(self.unparsable if got is None else self.score(*compared_values(got, ref)))
         return out
 

@@ -40,7 +40,7 @@ def test_answer_tag(text, expected):
         (GSM8K, "72"),
         ("####72", "72"),
         ("#### $1,080  \n", "$1,080"),
-        ("#### 1\n#### 2", "2"),
+        ("#### 1\n#### 2", "1, 2"),  # two different #### lines are a hedge, as two boxes are
         ("####   \n", None),
         ("#### \n 72\nmore", "72"),  # the answer on the next line
         ("no hashes", None),
@@ -82,7 +82,7 @@ def test_boxed(text, expected):
         ("**Answer:** 42", "42"),
         ("**Answer: 42**", "42"),
         ("## Final Answer:\n  12", "12"),
-        ("Answer: 1\nmore\nAnswer: 2\n", "2"),
+        ("Answer: 1\nmore\nAnswer: 2\n", "1, 2"),  # two different answer lines: a hedge
         ("answer：5", "5"),  # full-width colon
         ("The answer is 5", "5"),  # announced in words
         ("the answer is correct, so it is 5", None),  # words after "is" announce nothing
@@ -134,7 +134,7 @@ def test_regex_group_and_whole_match():
         ("\\boxed{7}\n#### 6", "6", "gsm8k"),
         ("\\boxed{7}\nAnswer: 8", "7", "boxed"),  # boxed beats Answer:
         ("work\nAnswer: 8 apples\nthe end 9", "8 apples", "answer_prefix"),
-        ("I think it is 9 or maybe 10", "10", "last_number"),
+        ("I think it is 9 or maybe 10", "9 or maybe 10", "last_number"),  # a disjunction: no number
         ("nothing numeric", None, None),
         ("<reasoning>\n3 + 4 = 7\n</reasoning>\n<answer>\n", None, None),  # cut off: no fallback to the 7
         ("<answer></answer>\n#### 7", None, None),  # an empty tagged answer is no answer

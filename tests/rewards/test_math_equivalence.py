@@ -59,7 +59,7 @@ def test_equivalent_answers_score_value(correct, completion, gold):
     [
         ("<answer>71</answer>", "#### 72"),
         ("\\boxed{\\sqrt{3}}", "\\sqrt{2}"),
-        ("<answer>seventy</answer>", "70"),  # unparseable answer: wrong, not None
+        ("<answer>many</answer>", "70"),  # unparseable answer: wrong, not None
         ("I do not know.", "5"),  # nothing to extract
     ],
 )

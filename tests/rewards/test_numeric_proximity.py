@@ -31,7 +31,7 @@ def test_smooth_parameters():
 
 def test_missing_unparsable_and_undecided():
     fn = numeric_proximity()
-    c = ["no number here", "<answer>seven</answer>", "<answer>7</answer>", "<answer>7</answer>"]
+    c = ["no number here", "<answer>several</answer>", "<answer>7</answer>", "<answer>7</answer>"]
     assert fn(c, answer=["7", "7", "Paris", None]) == [0.0, 0.0, None, None]
     assert numeric_proximity(missing_value=-1.0)(c[:2], answer=["7", "7"]) == [-1.0, -1.0]
     # the reference can be a full GSM8K solution

@@ -254,8 +254,14 @@ def test_exact_match_accepts_whatever_the_notebook_accepts(prefix, reference):
 no_tags = st.text(max_size=80).filter(lambda t: "<answer>" not in t.lower() and "</answer>" not in t.lower())
 
 
+def _emphasised(text: str) -> bool:
+    """Markdown emphasis around the whole answer (``**12**``), which the extraction peels on purpose."""
+    t = text.strip()
+    return len(t) > 2 and t[0] in "*_" and t[-1] == t[0]
+
+
 @SETTINGS
-@given(no_tags, no_tags.filter(lambda t: t.strip()), no_tags)
+@given(no_tags, no_tags.filter(lambda t: t.strip() and not _emphasised(t)), no_tags)
 def test_tagged_answer_round_trips(before, answer, after):
     assert extract_answer(f"{before}<answer>{answer}</answer>{after}", "answer_tag") == answer.strip()
 

@@ -40,52 +40,30 @@ AUTO_CONFIG = {"workers": 2, **SLACK}  # the default extraction: the last \boxed
 ME = "grpo_rewards/builtins/math_equivalence.py"
 
 DELIBERATE = {
+    "false_relation": {
+        "reward": REWARD, "documented_in": ME, "phrase": "a link of a chain of relations",
+        "reason": "a relation between numbers that is false is wrong, also as a link of a chain: x = 5+5+1 = 7 = 11 "
+                  "states 7 = 11 (math-verify reads the chain's last side, 11)",
+    },
     "require_literal": {
         "reward": REWARD, "documented_in": ME, "phrase": "``require_literal`` (on by default) makes any other answer wrong",
-        "reason": "against a reference that is a plain number only a number literal counts (require_literal, on by "
-                  "default): an expression such as (9+1), \\sqrt{17}, x \\approx 11 or an equation is not the answer",
-    },
-    "exact_numbers": {
-        "reward": REWARD, "documented_in": ME, "phrase": "compared exactly, as fractions",
-        "reason": "numbers are compared exactly, as fractions: 0.0833333333333333 is not 1/12 (math-verify rounds "
-                  "to 6 digits)",
-    },
-    "peer_options": {
-        "reward": REWARD, "documented_in": ME, "phrase": "math-verify's default options",
-        "reason": "math_equivalence calls math-verify with its default options (LaTeX and plain-expression "
-                  "extraction, float_rounding 6, strict, no set/relation comparison); the peer test passes others",
-    },
-    "text_reference": {
-        "reward": REWARD, "documented_in": "grpo_rewards/builtins/math_check.py",
-        "phrase": "A reference that gives no sympy value at all",
-        "reason": "a reference math-verify reads only as text (no sympy value) cannot be scored: None, never a "
-                  "string match",
+        "reason": "against a reference that is a plain number only a number literal or a simplest exact form "
+                  "counts (require_literal, on by default): arithmetic left undone, such as (9+1), 28 pct or an "
+                  "equation with a dollar sign inside, is not the answer",
     },
 }
 ANNOTATIONS: dict[str, dict[str, object]] = {
+    **{f"test_all.py::test_relations_math[{i}]": {"deliberate": "false_relation", "ours": 0.0}
+       for i in (10, 12, 13, 26, 27)},
     "test_all.py::test_latex_notation[4]": {"deliberate": "require_literal", "ours": 0.0},
-    "test_all.py::test_latex_notation[5]": {"deliberate": "peer_options", "ours": 1.0},
-    "test_all.py::test_latex_notation[6]": {"deliberate": "peer_options", "ours": 1.0},
     "test_all.py::test_latex_notation[9]": {"deliberate": "require_literal", "ours": 0.0},
-    "test_all.py::test_latex_notation[17]": {"deliberate": "require_literal", "ours": 0.0},
-    "test_all.py::test_relations_math[15]": {"deliberate": "require_literal", "ours": 0.0},
     "test_all.py::test_relations_math[16]": {"deliberate": "require_literal", "ours": 0.0},
-    "test_all.py::test_complex_math_expressions[0]": {"deliberate": "exact_numbers", "ours": 0.0},
-    "test_all.py::test_complex_math_expressions[7]": {"deliberate": "peer_options", "ours": 0.0},
-    "test_all.py::test_complex_math_expressions[13]": {"deliberate": "peer_options", "ours": 0.0},
-    "test_all.py::test_set_rel_assymetry[2]": {"deliberate": "peer_options", "ours": 0.0},
-    "test_all.py::test_float_precision[0]": {"deliberate": "require_literal", "ours": 0.0},
-    "test_open_thoughts.py::test_open_thoughts[7]": {"deliberate": "text_reference", "ours": None},
-    "test_strict.py::test_strict_variable_comparison[1]": {"deliberate": "peer_options", "ours": 0.0},
 }
 ANNOTATIONS.update({
     **{f"test_all.py::test_percent_notation[{i}]@auto": {"deliberate": "require_literal", "ours": 0.0}
        for i in (6, 7, 8)},
-    "test_open_thoughts.py::test_open_thoughts[7]@auto": {"deliberate": "text_reference", "ours": None},
 })
 NOT_COVERED = {
-    "tests/test_all.py::test_precision": "math-verify's grader (sympy_expr_eq) with float_rounding 3 and 4; "
-                                         "math_equivalence has no float_rounding option",
     "tests/test_string_extraction.py::test_string_extraction": "parse() with StringExtractionConfig (multiple-choice "
                                                                "letters): no built-in scores letter answers",
     "tests/test_configs.py::test_boxed_match_priority": "parse() options (boxed_match_priority, fallback_mode): "
@@ -96,6 +74,39 @@ NOT_COVERED = {
        for part in ("expr", "latex", "verify")},
     "tests/test_raise_on_error.py::test_verify_raise_on_error": "verify(raise_on_error=...): math-verify internals",
 }
+
+
+# Tests without a table whose asserts each compare one gold and one prediction: every assert is a case.
+# ``sympy_expr_eq(a, b, float_rounding=n, ...)`` compares sympy objects: they are written as the LaTeX
+# they print as (``sympy.latex``: Rational(1, 3) is \frac{1}{3}, Float(0.333) is 0.333).
+ASSERTED = {"tests/test_all.py::test_precision"}
+
+
+def _asserted(func: ast.FunctionDef) -> list[tuple[dict[str, object], dict[str, object]]]:
+    import sympy
+
+    rows = []
+    for node in ast.walk(func):
+        if not isinstance(node, ast.Assert):
+            continue
+        test, expected = node.test, 1
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            test, expected = test.operand, 0
+        if isinstance(test, ast.Compare):
+            expected = int(_value(test.comparators[0]))
+            test = test.left
+        call = test
+        kwargs = {kw.arg: _value(kw.value) for kw in call.keywords}
+        if call.func.id == "sympy_expr_eq":
+            gold, pred = (eval(compile(ast.Expression(a), "<case>", "eval"), {"sympy": sympy}) for a in call.args)
+            values = {"gold": f"${sympy.latex(gold)}$", "pred": f"${sympy.latex(pred)}$", "expected": expected}
+            opts = {**DEFAULTS, "precision": kwargs["float_rounding"]}
+        else:
+            gold, pred = (_value(a) for a in call.args)
+            values = {"gold": gold, "pred": pred, "expected": expected}
+            opts = {**DEFAULTS, **kwargs}
+        rows.append((values, opts))
+    return rows
 
 
 def _value(node: ast.expr) -> object:
@@ -120,9 +131,11 @@ def _case(path: str, func: str, index: int, values: dict[str, object], opts: dic
           auto: bool = False) -> dict[str, object]:
     case_id = f"{path.rsplit('/', 1)[1]}::{func}[{index}]" + ("@auto" if auto else "")
     expected = values.get("expected", values.get("result"))
+    config = dict(AUTO_CONFIG if auto else CONFIG)
+    config.update({k: v for k, v in opts.items() if v != DEFAULTS[k]})  # the peer's options, as our parameters
     case: dict[str, object] = {
         "id": case_id, "test": f"{path}::{func}", "row": index, "peer": "verify(parse(gold), parse(pred))",
-        "reward": REWARD, "config": AUTO_CONFIG if auto else CONFIG, "completion": values["pred"],
+        "reward": REWARD, "config": config, "completion": values["pred"],
         "columns": {"answer": values["gold"]},
         "expected": float(expected), "peer_options": opts,
     }
@@ -141,6 +154,10 @@ def cases(git_dir: str, commit: str) -> list[dict[str, object]]:
             options = _options(func)
             table = next((d for d in func.decorator_list if isinstance(d, ast.Call)
                           and ast.unparse(d.func).endswith("parametrize")), None)
+            if table is None and f"{path}::{func.name}" in ASSERTED:
+                for index, (values, opts) in enumerate(_asserted(func)):
+                    out.append(_case(path, func.name, index, values, opts))
+                continue
             if options is None or table is None:
                 if f"{path}::{func.name}" not in NOT_COVERED:
                     raise SystemExit(f"{path}::{func.name} is neither a comparison table nor listed in NOT_COVERED")

@@ -21,6 +21,12 @@ CONFIG = {"reference_column": "solution", "workers": 2, "timeout_seconds": 60.0}
 PLUGIN = "no built-in: left to the grpo-rewards-reasoning plugin package"
 ME = "grpo_rewards/builtins/math_equivalence.py"
 DELIBERATE = {
+    "number_words": {
+        "reward": "math_equivalence", "documented_in": "grpo_rewards/numbers.py",
+        "phrase": "an integer in English words",
+        "reason": "an integer written in English words is a number literal: the reference 'forty two' is 42, so "
+                  "the answer 42 scores (TRL cannot parse it and scores None)",
+    },
     "reasoning_not_required": {
         "reward": "math_equivalence", "documented_in": ME, "phrase": "a reasoning block is not required",
         "reason": "math_equivalence scores the answer whether or not a reasoning block came first; requiring the "
@@ -49,6 +55,7 @@ ROWS = (
      (None,), {}),
 )
 ANNOTATIONS = {
+    "test_unparsable_gold_solution_yields_none_reward[0]": {"deliberate": "number_words", "ours": 1.0},
     "test_incomplete_reasoning_yields_zero_reward[1]": {"deliberate": "reasoning_not_required", "ours": 1.0},
 }
 NOT_COVERED = {

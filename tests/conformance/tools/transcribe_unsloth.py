@@ -83,6 +83,12 @@ DELIBERATE = {
         "reason": "equality is numeric after normalisation: ' 72 ', '72.0' and '1,080' (for 1080) score the "
                   "exact tier (the notebook: 3.5, 2.0, -4.5)",
     },
+    "number_words": {
+        "reward": "numeric_proximity", "documented_in": "grpo_rewards/numbers.py",
+        "phrase": "an integer in English words",
+        "reason": "an integer written in English words is a number: 'seventy-two' is 72, the exact tier (the "
+                  "notebook's float() cannot read it: -4.5)",
+    },
     "zero_reference": {
         "reward": "numeric_proximity", "documented_in": BUILTINS + "numeric_proximity.py",
         "phrase": "a wrong answer to reference 0 scores ``far``",
@@ -240,6 +246,7 @@ ANNOTATIONS: dict[str, dict[str, Any]] = {
                  "decimal", "negative", "superscript", "empty_answer", "two_answers")},
     **{f"check_answer[{n}]": {"deliberate": "numeric_tiers", "ours": 5.0} for n in ("spaces", "decimal", "thousands")},
     "check_answer[zero_reference]": {"deliberate": "zero_reference", "ours": -2.5},
+    "check_answer[words]": {"deliberate": "number_words", "ours": 5.0},
 }
 
 
