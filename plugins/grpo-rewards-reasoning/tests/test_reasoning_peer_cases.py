@@ -206,7 +206,14 @@ def test_cosine_scaled_matches_trl_cases(params, rows):
 
 def test_cosine_scaled_unparseable_solution_is_none_as_trl():  # test_unparsable_gold_yields_none
     fn = reward("cosine_scaled", max_len=100, reference_column="solution")
-    assert fn([chat(r"\boxed{42}")], solution=["forty two"], completion_ids=[[1] * 50]) == [None]
+    assert fn([chat(r"\boxed{42}")], solution=["no number or formula here"], completion_ids=[[1] * 50]) == [None]
+
+
+def test_cosine_scaled_reads_a_gold_in_number_words_where_trl_gives_none():
+    # TRL's own case uses "forty two" as its unparseable gold; the number grammar reads English number words
+    # (docs/answers.md), so here it is the deliberate difference recorded in tests/conformance (number_words)
+    fn = reward("cosine_scaled", max_len=100, reference_column="solution", measure="raw")
+    assert fn([chat(r"\boxed{42}")], solution=["forty two"], completion_ids=[[1] * 50]) == [pytest.approx(0.75)]
 
 
 def test_cosine_scaled_pickles_as_trl():  # test_reward_is_picklable
