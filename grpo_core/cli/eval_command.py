@@ -42,7 +42,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--system-prompt")
     p.add_argument("--no-chat-template", dest="chat_template", action="store_false",
                    help="feed the prompt as plain text instead of through the tokenizer's chat template")
-    p.add_argument("--max-prompt-length", type=_at_least(1), default=512, metavar="N",
+    p.add_argument("--max-prompt-length", type=_at_least(1), metavar="N",
                    help="longer prompts are dropped, with a warning [512]")
     p.add_argument("--limit", type=_at_least(1), metavar="N", help="only the first N rows")
     p.add_argument("--backend", default="transformers", help="generation backend: transformers or vllm [transformers]")
@@ -89,8 +89,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     model, adapter = resolve_model(args.model, args.base)
     rewards = load_rewards(args.rewards)
     data = {"source": args.data, "split": args.split, "prompt_field": args.prompt_field,
-            "chat_template": args.chat_template, "max_prompt_length": args.max_prompt_length}
-    for key, value in (("subset", args.subset), ("answer_field", args.answer_field),
+            "chat_template": args.chat_template}
+    for key, value in (("max_prompt_length", args.max_prompt_length), ("subset", args.subset), ("answer_field", args.answer_field),
                        ("system_prompt", args.system_prompt), ("limit", args.limit)):
         if value is not None:
             data[key] = value
