@@ -68,7 +68,7 @@ def grpo_register_commands(subparsers: Any) -> None:
 
     from grpo_core.cli import eval_command
 
-    eval_command.register(subparsers)
+    eval_command.add_arguments(subparsers.add_parser("eval", help=eval_command.HELP))
 
 
 def _at_least(minimum: int) -> Any:

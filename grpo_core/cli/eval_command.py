@@ -11,15 +11,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+
+HELP = ("evaluate a model, adapter or checkpoint on a dataset with a rewards file: mean +- bootstrap 95%% CI per "
+        "reward, pass@k, every sample to JSONL")
 
 
-def register(subparsers: Any) -> None:
-    """Add ``grpo eval`` to the ``grpo`` command line."""
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """``grpo eval``'s options (the trainer's command-line plugin, grpo_core.cli.commands, adds the command)."""
     from grpo_core.cli.commands import _at_least
 
-    p = subparsers.add_parser("eval", help="evaluate a model, adapter or checkpoint on a dataset with a rewards "
-                                           "file: mean +- bootstrap 95%% CI per reward, pass@k, every sample to JSONL")
     p.add_argument("model", metavar="MODEL", help="a model folder (full or merged), a LoRA adapter folder, a "
                                                   "training checkpoint holding adapter/, or a hub id")
     p.add_argument("--data", required=True, help="data source, as [data] source: a .jsonl/.json/.csv/.parquet "
