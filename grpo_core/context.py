@@ -1,8 +1,8 @@
 """What a training-event hook (``grpo_on_*``) is told about the run: :class:`TrainingContext`.
 
-A small, frozen, documented view of a run (and :class:`TrainerState`, what a reward is told), so that a plugin listening to training events depends on
+A small, frozen, documented view of a run, so that a plugin listening to training events depends on
 these fields and not on a trainer's internals (the built-in trainer and the TRL backend give the
-same fields). Imports nothing heavy.
+same fields); and :class:`TrainerState`, what a reward is told as ``trainer_state``. Imports nothing heavy.
 """
 
 from __future__ import annotations

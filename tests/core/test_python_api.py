@@ -65,7 +65,8 @@ def test_peft_model_dataset_callables_and_registry_names(demo_model, tmp_path):
     trainer = GRPOTrainer(model=peft_model, processing_class=tok,
                           reward_funcs=[trl_style, "xml_count", compose({"fmt": (xml_count(), 2.0)}), length_reward],
                           reward_weights=[1.0, 0.5, 0.25, 1.0],
-                          train_dataset=datasets.Dataset.from_list(rows[:8]), args=_args(tmp_path))
+                          train_dataset=datasets.Dataset.from_list(rows[:8]), eval_dataset=rows[8:11],
+                          args={**_args(tmp_path), "logging": {**_args(tmp_path)["logging"], "eval_every": 2}})
     assert isinstance(trainer, Trainer) and trainer.model is peft_model
     assert trainer.cfg.rewards.aliases == ["trl_style", "xml_count", "fmt", "length_reward"]
     assert trainer.cfg.rewards.weights == [1.0, 0.5, 0.5, 1.0]
@@ -76,12 +77,15 @@ def test_peft_model_dataset_callables_and_registry_names(demo_model, tmp_path):
     prompts, completions, ids, state, answers = seen[0]
     assert prompts[0] in {r["prompt"] for r in rows[:8]} and len(prompts) == len(completions) == len(ids) == 8
     assert all(isinstance(i, list) and all(isinstance(t, int) for t in i) for i in ids)
-    assert [s[3].global_step for s in seen] == [0, 1] and state.max_steps == 2
+    assert [s[3].global_step for s in seen] == [0, 1, 2] and state.max_steps == 2  # 2: the evaluation after step 2
+    assert len(seen[2][0]) == 3  # one greedy completion per held-out row
     assert answers[0] == next(r["answer"] for r in rows if r["prompt"] == prompts[0])
     moved = [n for n, p in peft_model.named_parameters() if "lora_B" in n and not torch.equal(p, before[n])]
     assert moved  # the user's own PeftModel object was trained
     metrics = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert {"rewards/trl_style", "rewards/xml_count", "rewards/fmt", "rewards/length_reward"} <= set(metrics[-1])
+    assert "eval/rewards/trl_style" in metrics[-1] and len(trainer.eval_rows) == 3  # the eval_dataset, held out
+    assert {r["prompt"] for r in trainer.eval_rows} == {r["prompt"] for r in rows[8:11]}
 
 
 def test_objects_give_the_numbers_of_the_dict_path(demo_model, tmp_path):
