@@ -174,7 +174,7 @@ def _model_name(model: Any) -> str:
     from grpo_core.policy.models import is_peft
 
     base = model.get_base_model() if is_peft(model) else model
-    name = str(getattr(base.config, "_name_or_path", "") or getattr(base, "name_or_path", "") or "")
+    name = str(getattr(base.config, "_name_or_path", "") or "")
     if name and (not name.startswith(("/", "./", "../", "~")) or Path(name).expanduser().is_dir()):
         return name
     return f"<{type(base).__name__} object>"

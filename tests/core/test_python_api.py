@@ -208,3 +208,24 @@ def test_toml_path_and_runconfig_as_args(demo_model, tmp_path):
     by_config = GRPOTrainer(args=load_config(toml), reward_funcs=[length_reward])
     assert by_config.cfg.rewards.aliases == ["length_reward"] and by_config.cfg.model.name_or_path == str(model_dir)
     assert by_config.train()["step"] == 1
+
+
+def test_full_fine_tune_of_a_model_object_keeps_its_start_as_the_kl_reference(demo_model, tmp_path):
+    """A plain model object (no LoRA) with ``beta`` > 0: the reference is a frozen copy of the object as handed
+    over (it has no loadable name), not a model loaded from its name."""
+    from grpo_core import GRPOTrainer
+    from grpo_core.policy import models
+
+    model_dir, rows = demo_model
+    model, tok = _load(model_dir)
+    model.config._name_or_path = ""  # as for a model built in memory
+    start = {n: p.detach().clone() for n, p in model.named_parameters()}
+    trainer = GRPOTrainer(model=model, processing_class=tok, reward_funcs=[length_reward], train_dataset=rows[:4],
+                          args=_args(tmp_path, beta=0.04, max_steps=1))
+    assert trainer.cfg.model.name_or_path == "<LlamaForCausalLM object>"
+    result = trainer.train()
+    reference = models._REFERENCES[trainer.model]
+    assert result["kl"] >= 0 and not any(p.requires_grad for p in reference.parameters())
+    for name, p in reference.named_parameters():
+        assert torch.equal(p, start[name]), name  # the start, untouched by the update
+    assert any(not torch.equal(p, start[n]) for n, p in trainer.model.named_parameters())
