@@ -4,8 +4,10 @@ Public API (imported lazily so that ``import grpo_core`` stays cheap)::
 
     from grpo_core import Trainer, load_config
     Trainer(load_config("examples/quickstart.toml")).train()      # = grpo train examples/quickstart.toml
+    GRPOTrainer(model=model, reward_funcs=[fn, "xml_count"], train_dataset=ds, args="run.toml").train()
 
-``Trainer``, ``load_config``, ``config_from_dict`` (the same sections as a dict, for notebooks),
+``GRPOTrainer`` (TRL's signature: model, tokenizer, peft config, dataset and reward objects; grpo_core.api),
+``compose_reward_funcs``, ``TrainerState`` (what a reward gets as ``trainer_state``), ``Trainer``, ``load_config``, ``config_from_dict`` (the same sections as a dict, for notebooks),
 ``RunConfig``, ``group_advantages``, ``grpo_loss``, ``run_demo`` (= ``grpo demo``), ``TrainingContext`` (what
 the training-event hooks receive).
 """
@@ -21,6 +23,9 @@ __path__.append(os.path.join(os.path.dirname(__file__), "_aliases"))
 
 _EXPORTS = {
     "Trainer": "grpo_core.trainer",
+    "GRPOTrainer": "grpo_core.api",
+    "compose_reward_funcs": "grpo_core.api",
+    "TrainerState": "grpo_core.context",
     "load_config": "grpo_core.config",
     "config_from_dict": "grpo_core.config",
     "RunConfig": "grpo_core.config",

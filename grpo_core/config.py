@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_core.generation.vllm.support import vllm_problems
+from grpo_core.policy.adapter import adapter_folder_hint, adapter_problems
 from grpo_rewards.compose import ComposedReward
 from grpo_rewards.plugins import Registry, get_registry
 from grpo_rewards.reward_config import rewards_from_doc
@@ -61,6 +62,7 @@ class ModelConfig:
     gradient_checkpointing: bool = True
     offload_activations: bool = False
     mlp_chunk_tokens: int | None = None  # None: the hidden size (ALST's rule); 0: no MLP tiling
+    adapter: str | None = None  # a saved LoRA adapter folder to start from (grpo_core.policy.adapter)
 
 
 @dataclass
@@ -528,7 +530,14 @@ def _cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None
         doc.problem(("model", "name_or_path"), f"folder not found: {m.name_or_path}")
     elif (m.name_or_path and model_path.is_dir() and not (model_path / "config.json").is_file()
           and not any(model_path.glob("*.gguf"))):
-        doc.problem(("model", "name_or_path"), f"{m.name_or_path} is a folder without config.json: not a model")
+        doc.problem(("model", "name_or_path"), adapter_folder_hint(m.name_or_path)
+                    or f"{m.name_or_path} is a folder without config.json: not a model")
+    if m.adapter:
+        for key, message in adapter_problems(m.adapter, lo, doc.data.get("lora")):
+            doc.problem(key, message)
+        if tr.backend != "grpo_core":
+            doc.problem(("model", "adapter"), f"starts the grpo_core trainer from an adapter, not the {tr.backend!r} "
+                                              "backend")
     if d.source:
         d.source = _check_source(doc, ("data", "source"), d.source, registry)
     if d.eval_source:

@@ -2,7 +2,7 @@
 
 A small, frozen, documented view of a run, so that a plugin listening to training events depends on
 these fields and not on a trainer's internals (the built-in trainer and the TRL backend give the
-same fields). Imports nothing heavy.
+same fields); and :class:`TrainerState`, what a reward is told as ``trainer_state``. Imports nothing heavy.
 """
 
 from __future__ import annotations
@@ -42,3 +42,14 @@ class TrainingContext:
     def __post_init__(self) -> None:
         object.__setattr__(self, "run_dir", Path(self.run_dir))
         object.__setattr__(self, "metrics", MappingProxyType(dict(self.metrics)))
+
+
+@dataclass(frozen=True)
+class TrainerState:
+    """What a reward receives as ``trainer_state`` (named as in ``transformers.TrainerState``, which TRL
+    passes): ``global_step`` (steps finished so far), ``max_steps`` and ``epoch``. Small and picklable, so
+    a reward running in its own worker process receives it too."""
+
+    global_step: int
+    max_steps: int
+    epoch: float = 0

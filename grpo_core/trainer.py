@@ -76,7 +76,7 @@ import torch
 from grpo_core.algorithm.advantages import compute_advantages
 from grpo_core.algorithm.loss import grpo_loss
 from grpo_core.config import RunConfig
-from grpo_core.context import TrainingContext
+from grpo_core.context import TrainerState, TrainingContext
 from grpo_core.generation.transformers_backend import Generation, build_backend
 from grpo_core.parallel.distributed import all_gather_objects, all_reduce, barrier, share
 from grpo_core.parallel.fsdp import full_value, passes_to_add
@@ -200,8 +200,8 @@ class Trainer:
     def __init__(self, config: RunConfig | str | Path | dict[str, Any], *, resume: bool = False,
                  registry: Any = None):
         from grpo_core.config import as_run_config
-        from grpo_core.data import format_prompt, train_eval_rows
-        from grpo_core.policy.models import load_model_and_tokenizer, trainable_parameters
+        from grpo_core.data import format_prompt
+        from grpo_core.policy.models import trainable_parameters
         from grpo_rewards.plugins import get_registry
 
         config = as_run_config(config)
@@ -216,7 +216,7 @@ class Trainer:
         self.world, self._owns_group = init_process_group(config.distributed.backend)
         torch.manual_seed(config.grpo.seed)  # LoRA init and the first sampling draws (the same on every rank)
 
-        self.model, self.tokenizer = load_model_and_tokenizer(config)
+        self.model, self.tokenizer = self._load_policy()
         if torch.cuda.is_available() and not config.quantization.load_in_4bit:
             self.model.to("cuda")
         self.device = next(self.model.parameters()).device
@@ -224,7 +224,7 @@ class Trainer:
         self.backend = build_backend(config, self.model, self.tokenizer, self.registry)
 
         d = config.data
-        rows, eval_rows = train_eval_rows(d, self.registry)
+        rows, eval_rows = self._load_rows()
         special = not d.chat_template  # as the generation backend tokenizes
         self.prompts, self.rows = fit_prompts([format_prompt(r, d, self.tokenizer) for r in rows], rows,
                                               self.tokenizer, d.max_prompt_length, d.overlong_prompts, special,
@@ -462,6 +462,7 @@ class Trainer:
         columns["prompts"] = [r[prompt_field] for r in rows for _ in range(k)]
         columns["completion_ids"] = [ids[m.bool()].tolist() for ids, m in zip(batch.completion_ids,
                                                                               batch.completion_mask, strict=True)]
+        columns["trainer_state"] = TrainerState(self.step, self.cfg.grpo.max_steps, getattr(self, "epoch", 0))
         completions: list[Any] = batch.completions_text
         if isinstance(rows[0][prompt_field], list):  # conversational rows: chat messages, as TRL passes them
             completions = [[{"role": "assistant", "content": text}] for text in completions]
@@ -648,6 +649,19 @@ class Trainer:
         return out
 
     # ---------------------------------------------------------------- bookkeeping ----
+
+    def _load_policy(self) -> tuple[Any, Any]:
+        """The trainable model and its tokenizer, as ``[model]`` says (the Python API hands over objects)."""
+        from grpo_core.policy.models import load_model_and_tokenizer
+
+        return load_model_and_tokenizer(self.cfg)
+
+    def _load_rows(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The training and held-out rows, as ``[data]`` says (the Python API hands over dataset objects)."""
+        from grpo_core.data import train_eval_rows
+
+        return train_eval_rows(self.cfg.data, self.registry)
+
 
     def _check_head(self) -> None:
         """The chunked log-prob head against the model's own logits, and packed prompts against unpacked, once

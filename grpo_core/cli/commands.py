@@ -1,5 +1,6 @@
 """``grpo train CONFIG [--set k=v]... [--resume] [--dry-run] [--nproc N]``, ``grpo config validate CONFIG``,
-``grpo signal CONFIG [--prompts N]`` (grpo_core.reward_signal) and ``grpo plot RUN_DIR``; a plugin of its own
+``grpo signal CONFIG [--prompts N]`` (grpo_core.reward_signal), ``grpo plot RUN_DIR`` and ``grpo eval MODEL``
+(grpo_core.cli.eval_command); a plugin of its own
 (entry point ``builtin_trainer_cli``), adding its commands through the ``grpo_register_commands`` hook as any
 third party does. Heavy imports stay inside the commands.
 
@@ -64,6 +65,10 @@ def grpo_register_commands(subparsers: Any) -> None:
     p.add_argument("run_dir")
     p.add_argument("--out", help="PNG path (default RUN_DIR/curves.png)")
     p.set_defaults(func=cmd_plot)
+
+    from grpo_core.cli import eval_command
+
+    eval_command.add_arguments(subparsers.add_parser("eval", help=eval_command.HELP))
 
 
 def _at_least(minimum: int) -> Any:

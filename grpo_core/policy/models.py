@@ -3,6 +3,8 @@ reference model for the KL term, and saving adapters / merged models in the Hugg
 
 ``load_model_and_tokenizer(cfg)``  -> (model, tokenizer): dtype, 4-bit NF4, LoRA, gradient checkpointing,
                                       pad token, left padding (generation pads on the left), dropout off.
+``prepare_policy(model, tok, cfg)`` -> the same for a model loaded elsewhere (the Python API; a ``PeftModel``
+                                      keeps its adapter); ``model.adapter`` starts from a saved LoRA adapter.
 ``compute_dtype(model)``           -> the 16-bit dtype the forward runs in under autocast, or None.
 
 Checkpoints: a folder or hub name, or a GGUF file (``name_or_path`` ending in ``.gguf``, or a folder plus
@@ -131,10 +133,17 @@ def load_tokenizer(cfg: RunConfig) -> Any:
         else:
             tok = AutoTokenizer.from_pretrained(m.name_or_path, revision=m.revision,
                                                 trust_remote_code=m.trust_remote_code)
-    tok._grpo_saved_padding_side = tok.padding_side  # what save_model writes back
+    return ready_tokenizer(tok, m.name_or_path)
+
+
+def ready_tokenizer(tok: Any, name: str) -> Any:
+    """``tok`` made ready for generation: a pad token (eos when it has none), left padding (the side it had is
+    what :func:`save_model` writes back)."""
+    if not hasattr(tok, "_grpo_saved_padding_side"):
+        tok._grpo_saved_padding_side = tok.padding_side  # what save_model writes back
     if tok.pad_token is None:
         if tok.eos_token is None:
-            raise ValueError(f"model.name_or_path: tokenizer of {m.name_or_path!r} has neither a pad nor an eos token")
+            raise ValueError(f"model.name_or_path: tokenizer of {name!r} has neither a pad nor an eos token")
         tok.pad_token = tok.eos_token
     tok.padding_side = "left"
     return tok
@@ -247,19 +256,32 @@ def load_model_and_tokenizer(cfg: RunConfig) -> tuple[Any, Any]:
     """The trainable policy and its tokenizer, as ``cfg`` describes (see the module docs)."""
     tokenizer = load_tokenizer(cfg)
     model = load_base_model(cfg)
-    prepare_base_model(model, cfg, tokenizer)
-    if cfg.lora.enabled:
+    if cfg.model.adapter:  # a saved LoRA adapter on top: its weights are where training starts
+        from grpo_core.policy.adapter import attach_adapter
+
+        model = attach_adapter(model, cfg.model.adapter)
+    return prepare_policy(model, tokenizer, cfg), tokenizer
+
+
+def prepare_policy(model: Any, tokenizer: Any, cfg: RunConfig, peft_config: Any = None) -> Any:
+    """A loaded model made the trainable policy: the base prepared (:func:`prepare_base_model`), LoRA from
+    ``peft_config`` or ``[lora]`` (a ``PeftModel`` keeps its own adapter), gradient checkpointing, train mode."""
+    peft = is_peft(model)
+    prepare_base_model(model.get_base_model() if peft else model, cfg, tokenizer)
+    if peft or cfg.lora.enabled or peft_config is not None:
         from peft import get_peft_model
 
-        for p in model.parameters():
-            p.requires_grad_(False)
+        base = model.get_base_model() if peft else model
+        for name, p in base.named_parameters():  # a PeftModel's adapter trains (even one loaded for inference)
+            p.requires_grad_(peft and ("lora_" in name or p.requires_grad))
         if cfg.model.gradient_checkpointing:
-            model.enable_input_require_grads()  # frozen embeddings: checkpointed blocks still need a grad path
-        model = get_peft_model(model, lora_config(cfg))
+            base.enable_input_require_grads()  # frozen embeddings: checkpointed blocks still need a grad path
+        if not peft:
+            model = get_peft_model(model, peft_config if peft_config is not None else lora_config(cfg))
     if cfg.model.gradient_checkpointing:
         _enable_checkpointing(model, cfg)
     model.train()
-    return model, tokenizer
+    return model
 
 
 def lora_config(cfg: RunConfig) -> Any:

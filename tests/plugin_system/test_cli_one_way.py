@@ -52,7 +52,7 @@ def test_every_module_adding_commands_is_an_entry_point_implementing_the_hook():
 def test_each_command_module_can_be_switched_off_alone(fresh, monkeypatch):
     everything = commands()
     assert {"train", "config", "plot", "signal", "demo", "sandbox", "rewards", "plugins"} <= everything
-    for entry_point, gone in (("builtin_sandbox_cli", {"sandbox"}), ("builtin_trainer_cli", {"train", "config", "plot", "signal"}),
+    for entry_point, gone in (("builtin_sandbox_cli", {"sandbox"}), ("builtin_trainer_cli", {"train", "config", "plot", "signal", "eval"}),
                               ("builtin_demo_cli", {"demo"})):
         monkeypatch.setenv("GRPO_DISABLE_PLUGINS", entry_point)
         fresh._default = None
