@@ -28,7 +28,9 @@ from grpo_rewards.compose import ComposedReward, compose
 from grpo_rewards.sandbox.reward import make_code_execution
 
 PROGRAM = "```python\nimport sys\nn = int(sys.stdin.readline())\nprint(sum(i * i for i in range({k})) + n)\n```"
-ANSWERS = ["\\frac{1}{2}", "0.5", "\\sqrt{2}/2", "x^2+2x+1", "(x+1)^2", "3\\pi", "\\dfrac{6}{4}", "1.5"]
+# pairs of equal forms that math-verify has to simplify to compare (a wrong pairing for odd rows)
+ANSWERS = ["\\frac{x^3-1}{x-1}", "x^2+x+1", "\\sin^2(x)+\\cos^2(x)+(x+1)^4", "x^4+4x^3+6x^2+4x+2",
+           "\\frac{(x+2)^5}{x+2}", "(x+2)^4", "\\sqrt{18}+\\sqrt{8}", "5\\sqrt{2}"]
 
 
 def batch(n: int, tests: int) -> tuple[list[str], dict[str, list[Any]]]:
@@ -41,7 +43,8 @@ def batch(n: int, tests: int) -> tuple[list[str], dict[str, list[Any]]]:
         info.append(json.dumps({"language": "python", "test_cases": cases}))
         answer = ANSWERS[i % len(ANSWERS)]
         completions.append(PROGRAM.format(k=k) + f"\n\nSo the answer is $\\boxed{{{answer}}}$.")
-        answers.append(ANSWERS[(i + (i % 2)) % len(ANSWERS)])
+        pair = i % len(ANSWERS) ^ 1  # the other form of the same value
+        answers.append(ANSWERS[pair] if i % 4 != 3 else ANSWERS[(pair + 2) % len(ANSWERS)])
     return completions, {"verification_info": info, "answer": answers}
 
 
@@ -85,7 +88,8 @@ def main() -> None:
     load = os.getloadavg()[0]
     print(f"{args.completions} completions, {args.tests} tests each; {cores} cores, load {load:.2f}")
     for alias, wall in singles.items():
-        print(f"  {alias:<5} alone           {wall:7.3f} s")
+        values = [v for v in con_scores.columns[alias] if v is not None]
+        print(f"  {alias:<5} alone           {wall:7.3f} s   (mean score {sum(values) / max(len(values), 1):.3f})")
     print(f"  sequential wall        {seq_wall:7.3f} s   (CPU {seq_cpu:.3f} s)")
     print(f"  concurrent wall        {con_wall:7.3f} s   (CPU {con_cpu:.3f} s)   {seq_wall / con_wall:.2f}x faster")
     print(f"  target 1.1 x max(longest {max(singles.values()):.3f}, CPU/cores {seq_cpu / cores:.3f}) = {target:.3f} s: "
