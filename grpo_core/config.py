@@ -41,6 +41,11 @@ SCALE_REWARDS = ("group", "batch", "none")
 MULTI_OBJECTIVE_AGGREGATIONS = ("sum_then_normalize", "normalize_then_sum")
 QUANT_TYPES = ("nf4", "fp4")
 IMPORTANCE_SAMPLING = ("none", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
+# verl's rollout-correction names for the same rules (``rollout_is`` truncates, ``rollout_rs`` rejects): accepted
+# for ``generation.importance_sampling`` and stored as the rule they name
+IMPORTANCE_SAMPLING_ALIASES = {"token_is": "token_truncate", "seq_is": "sequence_truncate",
+                               "sequence_is": "sequence_truncate", "token_rs": "token_mask",
+                               "seq_rs": "sequence_mask", "sequence_rs": "sequence_mask"}
 LR_SCHEDULERS = ("linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup",
                  "inverse_sqrt", "cosine_with_min_lr", "warmup_stable_decay")
 OVERLONG_PROMPTS = ("drop", "error", "truncate")
@@ -563,6 +568,8 @@ def _cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None
         doc.problem(("generation", "top_p"), f"must be in (0, 1], got {g.top_p}")
     if not 0 <= g.min_p <= 1:
         doc.problem(("generation", "min_p"), f"must be in [0, 1], got {g.min_p}")
+    if isinstance(g.importance_sampling, str):
+        g.importance_sampling = IMPORTANCE_SAMPLING_ALIASES.get(g.importance_sampling, g.importance_sampling)
     _choice(doc, ("generation", "importance_sampling"), g.importance_sampling, IMPORTANCE_SAMPLING)
     lo_is, hi_is = g.importance_sampling_min, g.importance_sampling_max
     if g.importance_sampling.endswith("truncate") and lo_is is None and hi_is is None:

@@ -546,9 +546,10 @@ class Trainer:
                                                     gen.importance_sampling, gen.importance_sampling_min,
                                                     gen.importance_sampling_max)
             if self.world.enabled:
-                n_tokens = int(batch.completion_mask.sum())
-                n_ratio = batch.completion_mask.size(0) if gen.importance_sampling.startswith("sequence") else n_tokens
-                weights = {key: n_ratio if "importance_sampling_ratio" in key else n_tokens for key in is_metrics}
+                from grpo_core.algorithm.sampler_correction import metric_weights
+
+                weights = metric_weights(is_metrics, gen.importance_sampling, int(batch.completion_mask.sum()),
+                                         batch.completion_mask.size(0))
                 is_metrics = reduce_weighted(all_gather_objects((is_metrics, weights), self.world))
 
         def policy_logps(idx: torch.Tensor, with_entropy: bool) -> tuple[torch.Tensor, Any]:

@@ -9,6 +9,12 @@ mean and its term is left out of the weighted total (as in TRL); a row where eve
 returned ``None`` has no total, gets advantage 0, and is named in a warning.
 :meth:`ComposedReward.score` logs that warning (TRL's "All reward functions returned None ...").
 Weights must be finite; the alias ``total`` is reserved for the sum.
+
+The rewards of one batch are scored concurrently, one thread each (``ComposedReward.concurrent``, on by
+default): a reward isolated in a worker process (any reward that pickles), or one that waits on the sandbox
+or releases the GIL, runs while the others do; rewards that wrap the same function object share one thread,
+in their order. Each reward still gets the same inputs and keeps its own timeout and ``on_error``, and the
+total is summed in the entries' order: the scores are those of scoring one reward after another.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,6 +84,23 @@ class ComposedReward:
             if (why := check_weight(e.weight)) is not None:
                 raise ValueError(f"weight of reward {e.alias!r} {why}")
         self.entries = entries
+        self.concurrent = True
+
+    def _score_each(self, completions: list[Any], columns: dict[str, Any]) -> dict[str, list[Any]]:
+        lanes: dict[int, list[RewardEntry]] = {}
+        for e in self.entries:  # one lane per underlying function object: a shared object is not called twice at once
+            lanes.setdefault(id(getattr(e.fn, "fn", e.fn)), []).append(e)
+        if not self.concurrent or len(lanes) < 2:
+            return {e.alias: e.fn(completions, **columns) for e in self.entries}
+
+        def run(lane: list[RewardEntry]) -> dict[str, list[Any]]:
+            return {e.alias: e.fn(completions, **columns) for e in lane}
+
+        with ThreadPoolExecutor(max_workers=len(lanes), thread_name_prefix="score") as pool:
+            done: dict[str, list[Any]] = {}
+            for part in pool.map(run, lanes.values()):
+                done.update(part)
+        return {e.alias: done[e.alias] for e in self.entries}
 
     @property
     def aliases(self) -> list[str]:
@@ -87,7 +111,7 @@ class ComposedReward:
         return [e.weight for e in self.entries]
 
     def score(self, completions: list[Any], **columns: Any) -> Scores:
-        per_reward = {e.alias: e.fn(completions, **columns) for e in self.entries}
+        per_reward = self._score_each(completions, columns)
         total: list[float | None] = []
         for i in range(len(completions)):
             parts = [e.weight * per_reward[e.alias][i] for e in self.entries if per_reward[e.alias][i] is not None]
