@@ -167,6 +167,9 @@ class _NoLogger:
     def console_print(self, *objects: Any) -> None:
         pass
 
+    def phase(self, text: str) -> None:
+        pass
+
     def close(self) -> None:
         return None
 
@@ -370,6 +373,7 @@ class Trainer:
                 start = time.perf_counter()
                 rows = self.next_rows()                                       # 1. sample prompts
                 rows = rows[share(len(rows), self.world)]                     #    (this rank's share)
+                self.logger.phase(f"step {self.step + 1}: generating {len(rows)} prompts x {k}, scoring")
                 batch, rewards, columns = self.sample_and_score(rows)         # 2. a group per prompt, 3. rewards
                 rows_data = [self.rows[i] for i in rows]
                 all_rewards, all_columns = self._gather_rewards(rewards, columns)
@@ -382,6 +386,7 @@ class Trainer:
                     samples = _concat(all_gather_objects(samples, self.world))
                 if main:
                     hook.grpo_on_rewards_scored(context=self._context(), step=self.step + 1, rows=samples, trainer=self)
+                self.logger.phase(f"step {self.step + 1}: updating the policy")
                 update = self._update(batch, advantages.to(self.device))      # 5. policy update
                 self.step += 1
 
@@ -389,6 +394,7 @@ class Trainer:
                                         time.perf_counter() - start)
                 every = cfg.logging.eval_every
                 if every and self.eval_rows and (self.step % every == 0 or self.step == g.max_steps):
+                    self.logger.phase(f"step {self.step}: evaluating {len(self.eval_rows)} held-out rows")
                     metrics.update(self._evaluate())
                 self.logger.log(self.step, metrics)
                 self.logger.log_samples(self.step, samples)

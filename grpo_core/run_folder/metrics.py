@@ -1,9 +1,11 @@
 """Run metrics with no external service: ``metrics.jsonl`` and ``samples.jsonl`` in the run folder, a live
 rich progress bar, the curves PNG at the end; wandb / tensorboard too when asked for and installed.
 
-``MetricsLogger(run_dir, logging_cfg, total_steps=..., start_step=...)``
+``MetricsLogger(run_dir, logging_cfg, total_steps=..., start_step=..., console=None)``
     ``.log(step, metrics)``        one JSON line ``{"step", "time", **metrics}`` every ``log_every`` steps
-                                   (non-finite values become ``null``), and the progress bar moves;
+                                   (non-finite values become ``null``), and the console moves: the bar on a
+                                   terminal, one plain line per logged step elsewhere (grpo_core.run_folder.progress);
+    ``.phase(text)``               what the step in progress is doing (generating, updating, ...), on a terminal;
     ``.log_samples(step, rows)``   every ``sample_every`` steps, the first ``num_samples`` rows (prompt,
                                    completion, each reward's score) to ``samples.jsonl`` and the console;
     ``.close()``                   stops the bar, closes the files, draws ``curves.png`` (``plot = true``).
@@ -32,8 +34,6 @@ log = logging.getLogger("grpo.metrics")
 METRICS_FILE = "metrics.jsonl"
 SAMPLES_FILE = "samples.jsonl"
 CONFIG_FILE = "config.json"
-# shown next to the progress bar when present, in this order
-PROGRESS_KEYS = ("reward/mean", "reward", "kl", "completion_length/mean", "tokens_per_s", "step_time")
 
 
 def _clean(value: Any) -> Any:
@@ -146,7 +146,8 @@ class MetricsLogger:
     """See the module docs."""
 
     def __init__(self, run_dir: str | Path, logging_cfg: LoggingConfig, *, total_steps: int | None = None,
-                 start_step: int = 0, config: dict[str, Any] | None = None, overwrite: bool = False):
+                 start_step: int = 0, config: dict[str, Any] | None = None, overwrite: bool = False,
+                 console: Any = None):
         from grpo_core.run_folder.checkpoints import RunFolderError, check_run_dir
         from grpo_rewards.files import atomic_write
 
@@ -173,14 +174,10 @@ class MetricsLogger:
         self._samples = open(self.samples_path, mode, encoding="utf-8")  # noqa: SIM115
         self._closed = False
         self._progress: Any = None
-        self._task: Any = None
         if logging_cfg.progress:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+            from grpo_core.run_folder.progress import ConsoleProgress
 
-            self._progress = Progress(TextColumn("[bold]GRPO"), BarColumn(), MofNCompleteColumn(),
-                                      TimeRemainingColumn(), TextColumn("{task.fields[info]}"), transient=False)
-            self._progress.start()
-            self._task = self._progress.add_task("train", total=total_steps, completed=start_step, info="")
+            self._progress = ConsoleProgress(total_steps, start_step, console)
         self._wandb = self._tb = None
         if logging_cfg.wandb:
             self._wandb = self._start_wandb(config)
@@ -206,11 +203,17 @@ class MetricsLogger:
 
     def console_print(self, *objects: Any) -> None:
         if self._progress is not None:
-            self._progress.console.print(*objects)
+            self._progress.print(*objects)
+
+    def phase(self, text: str) -> None:
+        """What the step in progress is doing now (shown with its running time on a terminal)."""
+        if self._progress is not None:
+            self._progress.phase(text)
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:
         clean = {k: _clean(v) for k, v in metrics.items()}
-        if step % self.cfg.log_every == 0 or step == self.total_steps:
+        logged = step % self.cfg.log_every == 0 or step == self.total_steps
+        if logged:
             self._metrics.write(json.dumps({"step": step, "time": time.time(), **clean}) + "\n")
             self._metrics.flush()
             if self._wandb is not None:
@@ -220,9 +223,7 @@ class MetricsLogger:
                     if isinstance(v, (int, float)) and not isinstance(v, bool):
                         self._tb.add_scalar(k, v, step)
         if self._progress is not None:
-            info = "  ".join(f"{k}={clean[k]:.4g}" for k in PROGRESS_KEYS
-                             if isinstance(clean.get(k), (int, float)))
-            self._progress.update(self._task, completed=step, info=info)
+            self._progress.update(step, clean, logged)
 
     def should_sample(self, step: int) -> bool:
         return self.cfg.num_samples > 0 and step % self.cfg.sample_every == 0
