@@ -170,8 +170,9 @@ class LoggingConfig:
 
 @dataclass
 class CheckpointConfig:
-    every: int = 0  # 0 = only at the end and on SIGINT
-    keep_last: int = 2
+    every: int = 0  # steps between checkpoints; 0 = by time only (every_minutes)
+    every_minutes: float = 30.0  # minutes between checkpoints (besides every); 0 = by steps only
+    keep_last: int = 3
     save_merged: bool = False
 
 
@@ -245,6 +246,7 @@ LIMITS: dict[tuple[str, str], tuple[float | None, float | None]] = {
     ("logging", "eval_every"): (0, BIG),
     ("logging", "num_samples"): (0, 10**6),
     ("checkpoint", "every"): (0, BIG),
+    ("checkpoint", "every_minutes"): (0, None),
     ("checkpoint", "keep_last"): (1, 10**6),
 }
 

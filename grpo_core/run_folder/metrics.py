@@ -170,8 +170,11 @@ class MetricsLogger:
         if config is not None:  # the resolved run config, for reproducing the run
             with atomic_write(self.run_dir / CONFIG_FILE) as fh:
                 fh.write(json.dumps(config, indent=2, default=str) + "\n")
-        self._metrics = open(self.metrics_path, mode, encoding="utf-8")  # noqa: SIM115 (open for the run)
-        self._samples = open(self.samples_path, mode, encoding="utf-8")  # noqa: SIM115
+        if mode == "w":  # emptied, then appended to (O_APPEND: each line lands at the end, whoever else wrote)
+            for path in (self.metrics_path, self.samples_path):
+                path.write_text("", encoding="utf-8")
+        self._metrics = open(self.metrics_path, "a", encoding="utf-8")  # noqa: SIM115 (open for the run)
+        self._samples = open(self.samples_path, "a", encoding="utf-8")  # noqa: SIM115
         self._closed = False
         self._progress: Any = None
         if logging_cfg.progress:
@@ -214,8 +217,7 @@ class MetricsLogger:
         clean = {k: _clean(v) for k, v in metrics.items()}
         logged = step % self.cfg.log_every == 0 or step == self.total_steps
         if logged:
-            self._metrics.write(json.dumps({"step": step, "time": time.time(), **clean}) + "\n")
-            self._metrics.flush()
+            self._write(self._metrics, json.dumps({"step": step, "time": time.time(), **clean}) + "\n")
             if self._wandb is not None:
                 self._wandb.log({k: v for k, v in clean.items() if isinstance(v, (int, float))}, step=step)
             if self._tb is not None:
@@ -225,6 +227,15 @@ class MetricsLogger:
         if self._progress is not None:
             self._progress.update(step, clean, logged)
 
+    @staticmethod
+    def _write(fh: Any, text: str) -> None:
+        """Append ``text`` and flush; a failure (a full disk) names the file."""
+        try:
+            fh.write(text)
+            fh.flush()
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, fh.name) from exc
+
     def should_sample(self, step: int) -> bool:
         return self.cfg.num_samples > 0 and step % self.cfg.sample_every == 0
 
@@ -233,9 +244,8 @@ class MetricsLogger:
         if not self.should_sample(step):
             return
         rows = rows[: self.cfg.num_samples]
-        for row in rows:
-            self._samples.write(json.dumps({"step": step, **_clean(row)}, default=str) + "\n")
-        self._samples.flush()
+        self._write(self._samples, "".join(json.dumps({"step": step, **_clean(row)}, default=str) + "\n"
+                                           for row in rows))
         if self._progress is not None and rows:
             for i, row in enumerate(rows):
                 self.console_print(render_sample(step, i, row))
@@ -247,8 +257,11 @@ class MetricsLogger:
         self._closed = True
         if self._progress is not None:
             self._progress.stop()
-        self._metrics.close()
-        self._samples.close()
+        for fh in (self._metrics, self._samples):
+            try:
+                fh.close()
+            except OSError as exc:  # a full disk: what the run was doing when it hit it is what gets reported
+                log.warning("could not finish %s: %s", fh.name, exc)
         if self._wandb is not None:
             self._wandb.finish()
         if self._tb is not None:
@@ -259,7 +272,7 @@ class MetricsLogger:
 
             try:
                 return plot_run(self.run_dir)
-            except UserError as exc:  # nothing numeric logged: the run itself is fine
+            except (UserError, OSError) as exc:  # nothing numeric logged, or no room: the run itself is fine
                 log.warning("no curves drawn: %s", exc)
         return None
 
