@@ -504,13 +504,26 @@ def _check_source(doc: TomlDoc, key: tuple[str, ...], source: str, registry: Reg
 def _cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None:
     m, d, g, o, lo, q, lg, ck, tr, ds = (cfg[n] for n in SECTIONS)
     _choice(doc, ("model", "dtype"), m.dtype, DTYPES)
-    model_path = Path(m.name_or_path).expanduser()
-    if m.name_or_path.startswith(("/", "./", "../", "~")) and not model_path.exists():
+    # a model path resolves as a data path does: as given (the working folder), else next to the config file
+    given = m.name_or_path
+    local_model = resolve_local_path(given, doc.path) if given else None
+    if local_model is not None:
+        m.name_or_path = str(local_model)
+    model_path = local_model or Path(given).expanduser()
+    first = Path(given).parts[0] if given and "/" in given else ""
+    meant_local = bool(first) and resolve_local_path(first, doc.path) is not None  # "models/x" beside a "models/"
+    if local_model is None and meant_local and not given.startswith(("/", "./", "../", "~")):
+        doc.problem(("model", "name_or_path"), f"folder not found: {given} ({first}/ is a local folder, so this is "
+                                               "a path, not a hub id)")
+    elif given.startswith(("/", "./", "../", "~")) and not model_path.exists():
         # (a relative "runs/x/warm" may be written before the run: the trainer's commands check it, not this)
         doc.problem(("model", "name_or_path"), f"folder not found: {m.name_or_path}")
+    elif local_model is not None and local_model.is_file() and local_model.suffix.lower() != ".gguf":
+        doc.problem(("model", "name_or_path"), f"{given} is a file: a model is a folder (with config.json) "
+                                               "or a .gguf file")
     elif (m.name_or_path and model_path.is_dir() and not (model_path / "config.json").is_file()
           and not any(model_path.glob("*.gguf"))):
-        doc.problem(("model", "name_or_path"), f"{m.name_or_path} is a folder without config.json: not a model")
+        doc.problem(("model", "name_or_path"), f"{given} is a folder without config.json: not a model")
     if d.source:
         d.source = _check_source(doc, ("data", "source"), d.source, registry)
     if d.eval_source:
