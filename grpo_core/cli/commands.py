@@ -323,11 +323,11 @@ def run_checks(cfg: Any, *, resume: bool = False, overwrite: bool = False, proce
             print(f"warning: {cfg.path}: logging.output_dir: {cfg.logging.output_dir} holds an earlier run ({what}); "
                   "`grpo train` will need --resume or --overwrite", file=sys.stderr)
     rows = None if all_sources else preflight(cfg, run_folder=False)  # local rows first: no network needed
-    # a hub model's reachability: the one check left to `grpo train` (validate reads configs offline too; a model
-    # *path* is checked by both, in grpo_core.config)
+    # the hub's reachability (a hub model's, a hub dataset's): the one check left to `grpo train` and --dry-run
+    # (validate reads configs offline too; a model *path* is checked by both, in grpo_core.config)
     if not validate and (why := model_source_problem(cfg)):
         raise ConfigError(why, file=cfg.path, key="model.name_or_path")
-    if problems := hub_dataset_problem(cfg):
+    if not validate and (problems := hub_dataset_problem(cfg)):
         raise ConfigError([Problem(cfg.path, key_line(cfg, "data", key), f"data.{key}", why) for key, why in problems])
     return preflight(cfg, all_sources=True, run_folder=False) if all_sources else rows
 
