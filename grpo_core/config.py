@@ -193,8 +193,9 @@ class HubConfig:
 
 @dataclass
 class CheckpointConfig:
-    every: int = 0  # 0 = only at the end and on SIGINT
-    keep_last: int = 2
+    every: int = 0  # steps between checkpoints; 0 = by time only (every_minutes)
+    every_minutes: float = 30.0  # minutes between checkpoints (besides every); 0 = by steps only
+    keep_last: int = 3
     save_merged: bool = False
 
 
@@ -269,6 +270,7 @@ LIMITS: dict[tuple[str, str], tuple[float | None, float | None]] = {
     ("logging", "eval_every"): (0, BIG),
     ("logging", "num_samples"): (0, 10**6),
     ("checkpoint", "every"): (0, BIG),
+    ("checkpoint", "every_minutes"): (0, None),
     ("checkpoint", "keep_last"): (1, 10**6),
 }
 
@@ -529,14 +531,27 @@ def _check_source(doc: TomlDoc, key: tuple[str, ...], source: str, registry: Reg
 def _cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None:
     m, d, g, o, lo, q, lg, ck, tr, ds, hub = (cfg[n] for n in SECTIONS)
     _choice(doc, ("model", "dtype"), m.dtype, DTYPES)
-    model_path = Path(m.name_or_path).expanduser()
-    if m.name_or_path.startswith(("/", "./", "../", "~")) and not model_path.exists():
+    # a model path resolves as a data path does: as given (the working folder), else next to the config file
+    given = m.name_or_path
+    local_model = resolve_local_path(given, doc.path) if given else None
+    if local_model is not None:
+        m.name_or_path = str(local_model)
+    model_path = local_model or Path(given).expanduser()
+    first = Path(given).parts[0] if given and "/" in given else ""
+    meant_local = bool(first) and resolve_local_path(first, doc.path) is not None  # "models/x" beside a "models/"
+    if local_model is None and meant_local and not given.startswith(("/", "./", "../", "~")):
+        doc.problem(("model", "name_or_path"), f"folder not found: {given} ({first}/ is a local folder, so this is "
+                                               "a path, not a hub id)")
+    elif given.startswith(("/", "./", "../", "~")) and not model_path.exists():
         # (a relative "runs/x/warm" may be written before the run: the trainer's commands check it, not this)
         doc.problem(("model", "name_or_path"), f"folder not found: {m.name_or_path}")
+    elif local_model is not None and local_model.is_file() and local_model.suffix.lower() != ".gguf":
+        doc.problem(("model", "name_or_path"), f"{given} is a file: a model is a folder (with config.json) "
+                                               "or a .gguf file")
     elif (m.name_or_path and model_path.is_dir() and not (model_path / "config.json").is_file()
           and not any(model_path.glob("*.gguf"))):
         doc.problem(("model", "name_or_path"), adapter_folder_hint(m.name_or_path)
-                    or f"{m.name_or_path} is a folder without config.json: not a model")
+                    or f"{given} is a folder without config.json: not a model")
     if m.adapter:
         for key, message in adapter_problems(m.adapter, lo, doc.data.get("lora")):
             doc.problem(key, message)

@@ -65,6 +65,7 @@ import contextlib
 import math
 import os
 import signal
+import sys
 import threading
 import time
 import warnings
@@ -167,6 +168,9 @@ class _NoLogger:
     def console_print(self, *objects: Any) -> None:
         pass
 
+    def phase(self, text: str) -> None:
+        pass
+
     def close(self) -> None:
         return None
 
@@ -255,6 +259,7 @@ class Trainer:
 
         self._hub = HubPusher.of(config) if self.world.is_main else None  # [hub] push_to_hub (grpo_core.outputs.hub)
         self._stop = threading.Event()
+        self._started = time.monotonic()  # the time-based checkpoint cadence counts from here
         if self.world.rank > 0:  # rank 0 draws as one process would; the others from their own streams
             torch.manual_seed(g.seed + self.world.rank)
 
@@ -375,6 +380,7 @@ class Trainer:
                 start = time.perf_counter()
                 rows = self.next_rows()                                       # 1. sample prompts
                 rows = rows[share(len(rows), self.world)]                     #    (this rank's share)
+                self.logger.phase(f"step {self.step + 1}: generating {len(rows)} prompts x {k}, scoring")
                 batch, rewards, columns = self.sample_and_score(rows)         # 2. a group per prompt, 3. rewards
                 rows_data = [self.rows[i] for i in rows]
                 all_rewards, all_columns = self._gather_rewards(rewards, columns)
@@ -387,6 +393,7 @@ class Trainer:
                     samples = _concat(all_gather_objects(samples, self.world))
                 if main:
                     hook.grpo_on_rewards_scored(context=self._context(), step=self.step + 1, rows=samples, trainer=self)
+                self.logger.phase(f"step {self.step + 1}: updating the policy")
                 update = self._update(batch, advantages.to(self.device))      # 5. policy update
                 self.step += 1
 
@@ -394,6 +401,7 @@ class Trainer:
                                         time.perf_counter() - start)
                 every = cfg.logging.eval_every
                 if every and self.eval_rows and (self.step % every == 0 or self.step == g.max_steps):
+                    self.logger.phase(f"step {self.step}: evaluating {len(self.eval_rows)} held-out rows")
                     metrics.update(self._evaluate())
                 self.logger.log(self.step, metrics)
                 self.logger.log_samples(self.step, samples)
@@ -403,10 +411,16 @@ class Trainer:
                 if self.world.enabled and all_reduce(torch.tensor([float(self._stop.is_set())]), self.world,
                                                      "max").item():
                     self._stop.set()  # a SIGINT on any rank: every rank stops after this same step
-                if cfg.checkpoint.every and self.step % cfg.checkpoint.every == 0 and self.step < g.max_steps:
+                if self.step < g.max_steps and self._checkpoint_due():
                     self._checkpoint()
             self._checkpoint()
             self._save_model()
+        except Exception as exc:  # a full disk (not always an OSError): one line saying which checkpoint is good
+            from grpo_core.run_folder.checkpoints import disk_full_error, is_disk_full
+
+            if is_disk_full(exc, self.run_dir):
+                raise disk_full_error(self.run_dir, exc) from exc
+            raise
         finally:
             self._restore_sigint(previous_handler)
             plot = self.logger.close()
@@ -748,8 +762,21 @@ class Trainer:
             out.append(sample)
         return out
 
+    def _checkpoint_due(self) -> bool:
+        """``[checkpoint]``: every ``every`` steps, and once ``every_minutes`` have passed since the last one (or
+        the start); with several processes, when rank 0's clock says so."""
+        ck = self.cfg.checkpoint
+        due = bool(ck.every) and self.step % ck.every == 0
+        since = time.monotonic() - getattr(self, "_last_checkpoint", self._started)
+        due = due or (ck.every_minutes > 0 and since >= ck.every_minutes * 60)
+        if self.world.enabled:  # rank 0's answer on every rank
+            due = bool(all_gather_objects(due, self.world)[0])
+        return due
+
     def _checkpoint(self) -> None:
         from grpo_core.run_folder.checkpoints import rng_state, save_checkpoint
+
+        self._last_checkpoint = time.monotonic()
 
         states = all_gather_objects(rng_state(), self.world) if self.world.enabled else None
         model_state = optimizer_state = None
@@ -805,6 +832,10 @@ class Trainer:
             raise CheckpointError(f"{checkpoint.path} was written by {written_by} process(es); resume it with the "
                                   f"same number (this run has {self.world.size})")
         self.step, self.epoch, self.position = int(state["step"]), int(state["epoch"]), int(state["position"])
+        if self.world.is_main:
+            from grpo_core.run_folder.checkpoints import describe_restored
+
+            print(describe_restored(checkpoint, state), file=sys.stderr, flush=True)
 
     def _save_model(self) -> None:
         from grpo_core.policy.models import save_model

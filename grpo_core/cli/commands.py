@@ -240,7 +240,8 @@ def model_source_problem(cfg: Any) -> str | None:
 
 
 def preflight(cfg: Any, *, resume: bool = False, overwrite: bool = False, all_sources: bool = False,
-              run_folder: bool = True, model: bool = False, outputs: bool = True) -> list[dict[str, Any]] | None:
+              run_folder: bool = True, model: bool = False, outputs: bool = True, data: bool = True
+              ) -> list[dict[str, Any]] | None:
     """What a run would fail on, checked before any model loads: the trackers and the hub push (``outputs``:
     grpo_core.outputs), the run folder (``run_folder``), then every
     row of the training (and held-out) data when it is a local file (any source with ``all_sources``).
@@ -266,7 +267,7 @@ def preflight(cfg: Any, *, resume: bool = False, overwrite: bool = False, all_so
         if resume and cfg.trainer.backend == "grpo_core" and load_latest_checkpoint(cfg.logging.output_dir) is None:
             raise RunFolderError(f"no checkpoint in {checkpoints_dir(cfg.logging.output_dir)}", file="--resume")
     d, rows = cfg.data, None
-    if all_sources or (_is_local(d.source) and (not d.eval_source or _is_local(d.eval_source))):
+    if data and (all_sources or (_is_local(d.source) and (not d.eval_source or _is_local(d.eval_source)))):
         rows, _ = train_eval_rows(d)
         for warning in missing_reward_columns(cfg, rows):
             print(f"warning: {warning}", file=sys.stderr)
@@ -275,18 +276,85 @@ def preflight(cfg: Any, *, resume: bool = False, overwrite: bool = False, all_so
     return rows
 
 
+def key_line(cfg: Any, *key: str) -> int | None:
+    """The line of ``key`` in the run file (None for a dict config or a key it does not hold)."""
+    from grpo_rewards.tomlfile import load_toml
+
+    try:
+        return load_toml(cfg.path).line_of(*key)
+    except Exception:  # noqa: BLE001 (no file to point into: the message names the key alone)
+        return None
+
+
+def hub_dataset_problem(cfg: Any) -> list[tuple[str, str]]:
+    """``(key, why)`` for each hub dataset of ``[data]`` that cannot be fetched, found in seconds (the cache, then
+    a TCP probe of the hub) instead of after ``datasets``' retries."""
+    import os
+
+    from grpo_core.config import SOURCE_SCHEME
+
+    out = []
+    for key in ("source", "eval_source"):
+        source = getattr(cfg.data, key, None)
+        if not source or SOURCE_SCHEME.match(source) or _is_local(source):
+            continue
+        try:
+            from huggingface_hub import scan_cache_dir
+
+            cached = any(r.repo_id == source and r.repo_type == "dataset" for r in scan_cache_dir().repos)
+        except Exception:  # noqa: BLE001 (no cache yet)
+            cached = False
+        if cached:
+            continue
+        if any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
+               for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")):
+            out.append((key, f"hub dataset {source!r} is not in the cache and the hub is switched off (HF_HUB_OFFLINE)"))
+        elif not _hub_reachable():
+            out.append((key, f"hub dataset {source!r} is not in the cache and the hub cannot be reached (offline?)"))
+    return out
+
+
+def run_checks(cfg: Any, *, resume: bool = False, overwrite: bool = False, processes: int = 1,
+               all_sources: bool = False, validate: bool = False, run_folder: bool = True) -> list[dict[str, Any]] | None:
+    """Every check made before any model loads, the same for ``grpo config validate`` (``validate``) and
+    ``grpo train`` (``--dry-run`` too): the engine and process count, the run folder (validate: an earlier run
+    is a warning, as it cannot know --resume or --overwrite), the model (found, a model folder, fetchable), hub
+    datasets reachable, and the data rows when local (any source with ``all_sources``). Returns the training rows
+    when they were loaded. Raises the layer's one-line errors."""
+    from grpo_core.parallel.deepspeed import check_trainable
+    from grpo_core.parallel.distributed import check_world
+    from grpo_core.run_folder.checkpoints import check_run_dir, earlier_run
+    from grpo_rewards.errors import ConfigError, Problem
+
+    check_trainable(cfg)
+    check_world(cfg, processes)
+    if run_folder and not validate:
+        preflight(cfg, resume=resume, overwrite=overwrite, run_folder=True, all_sources=False, data=False)
+    if validate and run_folder:
+        check_run_dir(cfg.logging.output_dir, overwrite=True, file=cfg.path)  # a file in the way, no access
+        if what := earlier_run(cfg.logging.output_dir):
+            print(f"warning: {cfg.path}: logging.output_dir: {cfg.logging.output_dir} holds an earlier run ({what}); "
+                  "`grpo train` will need --resume or --overwrite", file=sys.stderr)
+    outputs_checked = run_folder and not validate  # the trackers and the hub push: checked (and warned about) once
+    rows = None if all_sources else preflight(cfg, run_folder=False, outputs=not outputs_checked)  # local rows first
+    # the hub's reachability (a hub model's, a hub dataset's): the one check left to `grpo train` and --dry-run
+    # (validate reads configs offline too; a model *path* is checked by both, in grpo_core.config)
+    if not validate and (why := model_source_problem(cfg)):
+        raise ConfigError(why, file=cfg.path, key="model.name_or_path")
+    if not validate and (problems := hub_dataset_problem(cfg)):
+        raise ConfigError([Problem(cfg.path, key_line(cfg, "data", key), f"data.{key}", why) for key, why in problems])
+    if all_sources:
+        return preflight(cfg, all_sources=True, run_folder=False, outputs=not outputs_checked)
+    return rows
+
+
 def cmd_config_validate(args: argparse.Namespace) -> int:
     import json
 
     from grpo_core.config import load_config
-    from grpo_core.run_folder.checkpoints import check_run_dir, earlier_run
 
     cfg = load_config(args.config, args.overrides)
-    check_run_dir(cfg.logging.output_dir, overwrite=True, file=cfg.path)  # a file in the way, no access
-    if what := earlier_run(cfg.logging.output_dir):
-        print(f"warning: {cfg.path}: logging.output_dir: {cfg.logging.output_dir} holds an earlier run ({what}); "
-              "`grpo train` will need --resume or --overwrite", file=sys.stderr)
-    rows = preflight(cfg, all_sources=args.check_data, run_folder=False)
+    rows = run_checks(cfg, all_sources=args.check_data, validate=True)
     if rows and args.check_data:
         first = str(rows[0][cfg.data.prompt_field]).replace("\n", " ")
         print(f"data: {len(rows)} rows from {cfg.data.source} [{cfg.data.split}]; columns {', '.join(map(str, rows[0]))}; "
@@ -340,8 +408,7 @@ def memory_estimate(cfg: Any) -> Any:
 def cmd_train(args: argparse.Namespace) -> int:
     from grpo_core.cli.quiet import quiet_libraries
     from grpo_core.config import load_config
-    from grpo_core.parallel.deepspeed import check_trainable
-    from grpo_core.parallel.distributed import check_world, world_from_env
+    from grpo_core.parallel.distributed import world_from_env
     from grpo_rewards.errors import ConfigError
 
     cfg = load_config(args.config, args.overrides)
@@ -359,14 +426,15 @@ def cmd_train(args: argparse.Namespace) -> int:
     if world.enabled and args.nproc > 1:
         raise ConfigError(f"already one of {world.size} processes started by torchrun (WORLD_SIZE is set)",
                           file="--nproc")
-    check_trainable(cfg)  # engine = "deepspeed" without DeepSpeed, or with 4-bit weights: before --nproc starts anything
-    check_world(cfg, max(world.size, args.nproc))
     import os
 
     if world.is_main and not (world.enabled and os.environ.get(LAUNCHED)):  # the launcher said it already
         print(summary(cfg) + (f"; {world.size if world.enabled else args.nproc} processes"
                               if world.enabled or args.nproc > 1 else ""), file=sys.stderr)
-    preflight(cfg, resume=args.resume, overwrite=args.overwrite, model=True, run_folder=world.is_main)
+    # the checks `grpo config validate` makes, with the run folder's --resume/--overwrite rules; before --nproc
+    # starts anything
+    run_checks(cfg, resume=args.resume, overwrite=args.overwrite, processes=max(world.size, args.nproc),
+               run_folder=world.is_main)
     if args.nproc > 1 and not args.dry_run:
         return launch(args)
     if args.dry_run:

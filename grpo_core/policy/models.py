@@ -388,17 +388,20 @@ def _as_published(model: Any, tokenizer: Any) -> Iterator[None]:
 
 def save_model(model: Any, tokenizer: Any, out_dir: str | Path, *, merged: bool = False) -> Path:
     """Write ``out_dir`` loadable by ``from_pretrained``: the adapter (LoRA: ``PeftModel`` /
-    ``AutoPeftModelForCausalLM``) or the full model; ``merged=True`` writes the LoRA-merged full model."""
+    ``AutoPeftModelForCausalLM``) or the full model; ``merged=True`` writes the LoRA-merged full model.
+    Atomic: written beside ``out_dir`` and renamed into place when complete, so a save killed or failing midway
+    (a full disk) leaves no empty or partial ``out_dir`` (an earlier one stays as it was)."""
+    from grpo_core.run_folder.checkpoints import atomic_folder
+
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     model = _unwrap(model)
-    with _as_published(model, tokenizer):
+    with atomic_folder(out) as tmp, _as_published(model, tokenizer):
         if merged and is_peft(model):
-            merged_copy(model).save_pretrained(out)
+            merged_copy(model).save_pretrained(tmp)
         else:
-            model.save_pretrained(out)
+            model.save_pretrained(tmp)
         if tokenizer is not None:
-            tokenizer.save_pretrained(out)
+            tokenizer.save_pretrained(tmp)
     return out
 
 

@@ -14,6 +14,12 @@ Layout of ``RUN_DIR/checkpoints/step-00000010/``::
 A folder named ``step-*`` is complete by construction (the rename is the last thing done), so a run
 killed at any moment resumes from the newest one. Everything loads with ``torch.load(weights_only=True)``.
 
+A full disk (or a file-size limit) while writing a checkpoint, the final model, ``merged/`` or the records is
+a :class:`DiskFullError`, one line naming what could not be written and the last good checkpoint, which stays
+resumable: a checkpoint or model folder is written beside its place and renamed in only when complete
+(:func:`atomic_folder`), and a half-written one is removed. :func:`describe_restored` is the line a resumed run
+prints.
+
 The run folder itself: :func:`check_run_dir` refuses, before anything loads, a folder that is a file, one
 that cannot be written, and one holding an earlier run unless the user asked to continue it (``--resume``)
 or replace it (``--overwrite``, which :func:`clear_run_dir` carries out). Problems are a
@@ -22,12 +28,15 @@ or replace it (``--overwrite``, which :func:`clear_run_dir` carries out). Proble
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import random
 import re
 import shutil
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,6 +56,105 @@ class RunFolderError(UserError):
 
 class CheckpointError(RunFolderError, ValueError):
     """A checkpoint that does not fit the model being resumed (a changed config, another run's folder)."""
+
+
+class DiskFullError(RunFolderError):
+    """No space left (or a file-size limit reached) while writing the run folder; says what stays resumable."""
+
+
+_FULL = {errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)}
+# how writers that do not raise an OSError say it: safetensors (Rust's io error), torch.save's stream writer
+_RUST_FULL = tuple(f"(os error {n})" for n in sorted(_FULL))
+_NO_ERRNO = ("file write failed", "unexpected pos")
+
+
+def _chain(exc: BaseException | None) -> Iterator[BaseException]:
+    while exc is not None:
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
+def _free_bytes(folder: str | Path) -> int | None:
+    folder = Path(folder)
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def is_disk_full(exc: BaseException, run_dir: str | Path | None = None) -> bool:
+    """Whether ``exc`` (or what it was raised from) is a full disk, a quota or a file-size limit. A write error
+    that carries no errno (torch.save's) counts when ``run_dir``'s file system has less than 1 MiB free."""
+    for inner in _chain(exc):
+        if isinstance(inner, OSError) and inner.errno in _FULL:
+            return True
+        if any(code in str(inner) for code in _RUST_FULL):
+            return True
+        if run_dir is not None and any(t in str(inner) for t in _NO_ERRNO):
+            free = _free_bytes(run_dir)
+            if free is not None and free < 2**20:
+                return True
+    return False
+
+
+def disk_full_error(run_dir: str | Path, exc: BaseException) -> DiskFullError:
+    """The one line a full disk gets: what failed, and the newest complete checkpoint to resume from."""
+    inner = next((e for e in _chain(exc) if isinstance(e, OSError) and e.errno in _FULL), exc)
+    if isinstance(inner, OSError) and inner.strerror:
+        what = inner.strerror + (f" writing {inner.filename}" if inner.filename else "")
+    else:
+        what = str(inner).strip().splitlines()[-1] if str(inner).strip() else type(inner).__name__
+    latest = load_latest_checkpoint(run_dir)
+    resume = (f"the last good checkpoint, {latest.path} (step {latest.step}), is intact: free space and continue "
+              "with --resume" if latest is not None else "no checkpoint had been written yet: free space and start again")
+    return DiskFullError(f"disk full ({what}); {resume}", file=str(run_dir))
+
+
+@contextlib.contextmanager
+def atomic_folder(final: str | Path) -> Iterator[Path]:
+    """Yield a temporary folder beside ``final``; when the block ends normally it replaces ``final`` in one rename
+    (an existing ``final`` is moved aside first and removed after). On an error the temporary folder is removed and
+    ``final`` is left as it was; a process killed inside the block leaves only ``.tmp-<name>-<pid>``, which no reader
+    takes for the folder and the next write of it removes."""
+    final = Path(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    for stale in final.parent.glob(f".tmp-{final.name}-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    tmp = final.parent / f".tmp-{final.name}-{os.getpid()}"
+    tmp.mkdir()
+    try:
+        yield tmp
+        _fsync_tree(tmp)
+        if final.exists():
+            old = final.parent / f".old-{final.name}-{os.getpid()}"
+            final.rename(old)
+            tmp.rename(final)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            tmp.rename(final)
+        _fsync_dir(final.parent)
+    except BaseException as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if is_disk_full(exc, final.parent):  # say which folder could not be written (safetensors does not)
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(final)) from exc
+        raise
+
+
+def _fsync_dir(folder: Path) -> None:
+    dir_fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def describe_restored(checkpoint: Checkpoint, state: dict[str, Any]) -> str:
+    """The line a resumed run prints: which checkpoint, which step, where in the data."""
+    return (f"resumed from {checkpoint.path} at step {int(state['step'])} (epoch {int(state.get('epoch', 0))}, "
+            f"row {int(state.get('position', 0))} of its order)")
 
 
 @dataclass(frozen=True)
@@ -177,43 +285,26 @@ def save_checkpoint(
     from safetensors.torch import save_file
 
     root = checkpoints_dir(run_dir)
-    root.mkdir(parents=True, exist_ok=True)
     final = root / f"step-{step:08d}"
-    tmp = root / f".tmp-step-{step:08d}-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    source = _trainable(model) if model_state is None else {n: model_state[n] for n in _trainable(model)}
-    weights = {n: p.detach().to("cpu").contiguous() for n, p in source.items()}
-    save_file(weights, tmp / "weights.safetensors")
-    if hasattr(model, "peft_config") and hasattr(model, "save_pretrained"):
-        model.save_pretrained(tmp / "adapter", **({} if model_state is None else {"state_dict": model_state}))
-    torch.save(optimizer.state_dict() if optimizer_state is None else optimizer_state, tmp / "optimizer.pt")
-    if scheduler is not None:
-        torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
-    torch.save(rank_rng[0] if rank_rng else rng_state(), tmp / "rng.pt")
-    for rank, rank_state in enumerate(rank_rng or []):
-        if rank:
-            torch.save(rank_state, tmp / f"rng-rank{rank}.pt")
-    torch.save({**(state or {}), "step": step}, tmp / "state.pt")
-    (tmp / "meta.json").write_text(json.dumps({"step": step, "time": time.time()}) + "\n")
-    _fsync_tree(tmp)
-    if final.exists():  # the same step written twice (e.g. SIGINT right after a periodic save)
-        old = root / f".old-{final.name}-{os.getpid()}"
-        final.rename(old)
-        tmp.rename(final)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        tmp.rename(final)
-    dir_fd = os.open(root, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    with atomic_folder(final) as tmp:
+        source = _trainable(model) if model_state is None else {n: model_state[n] for n in _trainable(model)}
+        weights = {n: p.detach().to("cpu").contiguous() for n, p in source.items()}
+        save_file(weights, tmp / "weights.safetensors")
+        if hasattr(model, "peft_config") and hasattr(model, "save_pretrained"):
+            model.save_pretrained(tmp / "adapter", **({} if model_state is None else {"state_dict": model_state}))
+        torch.save(optimizer.state_dict() if optimizer_state is None else optimizer_state, tmp / "optimizer.pt")
+        if scheduler is not None:
+            torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
+        torch.save(rank_rng[0] if rank_rng else rng_state(), tmp / "rng.pt")
+        for rank, rank_state in enumerate(rank_rng or []):
+            if rank:
+                torch.save(rank_state, tmp / f"rng-rank{rank}.pt")
+        torch.save({**(state or {}), "step": step}, tmp / "state.pt")
+        (tmp / "meta.json").write_text(json.dumps({"step": step, "time": time.time()}) + "\n")
     for old in list_checkpoints(run_dir)[:-keep_last] if keep_last > 0 else []:
         shutil.rmtree(old.path, ignore_errors=True)
     for stale in root.glob(".tmp-step-*"):  # left by a run killed mid-write
-        if stale != tmp:
-            shutil.rmtree(stale, ignore_errors=True)
+        shutil.rmtree(stale, ignore_errors=True)
     return final
 
 

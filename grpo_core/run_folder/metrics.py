@@ -2,9 +2,11 @@
 rich progress bar, the curves PNG at the end; the experiment trackers of ``logging.report_to`` too
 (grpo_core.outputs.trackers: a named one that cannot start is a ``ConfigError`` before anything is written).
 
-``MetricsLogger(run_dir, logging_cfg, total_steps=..., start_step=...)``
+``MetricsLogger(run_dir, logging_cfg, total_steps=..., start_step=..., console=None)``
     ``.log(step, metrics)``        one JSON line ``{"step", "time", **metrics}`` every ``log_every`` steps
-                                   (non-finite values become ``null``), and the progress bar moves;
+                                   (non-finite values become ``null``), and the console moves: the bar on a
+                                   terminal, one plain line per logged step elsewhere (grpo_core.run_folder.progress);
+    ``.phase(text)``               what the step in progress is doing (generating, updating, ...), on a terminal;
     ``.log_samples(step, rows)``   every ``sample_every`` steps, the first ``num_samples`` rows (prompt,
                                    completion, each reward's score) to ``samples.jsonl`` and the console;
     ``.close()``                   stops the bar, closes the files, draws ``curves.png`` (``plot = true``).
@@ -33,8 +35,6 @@ log = logging.getLogger("grpo.metrics")
 METRICS_FILE = "metrics.jsonl"
 SAMPLES_FILE = "samples.jsonl"
 CONFIG_FILE = "config.json"
-# shown next to the progress bar when present, in this order
-PROGRESS_KEYS = ("reward/mean", "reward", "kl", "completion_length/mean", "tokens_per_s", "step_time")
 
 
 def _clean(value: Any) -> Any:
@@ -151,7 +151,8 @@ class MetricsLogger:
     """See the module docs."""
 
     def __init__(self, run_dir: str | Path, logging_cfg: LoggingConfig, *, total_steps: int | None = None,
-                 start_step: int = 0, config: dict[str, Any] | None = None, overwrite: bool = False):
+                 start_step: int = 0, config: dict[str, Any] | None = None, overwrite: bool = False,
+                 console: Any = None):
         from grpo_core.run_folder.checkpoints import RunFolderError, check_run_dir
         from grpo_rewards.files import atomic_write
 
@@ -177,33 +178,44 @@ class MetricsLogger:
         if config is not None:  # the resolved run config, for reproducing the run
             with atomic_write(self.run_dir / CONFIG_FILE) as fh:
                 fh.write(json.dumps(config, indent=2, default=str) + "\n")
-        self._metrics = open(self.metrics_path, mode, encoding="utf-8")  # noqa: SIM115 (open for the run)
-        self._samples = open(self.samples_path, mode, encoding="utf-8")  # noqa: SIM115
+        if mode == "w":  # emptied, then appended to (O_APPEND: each line lands at the end, whoever else wrote)
+            for path in (self.metrics_path, self.samples_path):
+                path.write_text("", encoding="utf-8")
+        self._metrics = open(self.metrics_path, "a", encoding="utf-8")  # noqa: SIM115 (open for the run)
+        self._samples = open(self.samples_path, "a", encoding="utf-8")  # noqa: SIM115
         self._closed = False
         self._progress: Any = None
-        self._task: Any = None
         if logging_cfg.progress:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+            from grpo_core.run_folder.progress import ConsoleProgress
 
-            self._progress = Progress(TextColumn("[bold]GRPO"), BarColumn(), MofNCompleteColumn(),
-                                      TimeRemainingColumn(), TextColumn("{task.fields[info]}"), transient=False)
-            self._progress.start()
-            self._task = self._progress.add_task("train", total=total_steps, completed=start_step, info="")
+            self._progress = ConsoleProgress(total_steps, start_step, console)
 
     def console_print(self, *objects: Any) -> None:
         if self._progress is not None:
-            self._progress.console.print(*objects)
+            self._progress.print(*objects)
+
+    def phase(self, text: str) -> None:
+        """What the step in progress is doing now (shown with its running time on a terminal)."""
+        if self._progress is not None:
+            self._progress.phase(text)
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:
         clean = {k: _clean(v) for k, v in metrics.items()}
-        if step % self.cfg.log_every == 0 or step == self.total_steps:
-            self._metrics.write(json.dumps({"step": step, "time": time.time(), **clean}) + "\n")
-            self._metrics.flush()
+        logged = step % self.cfg.log_every == 0 or step == self.total_steps
+        if logged:
+            self._write(self._metrics, json.dumps({"step": step, "time": time.time(), **clean}) + "\n")
             self._trackers.log(step, clean)
         if self._progress is not None:
-            info = "  ".join(f"{k}={clean[k]:.4g}" for k in PROGRESS_KEYS
-                             if isinstance(clean.get(k), (int, float)))
-            self._progress.update(self._task, completed=step, info=info)
+            self._progress.update(step, clean, logged)
+
+    @staticmethod
+    def _write(fh: Any, text: str) -> None:
+        """Append ``text`` and flush; a failure (a full disk) names the file."""
+        try:
+            fh.write(text)
+            fh.flush()
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, fh.name) from exc
 
     def should_sample(self, step: int) -> bool:
         return self.cfg.num_samples > 0 and step % self.cfg.sample_every == 0
@@ -213,9 +225,8 @@ class MetricsLogger:
         if not self.should_sample(step):
             return
         rows = rows[: self.cfg.num_samples]
-        for row in rows:
-            self._samples.write(json.dumps({"step": step, **_clean(row)}, default=str) + "\n")
-        self._samples.flush()
+        self._write(self._samples, "".join(json.dumps({"step": step, **_clean(row)}, default=str) + "\n"
+                                           for row in rows))
         if self._progress is not None and rows:
             for i, row in enumerate(rows):
                 self.console_print(render_sample(step, i, row))
@@ -227,8 +238,11 @@ class MetricsLogger:
         self._closed = True
         if self._progress is not None:
             self._progress.stop()
-        self._metrics.close()
-        self._samples.close()
+        for fh in (self._metrics, self._samples):
+            try:
+                fh.close()
+            except OSError as exc:  # a full disk: what the run was doing when it hit it is what gets reported
+                log.warning("could not finish %s: %s", fh.name, exc)
         self._trackers.finish()
         if self.cfg.plot and read_jsonl(self.metrics_path):
             from grpo_core.run_folder.plotting import plot_run
@@ -236,7 +250,7 @@ class MetricsLogger:
 
             try:
                 return plot_run(self.run_dir)
-            except UserError as exc:  # nothing numeric logged: the run itself is fine
+            except (UserError, OSError) as exc:  # nothing numeric logged, or no room: the run itself is fine
                 log.warning("no curves drawn: %s", exc)
         return None
 
