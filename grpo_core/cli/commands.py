@@ -19,7 +19,22 @@ import argparse
 import sys
 from typing import Any
 
+from grpo_core.config import SECTIONS, SOURCE_SCHEME, load_config, looks_local
+from grpo_core.data import missing_reward_columns, train_eval_rows
+from grpo_core.reward_signal import measure_signal, no_signal, signal_table
+from grpo_core.run_folder.checkpoints import (
+    CheckpointError,
+    RunFolderError,
+    check_run_dir,
+    checkpoints_dir,
+    clear_run_dir,
+    earlier_run,
+    load_latest_checkpoint,
+)
+from grpo_core.run_folder.plotting import plot_run
+from grpo_rewards.errors import ConfigError, UserError
 from grpo_rewards.hookspecs import hookimpl
+from grpo_rewards.plugins import get_registry
 
 
 def _add_overrides(p: argparse.ArgumentParser) -> None:
@@ -172,8 +187,6 @@ def summary(cfg: Any) -> str:
 def _is_local(source: str | None) -> bool:
     from pathlib import Path
 
-    from grpo_core.config import SOURCE_SCHEME
-
     return bool(source) and not SOURCE_SCHEME.match(source) and Path(source).expanduser().exists()
 
 
@@ -205,8 +218,6 @@ def model_source_problem(cfg: Any) -> str | None:
     folder, not in the Hugging Face cache, and the hub offline (``HF_HUB_OFFLINE``) or unreachable."""
     import os
     from pathlib import Path
-
-    from grpo_core.config import looks_local
 
     m = cfg.model
     if not m.name_or_path or Path(m.name_or_path).expanduser().exists() or getattr(m, "gguf_file", None):
@@ -240,14 +251,6 @@ def preflight(cfg: Any, *, resume: bool = False, overwrite: bool = False, all_so
     row of the training (and held-out) data when it is a local file (any source with ``all_sources``).
     With ``model``, also whether the model can be fetched at all (:func:`model_source_problem`).
     Raises the layer's error; returns the training rows when they were loaded."""
-    from grpo_core.data import missing_reward_columns, train_eval_rows
-    from grpo_core.run_folder.checkpoints import (
-        RunFolderError,
-        check_run_dir,
-        checkpoints_dir,
-        load_latest_checkpoint,
-    )
-    from grpo_rewards.errors import ConfigError
 
     if run_folder:
         check_run_dir(cfg.logging.output_dir, resume=resume, overwrite=overwrite, file=cfg.path)
@@ -265,9 +268,6 @@ def preflight(cfg: Any, *, resume: bool = False, overwrite: bool = False, all_so
 
 def cmd_config_validate(args: argparse.Namespace) -> int:
     import json
-
-    from grpo_core.config import load_config
-    from grpo_core.run_folder.checkpoints import check_run_dir, earlier_run
 
     cfg = load_config(args.config, args.overrides)
     check_run_dir(cfg.logging.output_dir, overwrite=True, file=cfg.path)  # a file in the way, no access
@@ -300,7 +300,7 @@ def memory_estimate(cfg: Any) -> Any:
     except (OSError, ValueError) as exc:
         raise OSError(f"model.name_or_path: cannot fetch the config of {m.name_or_path!r} (offline, or no such "
                       f"model?): {_first_line(exc)}") from None
-    from grpo_core.policy.memory_model import estimate_peak_memory
+    from grpo_core.policy.memory_model import estimate_peak_memory  # torch: loaded when the command runs
 
     dtype = cfg.quantization.compute_dtype if m.dtype == "auto" and cfg.quantization.load_in_4bit else m.dtype
     if dtype == "auto":
@@ -326,10 +326,11 @@ def memory_estimate(cfg: Any) -> Any:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from grpo_core.config import load_config
-    from grpo_core.parallel.deepspeed import check_trainable
-    from grpo_core.parallel.distributed import check_world, world_from_env
-    from grpo_rewards.errors import ConfigError
+    from grpo_core.parallel.deepspeed import check_trainable  # torch: loaded when the command runs
+    from grpo_core.parallel.distributed import (  # torch: loaded when the command runs
+        check_world,
+        world_from_env,
+    )
 
     cfg = load_config(args.config, args.overrides)
     world = world_from_env()
@@ -337,7 +338,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         import signal
         import threading
 
-        from grpo_core.parallel.distributed import die_with_parent
+        from grpo_core.parallel.distributed import die_with_parent  # torch: loaded when the command runs
 
         die_with_parent()
         if threading.current_thread() is threading.main_thread():
@@ -371,8 +372,6 @@ def cmd_train(args: argparse.Namespace) -> int:
                   "own memory path (TRL: its fused LM head, no micro_batch_tokens slices, no MLP tiles)",
                   file=sys.stderr)
         return 0
-    from grpo_core.run_folder.checkpoints import CheckpointError, clear_run_dir
-    from grpo_rewards.plugins import get_registry
 
     if args.overwrite and world.is_main:  # before rank 0 builds its model: no rank has written anything yet
         clear_run_dir(cfg.logging.output_dir)
@@ -384,8 +383,6 @@ def cmd_train(args: argparse.Namespace) -> int:
     except (OSError, ImportError) as exc:
         return _error(_first_line(exc))
     except ValueError as exc:  # a rule that needs the loaded model, naming its config key
-        from grpo_core.config import SECTIONS
-        from grpo_rewards.errors import ConfigError, UserError
 
         if isinstance(exc, UserError):  # a DataError: already one line per problem
             raise
@@ -411,9 +408,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def cmd_signal(args: argparse.Namespace) -> int:
     """``grpo signal CONFIG``: grpo_core.reward_signal's table; exit 1 when no reward varies in any group."""
-    from grpo_core.config import load_config
-    from grpo_core.reward_signal import measure_signal, no_signal, signal_table
-    from grpo_core.trainer import Trainer
+    from grpo_core.trainer import Trainer  # torch: loaded when the command runs
 
     cfg = load_config(args.config, args.overrides)
     preflight(cfg, model=True, run_folder=False)
@@ -431,8 +426,6 @@ def cmd_signal(args: argparse.Namespace) -> int:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    from grpo_core.run_folder.plotting import plot_run
-
     out = plot_run(args.run_dir, args.out, warn=lambda line: print(f"warning: {line}", file=sys.stderr))
     print(out)
     return 0

@@ -1,6 +1,7 @@
 """Generation: prompts in, a group of completions per prompt out (:class:`Generation`).
 
 ``transformers_backend``  the backend protocol, :class:`Generation`, and the ``transformers`` backend
+``transformers_support``  the ``transformers`` backend's config checks (no torch)
 ``group_sampling``        plain temperature sampling with each prompt prefilled once for its group
 ``vllm``                  the ``vllm`` backend, colocated or against a ``vllm serve`` server
 

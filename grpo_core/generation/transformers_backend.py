@@ -36,6 +36,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
+from grpo_core.generation.group_sampling import sample_groups
+from grpo_core.policy.lean_lora import lean_lora
+from grpo_core.policy.models import compute_dtype
+from grpo_rewards.plugins import get_registry
+
 if TYPE_CHECKING:
     from grpo_core.config import RunConfig
 
@@ -146,8 +151,6 @@ def clean_generation_config(model: Any, eos_ids: list[int], pad_id: int) -> Iter
 
 def sampling_autocast(model: Any) -> Any:
     """The autocast the policy's forwards run under (``models.compute_dtype``), or a null context."""
-    from grpo_core.policy.models import compute_dtype
-
     dtype = compute_dtype(model)
     if dtype is None:
         return contextlib.nullcontext()
@@ -183,8 +186,6 @@ class TransformersBackend:
 
     @torch.no_grad()
     def generate(self, prompts: list[str], num_generations: int, *, greedy: bool = False) -> Generation:
-        from grpo_core.policy.lean_lora import lean_lora
-
         prompt_ids, prompt_mask = self._tokenize(prompts)
         plain = greedy or (self.gen.top_p == 1 and self.gen.top_k == 0 and self.gen.repetition_penalty == 1)
         if plain and self.shared_prefill:
@@ -210,9 +211,6 @@ class TransformersBackend:
 
     def _sample_groups(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, k: int,
                        greedy: bool) -> Generation | None:
-        from grpo_core.generation.group_sampling import sample_groups
-        from grpo_core.policy.lean_lora import lean_lora
-
         was_training = self.model.training
         self.model.eval()
         try:
@@ -248,7 +246,5 @@ def make_transformers_backend(config: RunConfig, model: Any, tokenizer: Any) -> 
 def build_backend(config: RunConfig, model: Any, tokenizer: Any, registry: Any = None) -> GenerationBackend:
     """The backend named by ``[generation] backend``, from the plugin registry."""
     if registry is None:
-        from grpo_rewards.plugins import get_registry
-
         registry = get_registry()
     return registry.get("generation_backends", config.generation.backend)(config, model, tokenizer)

@@ -32,12 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grpo_core.run_folder.layout import CHECKPOINTS, RECORDS, REPLACED
 from grpo_rewards.errors import UserError
 
-CHECKPOINTS = "checkpoints"
 _NAME = re.compile(r"^step-(\d+)$")
-RECORDS = ("metrics.jsonl", "samples.jsonl")  # a run's records: non-empty means a run was there
-REPLACED = (*RECORDS, "config.json", "curves.png")  # what --overwrite removes, with the checkpoints
 
 
 class RunFolderError(UserError):

@@ -24,14 +24,17 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from grpo_core.run_folder.checkpoints import RunFolderError, check_run_dir
+from grpo_core.run_folder.layout import CONFIG_FILE, METRICS_FILE, SAMPLES_FILE, read_jsonl
+from grpo_core.run_folder.plotting import plot_run
+from grpo_rewards.errors import UserError
+from grpo_rewards.files import atomic_write
+
 if TYPE_CHECKING:
     from grpo_core.config import LoggingConfig
 
 log = logging.getLogger("grpo.metrics")
 
-METRICS_FILE = "metrics.jsonl"
-SAMPLES_FILE = "samples.jsonl"
-CONFIG_FILE = "config.json"
 # shown next to the progress bar when present, in this order
 PROGRESS_KEYS = ("reward/mean", "reward", "kl", "completion_length/mean", "tokens_per_s", "step_time")
 
@@ -49,40 +52,10 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def read_jsonl(path: str | Path, problems: list[str] | None = None) -> list[dict[str, Any]]:
-    """Records (JSON objects) of a JSONL file. A torn last line (a run killed mid-write) is skipped quietly;
-    any other line that is not a JSON object is skipped and described in ``problems`` when given."""
-    from grpo_rewards.errors import UserError
-    from grpo_rewards.files import read_bytes, text_lines
-
-    path = Path(path)
-    if not path.exists():
-        return []
-    data = read_bytes(path, UserError)
-    torn = not data.endswith(b"\n")
-    lines = list(text_lines(data))
-    records = []
-    for number, line, undecodable in lines:
-        why = undecodable
-        if line is not None and line.strip():
-            try:
-                record = json.loads(line)
-                why = "" if isinstance(record, dict) else f"not a JSON object ({type(record).__name__})"
-            except (json.JSONDecodeError, RecursionError):
-                why = "invalid JSON"
-            if not why:
-                records.append(record)
-        if why and problems is not None and not (torn and number == len(lines)):
-            problems.append(f"{path}:{number}: {why}; line skipped")
-    return records
-
-
 def truncate_after(path: Path, step: int) -> None:
     """Keep only the records of ``path`` with ``record["step"] <= step`` (atomic rewrite)."""
     if not path.exists():
         return
-    from grpo_rewards.files import atomic_write
-
     kept = [r for r in read_jsonl(path) if isinstance(r.get("step", 0), (int, float)) and r.get("step", 0) <= step]
     with atomic_write(path) as fh:
         fh.write("".join(json.dumps(r) + "\n" for r in kept))
@@ -147,9 +120,6 @@ class MetricsLogger:
 
     def __init__(self, run_dir: str | Path, logging_cfg: LoggingConfig, *, total_steps: int | None = None,
                  start_step: int = 0, config: dict[str, Any] | None = None, overwrite: bool = False):
-        from grpo_core.run_folder.checkpoints import RunFolderError, check_run_dir
-        from grpo_rewards.files import atomic_write
-
         self.run_dir = Path(run_dir)
         if start_step == 0 and not overwrite:
             check_run_dir(self.run_dir)
@@ -253,9 +223,6 @@ class MetricsLogger:
         if self._tb is not None:
             self._tb.close()
         if self.cfg.plot and read_jsonl(self.metrics_path):
-            from grpo_core.run_folder.plotting import plot_run
-            from grpo_rewards.errors import UserError
-
             try:
                 return plot_run(self.run_dir)
             except UserError as exc:  # nothing numeric logged: the run itself is fine
