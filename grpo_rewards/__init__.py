@@ -18,7 +18,7 @@ from grpo_rewards.contract import RewardError, SafeReward
 from grpo_rewards.extraction import extract_answer
 from grpo_rewards.hookspecs import hookimpl, hookspec
 from grpo_rewards.plugins import PluginError, Registry, get_registry, load_registry
-from grpo_rewards.reward_config import load_rewards, rewards_from_doc
+from grpo_rewards.reward_config import checked_reward, load_rewards, rewards_from_doc
 from grpo_rewards.specs import RewardFunction, RewardSpec, VerifierSpec
 from grpo_rewards.tomlfile import ConfigError
 from grpo_rewards.verdict import Status, Verdict, reward_from_verifier
@@ -32,8 +32,6 @@ def reward(name: str, *, registry: Registry | None = None, **params: Any) -> Rew
     (default: the process-wide one, every installed plugin) is where ``name`` is looked up, e.g.
     ``load_registry(only=["my-plugin"])``: tests and embedding need no monkeypatching.
     """
-    from grpo_rewards.reward_config import checked_reward
-
     return checked_reward(name, params, registry or get_registry())
 
 

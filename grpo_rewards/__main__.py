@@ -1,5 +1,5 @@
 """``python -m grpo_rewards`` runs the ``grpo`` command line."""
 
-from grpo_rewards.cli import main
+from grpo_rewards.command_line import main
 
 raise SystemExit(main())

@@ -29,7 +29,7 @@ Failures
 Timeouts
     Every call has a deadline (``timeout``, :data:`DEFAULT_TIMEOUT` seconds unless set).
     A reward that pickles runs in its own worker process
-    (:class:`~grpo_rewards.reward_worker.RewardWorker`), which is killed at the deadline
+    (:class:`~grpo_rewards.reward_worker.RewardWorker`, on :mod:`grpo_rewards.isolation`), which is killed at the deadline
     and restarted for the next call, so a hang in any code (a regex, a C extension) costs
     one timeout, never the run. A reward that does not pickle (a closure, a lambda, or
     anything defined in ``__main__``) cannot be moved to a process: it runs in a thread
@@ -41,21 +41,22 @@ Timeouts
 
 from __future__ import annotations
 
-import decimal
-import inspect
 import logging
 import math
-import numbers
-import os
 import threading
 import time
-import traceback
 from collections.abc import Callable
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from grpo_rewards.reward_worker import RewardWorker, WorkerFailed, pickled_or_none
+from grpo_rewards.batch_outcome import BatchOutcome, describe_exception, score_batch, to_score
+from grpo_rewards.isolation.failed import WorkerFailed
+from grpo_rewards.isolation.process import pickled_or_none
+from grpo_rewards.isolation.thread import ThreadRunner
+from grpo_rewards.reward_worker import RewardWorker
+
+__all__ = ["DEFAULT_MAX_CONSECUTIVE_FAILURES", "DEFAULT_TIMEOUT", "ON_ERROR", "BatchOutcome", "RewardError",
+           "RewardStats", "SafeReward", "score_batch", "to_score"]  # the batch_outcome names importable here as before
 
 log = logging.getLogger("grpo.rewards")
 
@@ -78,145 +79,6 @@ class RewardStats:
     consecutive_failures: int = 0  # calls in a row that scored no row at all
     last_failure: str = ""
     failure_kinds: dict[str, int] = field(default_factory=dict)
-
-
-# ------------------------------------------------------------------ scoring one batch ----
-
-
-@dataclass
-class BatchOutcome:
-    """What one call produced: ``values`` (one per row), or a whole-call failure (``kind``, ``message``).
-
-    ``row_failures`` maps a row to why it has no score (it raised on its own, or its value
-    was not a finite number); ``where`` is ``file:line`` of the first exception raised.
-    """
-
-    values: list[float | None] | None
-    kind: str = ""
-    message: str = ""
-    where: str = ""
-    row_failures: dict[int, tuple[str, str]] = field(default_factory=dict)  # row -> (kind, why)
-
-
-def to_score(value: Any) -> float | None:
-    """A reward's value for one row as a float (or None); ``ValueError`` for anything else or non-finite."""
-    if value is None:
-        return None
-    if isinstance(value, (numbers.Real, decimal.Decimal)):
-        out = float(value)
-    elif _is_scalar_like(value):  # a 0-d or one-element tensor/array
-        item = value.item()
-        if not isinstance(item, (numbers.Real, decimal.Decimal)):
-            raise ValueError(repr(value))
-        out = float(item)
-    else:
-        raise ValueError(repr(value))
-    if not math.isfinite(out):
-        raise ValueError(repr(value))
-    return out
-
-
-def _is_scalar_like(value: Any) -> bool:
-    """A one-element tensor or array (``torch.tensor(1.0)``, ``np.array([1.0])``)."""
-    if isinstance(value, (str, bytes)) or not callable(getattr(value, "item", None)):
-        return False
-    size = getattr(value, "numel", None) or getattr(value, "size", None)
-    try:
-        return (size() if callable(size) else size) == 1
-    except Exception:  # noqa: BLE001
-        return False
-
-
-def _as_list(result: Any) -> list[Any]:
-    if isinstance(result, (str, bytes, dict)) or not hasattr(result, "__iter__"):
-        raise TypeError(type(result).__name__)
-    if getattr(result, "ndim", 1) == 0:  # a 0-d tensor/array is one number, not a list
-        raise TypeError(type(result).__name__)
-    return list(result)
-
-
-def _row_columns(columns: dict[str, Any], i: int, n: int) -> dict[str, Any]:
-    """Row ``i`` of every per-row column (a sequence of length ``n``); other keyword values as they are."""
-    out = {}
-    for key, value in columns.items():
-        if not isinstance(value, (str, bytes, dict)) and hasattr(value, "__getitem__") and _len(value) == n:
-            out[key] = value[i : i + 1]
-        else:
-            out[key] = value
-    return out
-
-
-def _len(value: Any) -> int | None:
-    try:
-        return len(value)
-    except TypeError:
-        return None
-
-
-def _where(exc: BaseException, fn: Any) -> str:
-    """``file:line`` where ``exc`` was raised: the deepest frame in the reward's own file if any."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    frames = [f for f in frames if f.filename != __file__]
-    if not frames:
-        return ""
-    try:
-        source = inspect.getsourcefile(fn if inspect.isfunction(fn) else type(fn)) or ""
-    except (TypeError, OSError):
-        source = ""
-    source = os.path.realpath(source) if source else ""
-    own = [f for f in frames if source and os.path.realpath(f.filename) == source]
-    frame = (own or frames)[-1]
-    return f"{frame.filename}:{frame.lineno}"
-
-
-def _describe(exc: BaseException) -> str:
-    return f"raised {type(exc).__name__}: {exc}"
-
-
-def score_batch(fn: Callable[..., Any], completions: list[Any], columns: dict[str, Any]) -> BatchOutcome:
-    """Call ``fn`` on the batch, retrying row by row if it raises; values converted by :func:`to_score`."""
-    n = len(completions)
-    try:
-        result = fn(completions, **columns)
-    except Exception as exc:  # noqa: BLE001 - retried row by row below
-        if n <= 1:
-            return BatchOutcome(None, "exception", _describe(exc), _where(exc, fn))
-        return _row_by_row(fn, completions, columns, exc)
-    try:
-        raw = _as_list(result)
-    except TypeError:
-        return BatchOutcome(None, "type", f"returned {type(result).__name__}, expected a list of {n} numbers or None")
-    if len(raw) != n:
-        return BatchOutcome(None, "length", f"returned {len(raw)} scores for {n} completions")
-    outcome = BatchOutcome([None] * n)
-    assert outcome.values is not None
-    for i, value in enumerate(raw):
-        try:
-            outcome.values[i] = to_score(value)
-        except ValueError as exc:
-            outcome.row_failures[i] = ("value", str(exc))
-    return outcome
-
-
-def _row_by_row(fn: Callable[..., Any], completions: list[Any], columns: dict[str, Any], first: Exception) -> BatchOutcome:
-    n = len(completions)
-    outcome = BatchOutcome([None] * n, where=_where(first, fn))
-    assert outcome.values is not None
-    for i in range(n):
-        try:
-            raw = _as_list(fn(completions[i : i + 1], **_row_columns(columns, i, n)))
-            if len(raw) != 1:
-                raise ValueError(f"returned {len(raw)} scores for 1 completion")
-        except Exception as exc:  # noqa: BLE001 - this row alone fails
-            outcome.row_failures[i] = ("exception", _describe(exc))
-            continue
-        try:
-            outcome.values[i] = to_score(raw[0])
-        except ValueError as exc:
-            outcome.row_failures[i] = ("value", str(exc))
-    if len(outcome.row_failures) == n and all(k == "exception" for k, _ in outcome.row_failures.values()):
-        return BatchOutcome(None, "exception", _describe(first), outcome.where)
-    return outcome
 
 
 # ------------------------------------------------------------------ the wrapper ----
@@ -261,7 +123,7 @@ class SafeReward:
         self.isolation = "process" if payload is not None else "thread"
         self._worker = RewardWorker(payload, self.__name__) if payload is not None else None
         self._metrics: dict[str, Any] = {}
-        self._running: Future[Any] | None = None
+        self._thread = ThreadRunner(f"reward-{self.__name__}")
         self._logged: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
 
@@ -375,23 +237,10 @@ class SafeReward:
         return self._in_thread(completions, columns)
 
     def _in_thread(self, completions: list[Any], columns: dict[str, Any]) -> BatchOutcome:
-        if self._running is not None and not self._running.done():
-            return BatchOutcome(None, "timeout", "still running from an earlier call that timed out "
-                                "(it does not pickle, so it runs in a thread that cannot be stopped)")
-        future: Future[BatchOutcome] = Future()
-
-        def target() -> None:
-            try:
-                future.set_result(score_batch(self.fn, completions, columns))
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller
-                future.set_exception(exc)
-
-        threading.Thread(target=target, name=f"reward-{self.__name__}", daemon=True).start()
         try:
-            return future.result(timeout=self.timeout)
-        except TimeoutError:
-            self._running = future
-            return BatchOutcome(None, "timeout", f"took longer than {self.timeout:g}s (it does not pickle, so it "
-                                "runs in a thread that cannot be stopped)")
+            return self._thread.call(score_batch, self.fn, completions, columns, timeout=self.timeout)
+        except WorkerFailed as failed:
+            return BatchOutcome(None, "timeout", f"{failed.message} (it does not pickle, so it runs in a thread "
+                                "that cannot be stopped)")
         except BaseException as exc:  # noqa: BLE001 - e.g. SystemExit from the reward
-            return BatchOutcome(None, "exception", _describe(exc))
+            return BatchOutcome(None, "exception", describe_exception(exc))

@@ -21,9 +21,9 @@ it once per thing they add; the plugin manager records which distribution
 registered what, so that ``grpo plugins`` can list it and two plugins claiming
 one name is an error naming both.
 
-Every hook is called through :attr:`grpo_rewards.plugins.Registry.hook`, one
-implementation at a time: one that raises is logged once with its file:line and
-skipped, and the others still run (``--strict-plugins`` makes it fatal). A registration
+Every hook is called through :attr:`grpo_rewards.plugins.Registry.hook` (pluggy's relay, each
+implementation wrapped when its plugin registers): one that raises is logged once with its
+file:line and skipped, and the others still run (``--strict-plugins`` makes it fatal). A registration
 hook that raises, or registers something malformed, makes its plugin fail as a whole
 (none of its registrations are kept). Hook wrappers are not supported.
 """

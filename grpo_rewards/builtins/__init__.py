@@ -1,1 +1,1 @@
-"""The built-in rewards and verifiers, one module each; registered by :mod:`grpo_rewards.builtins.plugin`."""
+"""The built-in rewards and verifiers, one module each; registered by :mod:`grpo_rewards.builtins.catalogue`."""

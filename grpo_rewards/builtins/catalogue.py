@@ -1,26 +1,30 @@
-"""The built-in reward and verifier modules; each exposes ``REWARD_SPECS`` and/or ``VERIFIER_SPECS``."""
+"""The built-in rewards and verifiers: a plugin registering the ``REWARD_SPECS`` / ``VERIFIER_SPECS`` of each
+module in :data:`MODULES`, through the ``grpo`` entry point (``builtin_rewards``) like any plugin."""
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
+from typing import Any
 
-from grpo_rewards.specs import RewardSpec, VerifierSpec
+from grpo_rewards.hookspecs import hookimpl
 
-# Add a module here when it exists; each is imported when the built-in plugin registers.
-MODULES: list[str] = ["exact_match", "integer_format", "xml_count", "formats", "numeric_proximity", "math_equivalence", "email_rules"]
-
-
-def _collect(attr: str) -> list:
-    specs = []
-    for name in MODULES:
-        module = importlib.import_module(f"grpo_rewards.builtins.{name}")
-        specs.extend(getattr(module, attr, ()))
-    return specs
+# One module per reward family; each is imported when this plugin registers (llm's DEFAULT_PLUGINS).
+MODULES: tuple[str, ...] = tuple(f"grpo_rewards.builtins.{name}" for name in (
+    "exact_match", "integer_format", "xml_count", "formats", "numeric_proximity", "math_equivalence", "email_rules"))
 
 
-def reward_specs() -> list[RewardSpec]:
-    return _collect("REWARD_SPECS")
+def _collect(attr: str) -> list[Any]:
+    return [spec for name in MODULES for spec in getattr(importlib.import_module(name), attr, ())]
 
 
-def verifier_specs() -> list[VerifierSpec]:
-    return _collect("VERIFIER_SPECS")
+@hookimpl
+def grpo_register_rewards(register: Callable[..., None]) -> None:
+    for spec in _collect("REWARD_SPECS"):
+        register(spec)
+
+
+@hookimpl
+def grpo_register_verifiers(register: Callable[..., None]) -> None:
+    for spec in _collect("VERIFIER_SPECS"):
+        register(spec)

@@ -1,23 +1,12 @@
-"""Registers the built-in rewards and verifiers, through the ``grpo`` entry point like any plugin."""
+"""Deprecated path of :mod:`grpo_rewards.builtins.catalogue` (the ``builtin_rewards`` entry point's target in installs made before the rename).
+
+This module *is* that one (a ``sys.modules`` alias), so what is set or patched here reaches it.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import sys
 
-from grpo_rewards.hookspecs import hookimpl
+from grpo_rewards.builtins import catalogue
 
-
-@hookimpl
-def grpo_register_rewards(register: Callable[..., None]) -> None:
-    from grpo_rewards.builtins import catalogue
-
-    for spec in catalogue.reward_specs():
-        register(spec)
-
-
-@hookimpl
-def grpo_register_verifiers(register: Callable[..., None]) -> None:
-    from grpo_rewards.builtins import catalogue
-
-    for spec in catalogue.verifier_specs():
-        register(spec)
+sys.modules[__name__] = catalogue

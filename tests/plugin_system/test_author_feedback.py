@@ -20,7 +20,7 @@ from grpo_rewards import (
     load_registry,
     reward,
 )
-from grpo_rewards.cli import main
+from grpo_rewards.command_line import main
 from grpo_rewards.tomlfile import parse_toml
 
 

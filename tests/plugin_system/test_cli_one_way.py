@@ -20,7 +20,7 @@ def module_name(path: Path) -> str:
 
 
 def commands() -> set[str]:
-    from grpo_rewards.cli import build_parser
+    from grpo_rewards.command_line import build_parser
 
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     return set(sub.choices)
@@ -39,7 +39,7 @@ def test_every_module_adding_commands_is_an_entry_point_implementing_the_hook():
     entry_points = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]["grpo"]
     adding = {module_name(p): p.read_text() for package in ("grpo_rewards", "grpo_core")
               for p in (ROOT / package).rglob("*.py") if ADDS_COMMANDS.search(p.read_text())}
-    assert {"grpo_rewards.cli_commands", "grpo_core.cli.commands", "grpo_rewards.sandbox.cli",
+    assert {"grpo_rewards.reward_commands", "grpo_core.cli.commands", "grpo_rewards.sandbox.cli",
             "grpo_core.demo.command"} <= set(adding)
     for module, source in adding.items():
         assert HOOK.search(source), f"{module} adds commands without its own @hookimpl grpo_register_commands"

@@ -7,7 +7,7 @@ import types
 import pytest
 
 from grpo_rewards import RewardSpec, Verdict, VerifierSpec, hookimpl, load_registry, rewards_from_doc
-from grpo_rewards.cli import main
+from grpo_rewards.command_line import main
 from grpo_rewards.tomlfile import parse_toml
 
 

@@ -8,20 +8,9 @@ import logging
 import pytest
 
 from grpo_rewards import PluginError, load_registry
-from grpo_rewards.cli import main
+from grpo_rewards.command_line import main
 
-SHOUT = """
-from grpo_rewards import hookimpl, RewardSpec
-
-def make_shout(bonus: float = 1.0):
-    def shout(completions, **kw):
-        return [bonus if c.isupper() else 0.0 for c in completions]
-    return shout
-
-@hookimpl
-def grpo_register_rewards(register):
-    register(RewardSpec(name="shout", factory=make_shout))
-"""
+from .test_plugins import GOOD as SHOUT  # the same throw-away plugin
 
 
 @pytest.fixture

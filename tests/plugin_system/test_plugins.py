@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from grpo_rewards import PluginError, load_registry
-from grpo_rewards.cli import main
+from grpo_rewards.command_line import main
 
 GOOD = """
 from grpo_rewards import hookimpl, RewardSpec

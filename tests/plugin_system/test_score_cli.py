@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from grpo_rewards.cli import main
+from grpo_rewards.command_line import main
 
 PLUGIN = """
 from grpo_rewards import hookimpl, RewardSpec, completion_text

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from grpo_rewards.builtins import timeout_pool
-from grpo_rewards.builtins.timeout_pool import Outcome, run_items
+from grpo_rewards.isolation import pool as timeout_pool
+from grpo_rewards.isolation.pool import Outcome, run_items
 
 
 def _alive(pid: int) -> bool:
