@@ -84,7 +84,8 @@ from grpo_core.algorithm.sampler_correction import importance_ratio
 from grpo_core.config import RunConfig, as_run_config
 from grpo_core.context import TrainingContext
 from grpo_core.data import DataError, epoch_order, format_prompt, train_eval_rows
-from grpo_core.generation.transformers_backend import Generation, build_backend, sampling_autocast
+from grpo_core.generation.backend import Generation, build_backend
+from grpo_core.generation.transformers_backend import sampling_autocast
 from grpo_core.parallel.distributed import (
     LogProbModule,
     all_gather_objects,
@@ -113,6 +114,12 @@ from grpo_core.run_folder.checkpoints import (
 from grpo_core.run_folder.layout import CHECKPOINTS, MERGED_DIR, MODEL_DIR
 from grpo_core.run_folder.metrics import MetricsLogger, held_state_gb, peak_memory_gb
 from grpo_rewards.plugins import get_registry
+
+
+def _training_logprobs(model: Any, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, Any]:
+    """What the engine's log-prob module computes: :func:`completion_logprobs`, looked up at each call (so that
+    the policy's passes and the no-grad ones run the same function, whatever patches this module)."""
+    return completion_logprobs(model, *args, **kwargs)
 
 
 def reward_means(total: torch.Tensor, columns: dict[str, list]) -> dict[str, float]:
@@ -280,7 +287,7 @@ class Trainer:
             d.max_prompt_length, d.overlong_prompts, special, "held-out")
 
         # the engine wraps the module whose forward computes the training log-probs, then builds the optimizer
-        self.engine.setup(self.model, LogProbModule(self.model, completion_logprobs), trainable_parameters)
+        self.engine.setup(self.model, LogProbModule(self.model, _training_logprobs), trainable_parameters)
         self.params, self.optimizer, self.scheduler = self.engine.params, self.engine.optimizer, self.engine.scheduler
         self.step, self.epoch, self.position = 0, 0, 0
         self._stop = threading.Event()

@@ -126,8 +126,6 @@ def test_a_toy_generation_backend_from_one_file_runs_a_step(model_dir: Path, tmp
     toy = load_file(tmp_path / "toy_backend.py", TOY_BACKEND)
     trainer, summary = one_step(model_dir, tmp_path, [("toy_backend", toy)], generation={"backend": "fixed"})
     assert type(trainer.backend) is toy.FixedBackend and toy.FixedBackend.calls == 1
-    samples = (tmp_path / "run" / "samples.jsonl").read_text()
-    assert '"completion": "12"' in samples
     tokens = len(trainer.tokenizer(toy.TEXT, add_special_tokens=False)["input_ids"]) + 1  # and the EOS
     assert summary["step"] == 1 and summary["completion_length/mean"] == tokens
 

@@ -7,8 +7,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -111,7 +109,5 @@ def test_grpo_core_is_in_no_import_cycle() -> None:
     assert [c for c in found if any(m.startswith("grpo_core") for m in c)] == []
 
 
-@pytest.mark.xfail(strict=True, reason="grpo_rewards still has import circles (contract <-> reward_worker, ...), "
-                                       "removed by that package's own cleanup: drop this mark then")
 def test_grpo_rewards_has_no_import_cycles() -> None:
     assert cycles(import_graph(modules("grpo_rewards"))) == []

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from grpo_core.generation.transformers_backend import Generation, eos_token_ids
+from grpo_core.generation.backend import Generation, eos_token_ids
 from grpo_core.generation.vllm.completion import Completion
 from grpo_core.generation.vllm.server import ServerEngine
 from grpo_core.generation.vllm.weights import WeightSync
