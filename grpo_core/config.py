@@ -9,6 +9,10 @@ parsed with TOML value syntax (``3``, ``1e-5``, ``true``, ``"x"``, ``[1, 2]``), 
 a bare string; a problem in an overridden value names the override instead of the file.
 
 No torch/transformers import here: validating a config is cheap and needs no network.
+
+Why this module is over 600 lines: every section's dataclass, defaults, ranges and cross-checks are read
+together, so that a key's default and the checks on it sit on one page; a backend's own checks are not here
+(each registers them with its factory, see :mod:`grpo_core.plugin`).
 """
 
 from __future__ import annotations
@@ -26,7 +30,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grpo_core.generation.vllm.support import vllm_problems
 from grpo_core.policy.adapter import adapter_folder_hint, adapter_problems
 from grpo_rewards.compose import ComposedReward
 from grpo_rewards.plugins import Registry, get_registry
@@ -36,6 +39,7 @@ from grpo_rewards.tomlfile import ConfigError, Problem, TomlDoc, load_toml
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 COMPUTE_DTYPES = ("float32", "bfloat16", "float16")
+# the choice lists of [grpo] (their users, grpo_core.algorithm, import them from here)
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
 SCALE_REWARDS = ("group", "batch", "none")
 MULTI_OBJECTIVE_AGGREGATIONS = ("sum_then_normalize", "normalize_then_sum")
@@ -49,7 +53,6 @@ IMPORTANCE_SAMPLING_ALIASES = {"token_is": "token_truncate", "seq_is": "sequence
 LR_SCHEDULERS = ("linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup",
                  "inverse_sqrt", "cosine_with_min_lr", "warmup_stable_decay")
 OVERLONG_PROMPTS = ("drop", "error", "truncate")
-DISTRIBUTED_ENGINES = ("ddp", "fsdp2", "deepspeed")
 DISTRIBUTED_BACKENDS = ("auto", "gloo", "nccl")
 OFFLOAD_DEVICES = ("none", "cpu")
 LOCAL_DATA_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
@@ -594,16 +597,10 @@ def _cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None
                                                                f"({hi_is}), got {lo_is}")
     if hi_is is not None and not hi_is > 0:
         doc.problem(("generation", "importance_sampling_max"), f"must be > 0, got {hi_is}")
-    if g.backend == "vllm":
-        for key, message in vllm_problems(cfg):
-            doc.problem(key, message)
-    else:
-        if g.stop:
-            doc.problem(("generation", "stop"), 'stop strings need backend = "vllm" (the transformers backend '
-                                                "stops at EOS only)")
-        if g.min_p:
-            doc.problem(("generation", "min_p"), 'needs backend = "vllm" (the transformers backend does not '
-                                                 "apply it)")
+    # each backend's own checks: its registered factory's config_problems(sections) -> [(key, message)]
+    factory = getattr(registry, "generation_backends", {}).get(g.backend)
+    for key, message in getattr(factory, "config_problems", lambda sections: [])(cfg):
+        doc.problem(key, message)
 
     if o.epsilon_high is None:
         o.epsilon_high = o.epsilon
@@ -647,7 +644,8 @@ def _cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None
     _check_hub(doc, hub)
     if ck.save_merged and not lo.enabled:
         doc.problem(("checkpoint", "save_merged"), "only meaningful with [lora] enabled = true")
-    _choice(doc, ("distributed", "engine"), ds.engine, DISTRIBUTED_ENGINES)
+    engines = tuple(getattr(registry, "engines", {})) or ("ddp",)  # registered through grpo_register_engines
+    _choice(doc, ("distributed", "engine"), ds.engine, engines)
     if ds.engine == "deepspeed" and tr.backend != "grpo_core":
         doc.problem(("distributed", "engine"), f'"deepspeed" runs the grpo_core trainer\'s update, not the '
                                                f"{tr.backend!r} backend's; leave it out with that backend")

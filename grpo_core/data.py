@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from grpo_core.config import LOCAL_DATA_SUFFIXES, SOURCE_SCHEME
 from grpo_rewards.errors import Problem, UserError
 from grpo_rewards.files import read_text
+from grpo_rewards.plugins import PluginError, get_registry
 
 if TYPE_CHECKING:
     from grpo_core.config import DataConfig
@@ -141,8 +142,6 @@ def _from_source(source: str, data_cfg: DataConfig, split: str, registry: Regist
                  ) -> tuple[list[dict[str, Any]], list[int | None]]:
     scheme = SOURCE_SCHEME.match(source)
     if scheme:
-        from grpo_rewards.plugins import get_registry
-
         loader = (registry or get_registry()).get("dataset_sources", scheme.group(1))
         spec = {**dataclasses.asdict(data_cfg), "source": source, "split": split}
         rows = list(loader(spec))
@@ -273,8 +272,6 @@ def format_prompt(row: dict[str, Any], data_cfg: DataConfig, tokenizer: Any) -> 
 def reward_columns(cfg: Any, registry: Any = None) -> dict[str, list[str]]:
     """The dataset columns each reward of a run config reads: its spec's ``columns``, renamed by the
     reward's ``<name>_column`` parameters (``reference_column``, ``keywords_column``, ...)."""
-    from grpo_rewards.plugins import PluginError, get_registry
-
     registry = registry or get_registry()
     tables = cfg.raw.get("rewards", {}) if isinstance(cfg.raw.get("rewards"), dict) else {}
     out: dict[str, list[str]] = {}

@@ -46,6 +46,15 @@ def grpo_register_trainer_backends(register: Callable[..., None]) -> None:
 
 
 @hookspec
+def grpo_register_engines(register: Callable[..., None]) -> None:
+    """Register parallel engines (``ddp``, ``fsdp2``, ``deepspeed``, ...).
+
+    Call ``register(name, factory)``; ``factory()`` returns a subclass of
+    :class:`grpo_core.parallel.engine.Engine`. ``[distributed] engine = "<name>"`` picks one.
+    """
+
+
+@hookspec
 def grpo_register_dataset_sources(register: Callable[..., None]) -> None:
     """Register dataset sources by scheme.
 

@@ -1,8 +1,9 @@
 """Adds the trainer's hooks (:mod:`grpo_core.hookspecs`) to the plugin manager, and registers the trainer
-backends (``grpo_core``, ``trl``), generation backends and dataset sources (the trainer's commands are
+backends (``grpo_core``, ``trl``), generation backends, parallel engines and dataset sources (the trainer's commands are
 plugins of their own: :mod:`grpo_core.cli.commands`, :mod:`grpo_core.demo.command`).
 
-Imports nothing heavy: each registered factory imports its module when it is used.
+Imports nothing heavy: each registered factory imports its module when it is used. A generation backend's
+factory carries ``config_problems(sections) -> [(key, message)]``, the checks ``grpo_core.config`` runs for it.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from typing import Any
 
 import pluggy
 
+from grpo_core.generation.transformers_support import transformers_problems
+from grpo_core.generation.vllm.support import vllm_problems
 from grpo_rewards.hookspecs import hookimpl
 
 
@@ -50,8 +53,32 @@ def grpo_register_generation_backends(register: Callable[..., None]) -> None:
 
         return make_vllm_backend(config, model, tokenizer)
 
+    transformers_backend.config_problems = transformers_problems  # type: ignore[attr-defined]
+    vllm_backend.config_problems = vllm_problems  # type: ignore[attr-defined]
     register("transformers", transformers_backend)
     register("vllm", vllm_backend)
+
+
+@hookimpl
+def grpo_register_engines(register: Callable[..., None]) -> None:
+    def ddp() -> Any:
+        from grpo_core.parallel.ddp import DDPEngine
+
+        return DDPEngine
+
+    def fsdp2() -> Any:
+        from grpo_core.parallel.fsdp import FSDP2Engine
+
+        return FSDP2Engine
+
+    def deepspeed() -> Any:
+        from grpo_core.parallel.deepspeed import DeepSpeedEngine
+
+        return DeepSpeedEngine
+
+    register("ddp", ddp)
+    register("fsdp2", fsdp2)
+    register("deepspeed", deepspeed)
 
 
 @hookimpl

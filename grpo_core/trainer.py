@@ -30,6 +30,9 @@ refused, or cut from the left, as ``data.overlong_prompts`` says.
 resident set size on Linux, both reset at the start of each step); ``memory/parameters_gb`` and
 ``memory/optimizer_gb`` are the training state one process holds (``metrics.held_state_gb``: what sharding saves).
 
+Why this module is over 600 lines: it is the loop, kept in one file so that a step reads top to bottom
+(``train``, then ``_update`` and its parts); what is not the loop lives in the folders it calls.
+
 SIGINT finishes the current step, writes a checkpoint and returns (``interrupted: True``); a second
 SIGINT stops at once.
 
@@ -45,10 +48,10 @@ the same step. ``Trainer(cfg, resume=True)`` restores weights, optimizer, schedu
 data position from the newest checkpoint, so the run continues as if never stopped.
 
 ``[distributed] engine = "fsdp2"`` shards the model with torch's ``fully_shard`` instead of DDP (grpo_core.parallel.fsdp;
-:meth:`Trainer._wrap` is the one place choosing): the gradients are reduce-scattered, summed, on every backward,
+its :class:`~grpo_core.parallel.fsdp.FSDP2Engine`): the gradients are reduce-scattered, summed, on every backward,
 and since each sharded forward/backward is a collective, a rank with fewer passes in an optimizer step adds
 passes that contribute nothing; generation, evaluation and the old/reference log-probs run on the whole model,
-gathered once around them (:meth:`Trainer._whole_model`); checkpoints and the saved model hold the full,
+gathered once around them (the engine's ``whole_model``); checkpoints and the saved model hold the full,
 unsharded weights, gathered on rank 0.
 
 ``[distributed] engine = "deepspeed"`` (one process or several) runs the update through DeepSpeed's ZeRO engine
@@ -62,6 +65,7 @@ the no-grad passes use the model as they do without an engine; checkpoints gathe
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import signal
@@ -69,6 +73,7 @@ import sys
 import threading
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -76,13 +81,51 @@ import torch
 
 from grpo_core.algorithm.advantages import compute_advantages
 from grpo_core.algorithm.loss import grpo_loss
-from grpo_core.config import RunConfig
+from grpo_core.algorithm.sampler_correction import importance_ratio, metric_weights
+from grpo_core.config import RunConfig, as_run_config
 from grpo_core.context import TrainerState, TrainingContext
-from grpo_core.generation.transformers_backend import Generation, build_backend
-from grpo_core.parallel.distributed import all_gather_objects, all_reduce, barrier, share
-from grpo_core.parallel.fsdp import full_value, passes_to_add
-from grpo_core.policy.logprobs import completion_logprobs
-from grpo_core.run_folder.metrics import held_state_gb
+from grpo_core.data import DataError, epoch_order, format_prompt, train_eval_rows
+from grpo_core.generation.backend import Generation, build_backend
+from grpo_core.generation.transformers_backend import sampling_autocast
+from grpo_core.outputs import check_outputs
+from grpo_core.outputs.hub import HubPusher
+from grpo_core.parallel.distributed import (
+    LogProbModule,
+    all_gather_objects,
+    all_reduce,
+    barrier,
+    check_world,
+    init_process_group,
+    share,
+    world_from_env,
+)
+from grpo_core.parallel.engine import engine_class
+from grpo_core.policy.logprobs import check_chunked_head, check_shared_prompts, completion_logprobs
+from grpo_core.policy.models import (
+    load_model_and_tokenizer,
+    reference_model,
+    save_model,
+    trainable_parameters,
+)
+from grpo_core.run_folder.checkpoints import (
+    CheckpointError,
+    describe_restored,
+    disk_full_error,
+    is_disk_full,
+    load_latest_checkpoint,
+    restore,
+    rng_state,
+    save_checkpoint,
+)
+from grpo_core.run_folder.layout import CHECKPOINTS, MERGED_DIR, MODEL_DIR
+from grpo_core.run_folder.metrics import MetricsLogger, held_state_gb, peak_memory_gb
+from grpo_rewards.plugins import get_registry
+
+
+def _training_logprobs(model: Any, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, Any]:
+    """What the engine's log-prob module computes: :func:`completion_logprobs`, looked up at each call (so that
+    the policy's passes and the no-grad ones run the same function, whatever patches this module)."""
+    return completion_logprobs(model, *args, **kwargs)
 
 
 def reward_means(total: torch.Tensor, columns: dict[str, list]) -> dict[str, float]:
@@ -116,7 +159,6 @@ def peak_memory_since_reset_gb(device: Any) -> float:
                 return int(line.split()[1]) / 2**20  # kB
     except OSError:
         pass
-    from grpo_core.run_folder.metrics import peak_memory_gb
 
     return peak_memory_gb(device)
 
@@ -125,7 +167,6 @@ def fit_prompts(prompts: list[str], rows: list[dict[str, Any]], tokenizer: Any, 
                 add_special_tokens: bool, where: str) -> tuple[list[str], list[dict[str, Any]]]:
     """Prompts (and their rows) over ``limit`` tokens: dropped with a warning, refused (``ValueError``) or
     kept for left truncation (with a warning), as ``policy`` says (a refusal is a ``DataError``, a ValueError)."""
-    from grpo_core.data import DataError  # a ValueError: bad input, one line and exit 2 from the command line
 
     if not limit or not prompts:
         return prompts, rows
@@ -197,27 +238,44 @@ def reduce_weighted(parts: list[tuple[dict[str, float], dict[str, int]]]) -> dic
     return out
 
 
+@dataclass
+class _Plan:
+    """How one step's update runs on this rank: the sequences, the loss mask, the micro-batches' slices."""
+
+    input_ids: torch.Tensor  # [rows, P + K] prompt and completion
+    attention_mask: torch.Tensor
+    k: int  # completion length
+    mask: torch.Tensor  # [rows, K] the completion tokens the loss counts
+    num_items: torch.Tensor  # the whole step's count of them
+    slices: list[Any]  # per micro-batch: this rank's rows, in slices of one forward/backward each
+    group_sizes: list[tuple[int, torch.Tensor]]  # per micro-batch: its global rows and tokens
+
+    @property
+    def passes(self) -> int:
+        return sum(len(parts) for parts in self.slices)
+
+    @property
+    def idle_rows(self) -> torch.Tensor:
+        """What a pass that contributes nothing runs: one row of the last micro-batch this rank holds rows of."""
+        return self.slices[max(i for i, parts in enumerate(self.slices) if parts)][0][:1]
+
+
 class Trainer:
     """``Trainer(config).train() -> dict`` (see the module docs); ``config`` is a RunConfig, a TOML path
     or a dict of sections (the Python API)."""
 
     def __init__(self, config: RunConfig | str | Path | dict[str, Any], *, resume: bool = False,
                  registry: Any = None):
-        from grpo_core.config import as_run_config
-        from grpo_core.data import format_prompt
-        from grpo_core.policy.models import trainable_parameters
-        from grpo_rewards.plugins import get_registry
-
         config = as_run_config(config)
         self.cfg = config
         self.registry = registry or get_registry()
         self.run_dir = Path(config.logging.output_dir)
         self.resume = resume
-        self._check_world()
-        from grpo_core.parallel.distributed import init_process_group
-
-        self._deepspeed = config.distributed.engine == "deepspeed"  # one process too (ZeRO's CPU offload)
-        self.world, self._owns_group = init_process_group(config.distributed.backend)
+        engine_cls = engine_class(config, world_from_env(), self.registry)
+        engine_cls.check(config)  # refused before anything loads: e.g. deepspeed not installed, 4-bit weights
+        check_world(config, world_from_env().size)
+        self.world, owns_group = init_process_group(config.distributed.backend)
+        self.engine = engine_cls(config, self.world, owns_group)
         torch.manual_seed(config.grpo.seed)  # LoRA init and the first sampling draws (the same on every rank)
 
         self.model, self.tokenizer = self._load_policy()
@@ -237,129 +295,24 @@ class Trainer:
             [format_prompt(r, d, self.tokenizer) for r in eval_rows], eval_rows, self.tokenizer,
             d.max_prompt_length, d.overlong_prompts, special, "held-out")
 
-        g = config.grpo
-        self._sharded = self.world.enabled and config.distributed.engine == "fsdp2"
-        # the module whose forward computes the training log-probs: DDP's, FSDP2's root or DeepSpeed's engine (one
-        # process: none); before the optimizer, which FSDP2's sharded parameters replace the model's own for
-        self._parallel: Any = self._wrap() if self.world.enabled or self._deepspeed else None
-        self.params = trainable_parameters(self.model)
-        if self._deepspeed:  # the engine's optimizer (partitioned) and the schedule it steps
-            self.optimizer, self.scheduler = self._parallel.optimizer, self._parallel.lr_scheduler
-        else:
-            self.optimizer = torch.optim.AdamW(
-                self.params, lr=g.learning_rate, betas=(g.adam_beta1, g.adam_beta2), weight_decay=g.weight_decay
-            )
-            self.scheduler = self._schedule(self.optimizer)
-        from grpo_core.policy.models import uses_fp16
-
-        # fp16 gradients underflow without loss scaling (bf16 and fp32 need none)
-        self.scaler = torch.amp.GradScaler(self.device.type, enabled=uses_fp16(self.model))
+        # the engine wraps the module whose forward computes the training log-probs, then builds the optimizer
+        self.engine.setup(self.model, LogProbModule(self.model, _training_logprobs), trainable_parameters)
+        self.params, self.optimizer, self.scheduler = self.engine.params, self.engine.optimizer, self.engine.scheduler
         self.step, self.epoch, self.position = 0, 0, 0
-        from grpo_core.outputs.hub import HubPusher
-
         self._hub = HubPusher.of(config) if self.world.is_main else None  # [hub] push_to_hub (grpo_core.outputs.hub)
         self._stop = threading.Event()
         self._started = time.monotonic()  # the time-based checkpoint cadence counts from here
         if self.world.rank > 0:  # rank 0 draws as one process would; the others from their own streams
-            torch.manual_seed(g.seed + self.world.rank)
+            torch.manual_seed(config.grpo.seed + self.world.rank)
 
-    def _schedule(self, optimizer: Any) -> Any:
-        """The learning-rate schedule of ``optimizer`` over the run's optimizer steps."""
-        from transformers import get_scheduler
-
-        g = self.cfg.grpo
-        total = g.max_steps * g.num_iterations
-        return get_scheduler(g.lr_scheduler, optimizer, num_warmup_steps=math.ceil(g.warmup_ratio * total),
-                             num_training_steps=total)
-
-    def _wrap(self) -> Any:
-        """The engine's wrapping of the log-prob computation: DDP, FSDP2's sharding (grpo_core.parallel.fsdp), or
-        DeepSpeed's engine (grpo_core.parallel.deepspeed)."""
-        from grpo_core.parallel.distributed import LogProbModule, wrap_ddp
-        from grpo_core.policy.models import trainable_parameters
-
-        module = LogProbModule(self.model, completion_logprobs)
-        if self.cfg.distributed.engine == "fsdp2":
-            from grpo_core.parallel.fsdp import check_precision, shard
-
-            check_precision(self.model, self.cfg)
-            return shard(module, self.world)
-        if self._deepspeed:
-            from grpo_core.parallel.deepspeed import check_precision, initialize
-            from grpo_core.parallel.distributed import destroy_process_group, group_of_one
-
-            check_precision(self.model, self.cfg)
-            if not self.world.enabled:  # DeepSpeed needs a process group: one of this process alone
-                self._owns_group = group_of_one(self.cfg.distributed.backend)
-            try:
-                return initialize(module, trainable_parameters(self.model), self.cfg, self.world.size, self._schedule)
-            except BaseException:
-                if self._owns_group:
-                    destroy_process_group()
-                raise
-        return wrap_ddp(module, self.world)
-
-    def _whole_model(self) -> Any:
-        """A block in which ranks may run different numbers of forwards (generation, no-grad passes): FSDP2
-        gathers the whole model for it (every rank enters together); nothing to do otherwise."""
-        if not self._sharded:
-            return contextlib.nullcontext()
-        from grpo_core.parallel.fsdp import gathered
-
-        return gathered(self._parallel)
-
-    def _accumulating(self, last: bool) -> Any:
-        """The context of one forward/backward: DDP keeps the gradients local (``no_sync``) but on the optimizer
-        step's last backward; DeepSpeed is told which backward is the last; FSDP2 reduce-scatters each backward
-        (its passes are as many on every rank)."""
-        if self._deepspeed:
-            self._parallel.set_gradient_accumulation_boundary(last)
-            return contextlib.nullcontext()
-        if last or self._parallel is None or self._sharded:
-            return contextlib.nullcontext()
-        return self._parallel.no_sync()
-
-    def _backward(self, loss: torch.Tensor) -> None:
-        """One backward. DeepSpeed averages the ranks' gradients (and would divide by the accumulation): the loss
-        times the number of processes makes them the sum, as each rank's loss is its share of the step's."""
-        if self._deepspeed:
-            self._parallel.backward(loss * self.world.size, scale_wrt_gas=False)
-        else:
-            self.scaler.scale(loss).backward()
-
-    def _optimizer_step(self) -> float:
-        """Clip, step the optimizer and the schedule, clear the gradients; returns the gradient norm before
-        clipping (DeepSpeed does all of it in its own step)."""
-        g = self.cfg.grpo
-        if self._deepspeed:
-            engine, norm = self._parallel, None
-            if not engine.zero_optimization():  # stage 0 clips without reporting the norm: the summed gradients'
-                norm = torch.nn.utils.get_total_norm([p.grad for p in self.params if p.grad is not None])
-            engine.step()
-            norm = engine.get_global_grad_norm() if norm is None else norm
-            return float("nan") if norm is None else float(norm)
-        self.scaler.unscale_(self.optimizer)
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.params, g.max_grad_norm)
-        self.scaler.step(self.optimizer)  # skipped (and the scale lowered) on inf/NaN gradients
-        self.scaler.update()
-        self.scheduler.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        return float(full_value(grad_norm))  # FSDP2: a DTensor
-
-    def _check_world(self) -> None:
-        """Refuse, before anything loads, what N processes cannot run (one line naming the key)."""
-        from grpo_core.parallel.deepspeed import check_trainable
-        from grpo_core.parallel.distributed import check_world, world_from_env
-
-        check_trainable(self.cfg)  # engine = "deepspeed": installed, no 4-bit weights
-        check_world(self.cfg, world_from_env().size)
+    @property
+    def scaler(self) -> torch.amp.GradScaler:
+        """The loss scaler of fp16 gradients (disabled for bf16 and fp32)."""
+        return self.engine.scaler
 
     # ------------------------------------------------------------------ the loop ----
 
     def train(self) -> dict[str, Any]:
-        from grpo_core.outputs import check_outputs
-        from grpo_core.run_folder.metrics import MetricsLogger
-
         cfg, g = self.cfg, self.cfg.grpo
         check_outputs(cfg)  # a named tracker that is not installed, a push without a token: before the first step
         if self.resume:
@@ -416,18 +369,13 @@ class Trainer:
             self._checkpoint()
             self._save_model()
         except Exception as exc:  # a full disk (not always an OSError): one line saying which checkpoint is good
-            from grpo_core.run_folder.checkpoints import disk_full_error, is_disk_full
-
             if is_disk_full(exc, self.run_dir):
                 raise disk_full_error(self.run_dir, exc) from exc
             raise
         finally:
             self._restore_sigint(previous_handler)
             plot = self.logger.close()
-            if self._owns_group:
-                from grpo_core.parallel.distributed import destroy_process_group
-
-                destroy_process_group()
+            self.engine.close()
         interrupted = self._stop.is_set() and self.step < g.max_steps
         summary = {**metrics, "step": self.step, "interrupted": interrupted, "run_dir": str(self.run_dir),
                    "plot": str(plot) if plot else None}
@@ -442,8 +390,6 @@ class Trainer:
     def next_rows(self) -> list[int]:
         """The next ``prompts_per_step`` training row indices of the seeded per-epoch order (a resume recomputes
         it), the data position moving past them."""
-        from grpo_core.data import epoch_order
-
         d, n = self.cfg.data, self.cfg.grpo.prompts_per_step
         out: list[int] = []
         while len(out) < n:
@@ -459,7 +405,7 @@ class Trainer:
         """Steps 2 and 3 of the loop for the training rows ``rows`` (indices): a group of ``num_generations``
         completions per prompt from the generation backend, the total reward of each (NaN: unscored) and each
         reward's column. No update (``grpo signal`` measures the rewards' signal with it)."""
-        with self._whole_model():
+        with self.engine.whole_model():
             batch = self.backend.generate([self.prompts[i] for i in rows], self.cfg.generation.num_generations)
         rewards, columns = self._score([self.rows[i] for i in rows], batch)
         return batch, rewards, columns
@@ -501,119 +447,20 @@ class Trainer:
         each, with the same loss and gradients as the whole micro-batch at once (grpo_core.algorithm.loss). With several
         processes the micro-batches are those of the whole step, each rank running the rows it holds against the
         micro-batch's global row and token counts (the module docs)."""
-        cfg, g = self.cfg, self.cfg.grpo
-        input_ids = torch.cat([batch.prompt_ids, batch.completion_ids], dim=1)
-        attention_mask = torch.cat([batch.prompt_mask, batch.completion_mask], dim=1)
-        k = batch.completion_ids.size(1)
-        mask = batch.completion_mask.clone()
-        if g.mask_truncated_completions:
-            mask = mask * (~batch.truncated).unsqueeze(1).to(mask.dtype)
-        counts = mask.sum(1)
-        if self.world.enabled:  # every row's completion tokens, the whole step's
-            counts = torch.tensor(_concat(all_gather_objects(counts.tolist(), self.world)), dtype=counts.dtype,
-                                  device=counts.device)
-        num_items = counts.sum()
-        mine = share(counts.numel(), self.world)
-        micro, group_sizes = [], []  # this rank's rows of each micro-batch; its global rows and tokens
-        for rows in torch.arange(counts.numel()).tensor_split(g.gradient_accumulation_steps):
-            first, last = max(int(rows[0]), mine.start), min(int(rows[-1]) + 1, mine.stop)
-            micro.append(torch.arange(first - mine.start, max(first, last) - mine.start))
-            group_sizes.append((len(rows), counts[rows].sum()))
-        slices = [idx.split(rows_per_slice(input_ids.size(1), g.micro_batch_tokens)) if len(idx) else ()
-                  for idx in micro]
-        last_micro = max(i for i, parts in enumerate(slices) if parts)
-
-        from grpo_core.generation.transformers_backend import sampling_autocast
-
-        def logps(model: Any, idx: torch.Tensor, with_entropy: bool = False) -> tuple[torch.Tensor, Any]:
-            with sampling_autocast(self.model):
-                return completion_logprobs(model, input_ids[idx], attention_mask[idx], k,
-                                           temperature=cfg.generation.temperature, chunk_size=g.logprob_chunk_size,
-                                           with_entropy=with_entropy, share_prompts=g.share_prompts)
-
+        g, gen = self.cfg.grpo, self.cfg.generation
+        plan = self._plan(batch)
         # a sampler other than the policy that reports its log-probs (vLLM) is corrected against the trainer's own
-        sampled = (batch.sampling_logps is not None and not batch.sampler_is_policy
-                   and cfg.generation.importance_sampling != "none")
-        old = ref = None
-        was_training = self.model.training
-        self.model.eval()  # no dropout (LoRA's included) in the old-policy and reference passes
-        try:
-            need_old, need_ref = g.num_iterations > 1 or sampled, g.beta != 0.0
-            with torch.no_grad(), self._whole_model() if need_old or need_ref else contextlib.nullcontext():
-                everything = [part for parts in slices for part in parts]  # one [rows, K] tensor each
-                if need_old:
-                    old = torch.cat([logps(self.model, i)[0] for i in everything])
-                if need_ref:
-                    from grpo_core.policy.models import reference_model
-
-                    with reference_model(self.model, cfg) as ref_model:
-                        ref = torch.cat([logps(ref_model, i)[0] for i in everything])
-        finally:
-            self.model.train(was_training)
-
-        is_ratio, is_metrics = None, {}
-        gen = cfg.generation
-        if sampled:
-            from grpo_core.algorithm.sampler_correction import importance_ratio
-
-            is_ratio, is_metrics = importance_ratio(old, batch.sampling_logps, batch.completion_mask,
-                                                    gen.importance_sampling, gen.importance_sampling_min,
-                                                    gen.importance_sampling_max)
-            if self.world.enabled:
-                from grpo_core.algorithm.sampler_correction import metric_weights
-
-                weights = metric_weights(is_metrics, gen.importance_sampling, int(batch.completion_mask.sum()),
-                                         batch.completion_mask.size(0))
-                is_metrics = reduce_weighted(all_gather_objects((is_metrics, weights), self.world))
-
-        def policy_logps(idx: torch.Tensor, with_entropy: bool) -> tuple[torch.Tensor, Any]:
-            if self._parallel is None:
-                return logps(self.model, idx, with_entropy)
-            with sampling_autocast(self.model):  # through DDP, FSDP2 or DeepSpeed, which reduce the gradients
-                return self._parallel(input_ids[idx], attention_mask[idx], k, temperature=cfg.generation.temperature,
-                                 chunk_size=g.logprob_chunk_size, with_entropy=with_entropy,
-                                 share_prompts=g.share_prompts)
-
+        sampled = batch.sampling_logps is not None and not batch.sampler_is_policy and gen.importance_sampling != "none"
+        old, ref = self._fixed_logps(plan, need_old=g.num_iterations > 1 or sampled, need_ref=g.beta != 0.0)
+        is_ratio, is_metrics = self._importance_ratio(batch, old) if sampled else (None, {})
         # FSDP2 and ZeRO: each forward/backward is a collective; a rank with fewer passes adds passes that
         # contribute nothing
-        passes = sum(len(parts) for parts in slices)
-        idle = passes_to_add(passes, self.world) if self._sharded or self._deepspeed else 0
+        idle = self.engine.idle_passes(plan.passes)
         records: list[dict[str, float]] = []  # per (iteration, micro-batch): this rank's share of its metrics
         grad_norms: list[float] = []
         for iteration in range(g.num_iterations):
-            done = 0  # backwards so far in this optimizer step; the last one syncs the gradients
-            for i, parts in enumerate(slices):
-                group_rows, group_tokens = group_sizes[i]
-                micro_metrics: dict[str, float] = {}
-                for part in parts:
-                    done += 1
-                    with self._accumulating(done == passes + idle):
-                        lp, entropy = policy_logps(part, with_entropy=iteration == 0)
-                        loss, m = grpo_loss(
-                            lp, mask[part], advantages[part],
-                            old_per_token_logps=None if old is None else old[part],
-                            ref_per_token_logps=None if ref is None else ref[part],
-                            loss_type=g.loss_type, epsilon=g.epsilon, epsilon_high=g.epsilon_high, delta=g.delta,
-                            beta=g.beta, max_completion_length=cfg.generation.max_completion_length,
-                            num_items_in_batch=num_items, grad_accum_steps=g.gradient_accumulation_steps,
-                            group_rows=group_rows, group_tokens=group_tokens,
-                            importance_sampling_ratio=None if is_ratio is None else is_ratio[part],
-                        )
-                        self._backward(loss)
-                    if entropy is not None:
-                        m["entropy"] = (entropy * mask[part]).sum() / mask[part].sum().clamp(min=1)
-                    # the slices' losses add up to the micro-batch's; the other metrics are token means
-                    part_share = float(mask[part].sum() / group_tokens.clamp(min=1))
-                    for key, value in m.items():
-                        micro_metrics[key] = micro_metrics.get(key, 0.0) + float(value) * (
-                            1.0 if key == "policy_loss" else part_share)
-                records.append(micro_metrics)
-            for _ in range(idle):
-                done += 1
-                with self._accumulating(done == passes + idle):
-                    lp, _ = policy_logps(slices[last_micro][0][:1], with_entropy=False)
-                    self._backward(lp.sum() * 0.0)
-            grad_norms.append(self._optimizer_step())
+            records += self._accumulate(plan, advantages, old, ref, is_ratio, idle, with_entropy=iteration == 0)
+            grad_norms.append(self.engine.optimizer_step())
         sums: dict[str, float] = {}
         counts_of: dict[str, int] = {}
         for record in self._reduce_records(records):
@@ -623,6 +470,110 @@ class Trainer:
         out = {key: sums[key] / counts_of[key] for key in sums}
         out["grad_norm"] = sum(grad_norms) / len(grad_norms)  # the same on every rank (summed gradients)
         return {**out, **is_metrics}
+
+    def _plan(self, batch: Generation) -> _Plan:
+        """The step's sequences, the loss mask, and this rank's rows of each micro-batch cut into slices."""
+        g = self.cfg.grpo
+        input_ids = torch.cat([batch.prompt_ids, batch.completion_ids], dim=1)
+        attention_mask = torch.cat([batch.prompt_mask, batch.completion_mask], dim=1)
+        mask = batch.completion_mask.clone()
+        if g.mask_truncated_completions:
+            mask = mask * (~batch.truncated).unsqueeze(1).to(mask.dtype)
+        counts = mask.sum(1)
+        if self.world.enabled:  # every row's completion tokens, the whole step's
+            counts = torch.tensor(_concat(all_gather_objects(counts.tolist(), self.world)), dtype=counts.dtype,
+                                  device=counts.device)
+        mine = share(counts.numel(), self.world)
+        micro, group_sizes = [], []  # this rank's rows of each micro-batch; its global rows and tokens
+        for rows in torch.arange(counts.numel()).tensor_split(g.gradient_accumulation_steps):
+            first, last = max(int(rows[0]), mine.start), min(int(rows[-1]) + 1, mine.stop)
+            micro.append(torch.arange(first - mine.start, max(first, last) - mine.start))
+            group_sizes.append((len(rows), counts[rows].sum()))
+        slices = [idx.split(rows_per_slice(input_ids.size(1), g.micro_batch_tokens)) if len(idx) else ()
+                  for idx in micro]
+        return _Plan(input_ids, attention_mask, batch.completion_ids.size(1), mask, counts.sum(), slices,
+                     group_sizes)
+
+    def _logps(self, model: Any, plan: _Plan, idx: torch.Tensor, with_entropy: bool = False
+               ) -> tuple[torch.Tensor, Any]:
+        """The completion log-probs (and entropies) of rows ``idx`` under ``model``: the policy through the
+        engine (``model`` None), whose wrapped module reduces the gradients, or another model as it is."""
+        g = self.cfg.grpo
+        forward = self.engine.forward if model is None else functools.partial(completion_logprobs, model)
+        with sampling_autocast(self.model):
+            return forward(plan.input_ids[idx], plan.attention_mask[idx], plan.k,
+                           temperature=self.cfg.generation.temperature, chunk_size=g.logprob_chunk_size,
+                           with_entropy=with_entropy, share_prompts=g.share_prompts)
+
+    def _fixed_logps(self, plan: _Plan, need_old: bool, need_ref: bool
+                     ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """The old policy's and the reference model's log-probs of the step's rows (no gradients, eval mode: no
+        dropout, LoRA's included), each only when needed."""
+        old = ref = None
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.no_grad(), self.engine.whole_model() if need_old or need_ref else contextlib.nullcontext():
+                everything = [part for parts in plan.slices for part in parts]  # one [rows, K] tensor each
+                if need_old:
+                    old = torch.cat([self._logps(self.model, plan, i)[0] for i in everything])
+                if need_ref:
+                    with reference_model(self.model, self.cfg) as ref_model:
+                        ref = torch.cat([self._logps(ref_model, plan, i)[0] for i in everything])
+        finally:
+            self.model.train(was_training)
+        return old, ref
+
+    def _importance_ratio(self, batch: Generation, old: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
+        """The sampler's correction (grpo_core.algorithm.sampler_correction) and its metrics over the ranks."""
+        gen = self.cfg.generation
+        is_ratio, is_metrics = importance_ratio(old, batch.sampling_logps, batch.completion_mask,
+                                                gen.importance_sampling, gen.importance_sampling_min,
+                                                gen.importance_sampling_max)
+        if self.world.enabled:
+            weights = metric_weights(is_metrics, gen.importance_sampling, int(batch.completion_mask.sum()),
+                                     batch.completion_mask.size(0))
+            is_metrics = reduce_weighted(all_gather_objects((is_metrics, weights), self.world))
+        return is_ratio, is_metrics
+
+    def _accumulate(self, plan: _Plan, advantages: torch.Tensor, old: torch.Tensor | None, ref: torch.Tensor | None,
+                    is_ratio: torch.Tensor | None, idle: int, with_entropy: bool) -> list[dict[str, float]]:
+        """The forward/backwards of one optimizer step (every slice, then ``idle`` passes that contribute
+        nothing); returns each micro-batch's metrics, this rank's share."""
+        g, cfg = self.cfg.grpo, self.cfg
+        records: list[dict[str, float]] = []
+        done = 0  # backwards so far in this optimizer step; the last one syncs the gradients
+        for parts, (group_rows, group_tokens) in zip(plan.slices, plan.group_sizes, strict=True):
+            micro_metrics: dict[str, float] = {}
+            for part in parts:
+                done += 1
+                with self.engine.accumulating(done == plan.passes + idle):
+                    lp, entropy = self._logps(None, plan, part, with_entropy=with_entropy)
+                    loss, m = grpo_loss(
+                        lp, plan.mask[part], advantages[part],
+                        old_per_token_logps=None if old is None else old[part],
+                        ref_per_token_logps=None if ref is None else ref[part],
+                        loss_type=g.loss_type, epsilon=g.epsilon, epsilon_high=g.epsilon_high, delta=g.delta,
+                        beta=g.beta, max_completion_length=cfg.generation.max_completion_length,
+                        num_items_in_batch=plan.num_items, grad_accum_steps=g.gradient_accumulation_steps,
+                        group_rows=group_rows, group_tokens=group_tokens,
+                        importance_sampling_ratio=None if is_ratio is None else is_ratio[part],
+                    )
+                    self.engine.backward(loss)
+                if entropy is not None:
+                    m["entropy"] = (entropy * plan.mask[part]).sum() / plan.mask[part].sum().clamp(min=1)
+                # the slices' losses add up to the micro-batch's; the other metrics are token means
+                part_share = float(plan.mask[part].sum() / group_tokens.clamp(min=1))
+                for key, value in m.items():
+                    micro_metrics[key] = micro_metrics.get(key, 0.0) + float(value) * (
+                        1.0 if key == "policy_loss" else part_share)
+            records.append(micro_metrics)
+        for _ in range(idle):
+            done += 1
+            with self.engine.accumulating(done == plan.passes + idle):
+                lp, _ = self._logps(None, plan, plan.idle_rows, with_entropy=False)
+                self.engine.backward(lp.sum() * 0.0)
+        return records
 
     def _reduce_records(self, records: list[dict[str, float]]) -> list[dict[str, float]]:
         """Each micro-batch's metrics summed over the ranks (each rank holds its share of each); a key counts
@@ -647,7 +598,7 @@ class Trainer:
         totals: list[float] = []
         columns: dict[str, list] = {}
         lengths: list[float] = []
-        with self._whole_model():  # the ranks' shares may take different numbers of calls
+        with self.engine.whole_model():  # the ranks' shares may take different numbers of calls
             for start in range(0, len(rows), per_call):
                 batch = self.backend.generate(prompts[start : start + per_call], 1, greedy=True)
                 total, cols = self._score(rows[start : start + per_call], batch, k=1)
@@ -667,23 +618,16 @@ class Trainer:
 
     def _load_policy(self) -> tuple[Any, Any]:
         """The trainable model and its tokenizer, as ``[model]`` says (the Python API hands over objects)."""
-        from grpo_core.policy.models import load_model_and_tokenizer
-
         return load_model_and_tokenizer(self.cfg)
 
     def _load_rows(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """The training and held-out rows, as ``[data]`` says (the Python API hands over dataset objects)."""
-        from grpo_core.data import train_eval_rows
-
         return train_eval_rows(self.cfg.data, self.registry)
 
 
     def _check_head(self) -> None:
         """The chunked log-prob head against the model's own logits, and packed prompts against unpacked, once
         (grpo_core.policy.logprobs, grpo_core.policy.shared_prompts)."""
-        from grpo_core.policy.logprobs import check_chunked_head
-        from grpo_core.policy.shared_prompts import check_shared_prompts
-
         probe = self.tokenizer("The quick brown fox jumps over the lazy dog. 12 + 7 = 19",
                                return_tensors="pt")["input_ids"]
         if probe.shape[1] >= 2:
@@ -774,20 +718,10 @@ class Trainer:
         return due
 
     def _checkpoint(self) -> None:
-        from grpo_core.run_folder.checkpoints import rng_state, save_checkpoint
-
         self._last_checkpoint = time.monotonic()
 
         states = all_gather_objects(rng_state(), self.world) if self.world.enabled else None
-        model_state = optimizer_state = None
-        if self._sharded:  # full state dicts, gathered on rank 0
-            from grpo_core.parallel.fsdp import full_state
-
-            model_state, optimizer_state = full_state(self.model, self.optimizer)
-        elif self._deepspeed:  # the weights are whole on every rank; the optimizer's partitions gathered
-            from grpo_core.parallel.deepspeed import optimizer_states
-
-            optimizer_state = optimizer_states(self._parallel, self.world)
+        model_state, optimizer_state = self.engine.checkpoint_state()  # None: the model's and optimizer's own
         if self.world.is_main:
             state = {"epoch": self.epoch, "position": self.position, "world_size": self.world.size}
             path = save_checkpoint(self.run_dir, self.step, model=self.model, optimizer=self.optimizer,
@@ -807,48 +741,25 @@ class Trainer:
                                getattr(self, "last_metrics", {}))
 
     def _restore(self) -> None:
-        from grpo_core.run_folder.checkpoints import CheckpointError, load_latest_checkpoint, restore
-
         checkpoint = load_latest_checkpoint(self.run_dir)
         if checkpoint is None:
-            raise FileNotFoundError(f"--resume: no checkpoint in {self.run_dir / 'checkpoints'}")
-        load_state = None
-        if self._sharded:
-            import functools
-
-            from grpo_core.parallel.fsdp import load_full_state
-
-            load_state = functools.partial(load_full_state, self.model, self.optimizer)
-        elif self._deepspeed:
-            import functools
-
-            from grpo_core.parallel.deepspeed import load_state as load_deepspeed
-
-            load_state = functools.partial(load_deepspeed, self._parallel, self.model, self.world.rank)
+            raise FileNotFoundError(f"--resume: no checkpoint in {self.run_dir / CHECKPOINTS}")
         state = restore(checkpoint, self.model, self.optimizer, self.scheduler, rank=self.world.rank,
-                        load_state=load_state)
+                        load_state=self.engine.state_loader())
         written_by = int(state.get("world_size", 1))
         if written_by != self.world.size:
             raise CheckpointError(f"{checkpoint.path} was written by {written_by} process(es); resume it with the "
                                   f"same number (this run has {self.world.size})")
         self.step, self.epoch, self.position = int(state["step"]), int(state["epoch"]), int(state["position"])
         if self.world.is_main:
-            from grpo_core.run_folder.checkpoints import describe_restored
-
             print(describe_restored(checkpoint, state), file=sys.stderr, flush=True)
 
     def _save_model(self) -> None:
-        from grpo_core.policy.models import save_model
-
-        model = self.model
-        if self._sharded:  # rank 0: a plain copy of the model holding the full weights
-            from grpo_core.parallel.fsdp import plain_model
-
-            model = plain_model(self.model, self.cfg, self.world)
+        model = self.engine.plain_model()  # FSDP2: rank 0's plain copy holding the full weights
         if self.world.is_main:
-            save_model(model, self.tokenizer, self.run_dir / "model")
+            save_model(model, self.tokenizer, self.run_dir / MODEL_DIR)
             if self.cfg.checkpoint.save_merged:
-                save_model(model, self.tokenizer, self.run_dir / "merged", merged=True)
+                save_model(model, self.tokenizer, self.run_dir / MERGED_DIR, merged=True)
         barrier(self.world)
 
     def _install_sigint(self) -> Any:

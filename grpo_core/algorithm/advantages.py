@@ -26,8 +26,9 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
-SCALE_REWARDS = ("group", "batch", "none")
-AGGREGATIONS = ("sum_then_normalize", "normalize_then_sum")
+from grpo_core.config import MULTI_OBJECTIVE_AGGREGATIONS as AGGREGATIONS
+from grpo_core.config import SCALE_REWARDS
+
 EPS = 1e-4
 
 

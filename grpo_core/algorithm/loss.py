@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import torch
 
-LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
+from grpo_core.config import LOSS_TYPES
 
 
 def grpo_loss(

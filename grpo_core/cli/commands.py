@@ -20,7 +20,23 @@ import argparse
 import sys
 from typing import Any
 
+from grpo_core.cli.quiet import quiet_libraries
+from grpo_core.config import SECTIONS, SOURCE_SCHEME, load_config, looks_local
+from grpo_core.data import missing_reward_columns, train_eval_rows
+from grpo_core.reward_signal import measure_signal, no_signal, signal_table
+from grpo_core.run_folder.checkpoints import (
+    CheckpointError,
+    RunFolderError,
+    check_run_dir,
+    checkpoints_dir,
+    clear_run_dir,
+    earlier_run,
+    load_latest_checkpoint,
+)
+from grpo_core.run_folder.plotting import plot_run
+from grpo_rewards.errors import ConfigError, UserError
 from grpo_rewards.hookspecs import hookimpl
+from grpo_rewards.plugins import get_registry
 
 
 def _add_overrides(p: argparse.ArgumentParser) -> None:
@@ -177,8 +193,6 @@ def summary(cfg: Any) -> str:
 def _is_local(source: str | None) -> bool:
     from pathlib import Path
 
-    from grpo_core.config import SOURCE_SCHEME
-
     return bool(source) and not SOURCE_SCHEME.match(source) and Path(source).expanduser().exists()
 
 
@@ -210,8 +224,6 @@ def model_source_problem(cfg: Any) -> str | None:
     folder, not in the Hugging Face cache, and the hub offline (``HF_HUB_OFFLINE``) or unreachable."""
     import os
     from pathlib import Path
-
-    from grpo_core.config import looks_local
 
     m = cfg.model
     if not m.name_or_path or Path(m.name_or_path).expanduser().exists() or getattr(m, "gguf_file", None):
@@ -247,14 +259,6 @@ def preflight(cfg: Any, *, resume: bool = False, overwrite: bool = False, all_so
     row of the training (and held-out) data when it is a local file (any source with ``all_sources``).
     With ``model``, also whether the model can be fetched at all (:func:`model_source_problem`).
     Raises the layer's error; returns the training rows when they were loaded."""
-    from grpo_core.data import missing_reward_columns, train_eval_rows
-    from grpo_core.run_folder.checkpoints import (
-        RunFolderError,
-        check_run_dir,
-        checkpoints_dir,
-        load_latest_checkpoint,
-    )
-    from grpo_rewards.errors import ConfigError
 
     if outputs:
         from grpo_core.outputs import check_outputs, deprecations
@@ -323,7 +327,7 @@ def run_checks(cfg: Any, *, resume: bool = False, overwrite: bool = False, proce
     when they were loaded. Raises the layer's one-line errors."""
     from grpo_core.parallel.deepspeed import check_trainable
     from grpo_core.parallel.distributed import check_world
-    from grpo_core.run_folder.checkpoints import check_run_dir, earlier_run
+    from grpo_core.run_folder.checkpoints import check_run_dir
     from grpo_rewards.errors import ConfigError, Problem
 
     check_trainable(cfg)
@@ -350,8 +354,6 @@ def run_checks(cfg: Any, *, resume: bool = False, overwrite: bool = False, proce
 
 def cmd_config_validate(args: argparse.Namespace) -> int:
     import json
-
-    from grpo_core.config import load_config
 
     cfg = load_config(args.config, args.overrides)
     rows = run_checks(cfg, all_sources=args.check_data, validate=True)
@@ -380,7 +382,7 @@ def memory_estimate(cfg: Any) -> Any:
     except (OSError, ValueError) as exc:
         raise OSError(f"model.name_or_path: cannot fetch the config of {m.name_or_path!r} (offline, or no such "
                       f"model?): {_first_line(exc)}") from None
-    from grpo_core.policy.memory_model import estimate_peak_memory
+    from grpo_core.policy.memory_model import estimate_peak_memory  # torch: loaded when the command runs
 
     dtype = cfg.quantization.compute_dtype if m.dtype == "auto" and cfg.quantization.load_in_4bit else m.dtype
     if dtype == "auto":
@@ -406,10 +408,7 @@ def memory_estimate(cfg: Any) -> Any:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from grpo_core.cli.quiet import quiet_libraries
-    from grpo_core.config import load_config
-    from grpo_core.parallel.distributed import world_from_env
-    from grpo_rewards.errors import ConfigError
+    from grpo_core.parallel.distributed import world_from_env  # torch: loaded when the command runs
 
     cfg = load_config(args.config, args.overrides)
     quiet_libraries(cfg)  # library chatter that does not concern this run (grpo_core.cli.quiet)
@@ -418,7 +417,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         import signal
         import threading
 
-        from grpo_core.parallel.distributed import die_with_parent
+        from grpo_core.parallel.distributed import die_with_parent  # torch: loaded when the command runs
 
         die_with_parent()
         if threading.current_thread() is threading.main_thread():
@@ -453,8 +452,6 @@ def cmd_train(args: argparse.Namespace) -> int:
                   "own memory path (TRL: its fused LM head, no micro_batch_tokens slices, no MLP tiles)",
                   file=sys.stderr)
         return 0
-    from grpo_core.run_folder.checkpoints import CheckpointError, clear_run_dir
-    from grpo_rewards.plugins import get_registry
 
     if args.overwrite and world.is_main:  # before rank 0 builds its model: no rank has written anything yet
         clear_run_dir(cfg.logging.output_dir)
@@ -466,8 +463,6 @@ def cmd_train(args: argparse.Namespace) -> int:
     except (OSError, ImportError) as exc:
         return _error(_first_line(exc))
     except ValueError as exc:  # a rule that needs the loaded model, naming its config key
-        from grpo_core.config import SECTIONS
-        from grpo_rewards.errors import ConfigError, UserError
 
         if isinstance(exc, UserError):  # a DataError: already one line per problem
             raise
@@ -493,10 +488,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def cmd_signal(args: argparse.Namespace) -> int:
     """``grpo signal CONFIG``: grpo_core.reward_signal's table; exit 1 when no reward varies in any group."""
-    from grpo_core.cli.quiet import quiet_libraries
-    from grpo_core.config import load_config
-    from grpo_core.reward_signal import measure_signal, no_signal, signal_table
-    from grpo_core.trainer import Trainer
+    from grpo_core.trainer import Trainer  # torch: loaded when the command runs
 
     cfg = load_config(args.config, args.overrides)
     quiet_libraries(cfg)
@@ -515,8 +507,6 @@ def cmd_signal(args: argparse.Namespace) -> int:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    from grpo_core.run_folder.plotting import plot_run
-
     out = plot_run(args.run_dir, args.out, warn=lambda line: print(f"warning: {line}", file=sys.stderr))
     print(out)
     return 0

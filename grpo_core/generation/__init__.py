@@ -1,6 +1,8 @@
 """Generation: prompts in, a group of completions per prompt out (:class:`Generation`).
 
-``transformers_backend``  the backend protocol, :class:`Generation`, and the ``transformers`` backend
+``backend``               the backend protocol, :class:`Generation`, finding a run's backend, EOS ids
+``transformers_backend``  the ``transformers`` backend
+``transformers_support``  the ``transformers`` backend's config checks (no torch)
 ``group_sampling``        plain temperature sampling with each prompt prefilled once for its group
 ``vllm``                  the ``vllm`` backend, colocated or against a ``vllm serve`` server
 
@@ -14,10 +16,12 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    name: "grpo_core.generation.transformers_backend"
-    for name in ("Generation", "GenerationBackend", "TransformersBackend", "build_backend",
-                 "clean_generation_config", "completion_mask_from_eos", "end_of_turn_ids", "eos_token_ids",
-                 "make_transformers_backend", "off_policy_warnings", "sampling_autocast")
+    **{name: "grpo_core.generation.backend"
+       for name in ("Generation", "GenerationBackend", "build_backend", "completion_mask_from_eos", "end_of_turn_ids",
+                    "eos_token_ids")},
+    **{name: "grpo_core.generation.transformers_backend"
+       for name in ("TransformersBackend", "clean_generation_config", "make_transformers_backend",
+                    "off_policy_warnings", "sampling_autocast")},
 }
 
 __all__ = sorted(_EXPORTS)

@@ -33,6 +33,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from grpo_core.run_folder.layout import TRACKERS_FILE
+
 # accelerate's tracker names (accelerate.tracking.LOGGER_TYPE_TO_CLASS), listed here so that validating a config
 # imports nothing heavy; a test keeps the two equal
 KNOWN = ("aim", "clearml", "comet_ml", "dvclive", "mlflow", "swanlab", "tensorboard", "trackio", "wandb")
@@ -42,7 +44,7 @@ MODULES = {"aim": "aim", "clearml": "clearml", "comet_ml": "comet_ml", "dvclive"
 EXTRAS = {"comet_ml": "comet", "mlflow": "mlflow", "tensorboard": "tensorboard", "trackio": "trackio",
           "wandb": "wandb"}
 WANDB_MODES = ("online", "offline", "disabled", "dryrun", "run", "shared")
-STATE_FILE = "trackers.json"
+STATE_FILE = TRACKERS_FILE
 KEY = "logging.report_to"
 
 

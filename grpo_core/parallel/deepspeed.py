@@ -25,13 +25,20 @@ process group of one (grpo_core.parallel.distributed.init_process_group).
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import functools
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from grpo_core.parallel.distributed import all_gather_objects, group_of_one, passes_to_add
+from grpo_core.parallel.engine import Engine, learning_rate_schedule
+from grpo_core.policy.models import trainable_parameters, uses_fp16
+from grpo_core.run_folder.checkpoints import CheckpointError
 from grpo_rewards.errors import ConfigError, Problem
 
 INSTALL = "pip install '.[deepspeed]' (DeepSpeed builds from source: DS_BUILD_OPS=0 pip install --no-build-isolation)"
@@ -140,8 +147,6 @@ def check_trainable(cfg: Any) -> None:
 def check_precision(model: torch.nn.Module, cfg: Any) -> None:
     """Refuse (``ConfigError`` naming ``model.dtype``) gradients through fp16: the trainer's loss scaling
     cannot see DeepSpeed's partitioned gradients."""
-    from grpo_core.policy.models import uses_fp16
-
     if uses_fp16(model):
         raise _refuse(cfg, "model.dtype", "float16 training needs loss scaling, which the trainer does not run "
                                           "inside engine = \"deepspeed\"; use bfloat16 or float32")
@@ -189,8 +194,6 @@ _DROP = object()
 def optimizer_states(engine: Any, world: Any) -> dict[str, Any]:
     """Every rank's partition of the ZeRO optimizer (its AdamW state and fp32 weights), gathered on every rank
     (a collective): what a checkpoint's ``optimizer.pt`` holds."""
-    from grpo_core.parallel.distributed import all_gather_objects
-
     mine = _plain(engine.optimizer.state_dict())
     return {"deepspeed_partitions": all_gather_objects(mine, world) if world.enabled else [mine]}
 
@@ -208,8 +211,6 @@ def load_state(engine: Any, model: torch.nn.Module, rank: int, weights: dict[str
         return
     parts = optimizer_state.get("deepspeed_partitions")
     if parts is None:
-        from grpo_core.run_folder.checkpoints import CheckpointError
-
         raise CheckpointError("the checkpoint's optimizer state was not written by engine = \"deepspeed\"; resume "
                               "it with the engine that wrote it")
     optimizer = engine.optimizer
@@ -219,3 +220,52 @@ def load_state(engine: Any, model: torch.nn.Module, rank: int, weights: dict[str
     for part in parts:  # the objects left out when saved: this engine's own
         part.setdefault("loss_scaler", optimizer.loss_scaler)
     optimizer.load_state_dict(parts, load_optimizer_states=True, load_from_fp32_weights=True)
+
+
+class DeepSpeedEngine(Engine):
+    """``[distributed] engine = "deepspeed"``, one process or several: the module docs."""
+
+    @staticmethod
+    def check(config: Any) -> None:
+        check_trainable(config)
+
+    def wrap(self, module: torch.nn.Module) -> torch.nn.Module:
+        check_precision(self.model, self.config)
+        if not self.world.enabled:  # DeepSpeed needs a process group: one of this process alone
+            self.owns_group = group_of_one(self.config.distributed.backend)
+        try:
+            return initialize(module, trainable_parameters(self.model), self.config, self.world.size,
+                              functools.partial(learning_rate_schedule, config=self.config))
+        except BaseException:
+            self.close()
+            raise
+
+    def build_optimizer(self, params: list[torch.nn.Parameter]) -> tuple[Any, Any]:
+        return self.module.optimizer, self.module.lr_scheduler  # partitioned; the engine steps the schedule
+
+    def accumulating(self, last: bool) -> Any:
+        self.module.set_gradient_accumulation_boundary(last)
+        return contextlib.nullcontext()
+
+    def backward(self, loss: torch.Tensor) -> None:
+        """DeepSpeed averages the ranks' gradients (and would divide by the accumulation): the loss times the
+        number of processes makes them the sum, as each rank's loss is its share of the step's."""
+        self.module.backward(loss * self.world.size, scale_wrt_gas=False)
+
+    def optimizer_step(self) -> float:
+        """DeepSpeed clips, steps the optimizer and the schedule and clears the gradients in its own step."""
+        engine, norm = self.module, None
+        if not engine.zero_optimization():  # stage 0 clips without reporting the norm: the summed gradients'
+            norm = torch.nn.utils.get_total_norm([p.grad for p in self.params if p.grad is not None])
+        engine.step()
+        norm = engine.get_global_grad_norm() if norm is None else norm
+        return float("nan") if norm is None else float(norm)
+
+    def idle_passes(self, passes: int) -> int:
+        return passes_to_add(passes, self.world)  # ZeRO reduces on each backward: as many on every rank
+
+    def checkpoint_state(self) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        return None, optimizer_states(self.module, self.world)  # weights whole on every rank; partitions gathered
+
+    def state_loader(self) -> Callable[..., None] | None:
+        return functools.partial(load_state, self.module, self.model, self.world.rank)

@@ -23,6 +23,8 @@ from typing import Any
 
 import torch
 
+from grpo_rewards.errors import ConfigError, Problem
+
 
 @dataclass(frozen=True)
 class World:
@@ -77,8 +79,6 @@ def world_problems(cfg: Any, size: int) -> list[tuple[str, str]]:
 
 def check_world(cfg: Any, size: int) -> None:
     """Raise a ``ConfigError`` (one line per problem, naming the key) for :func:`world_problems`."""
-    from grpo_rewards.errors import ConfigError, Problem
-
     problems = world_problems(cfg, size)
     if problems:
         raise ConfigError([Problem(cfg.path, None, key, why) for key, why in problems])
@@ -166,6 +166,11 @@ def share(n: int, world: World) -> slice:
     base, extra = divmod(n, world.size)
     start = world.rank * base + min(world.rank, extra)
     return slice(start, start + base + (1 if world.rank < extra else 0))
+
+def passes_to_add(passes: int, world: Any) -> int:
+    """How many empty forward/backward passes this rank adds so that every rank runs as many as the busiest."""
+    most = all_reduce(torch.tensor([passes], dtype=torch.int64), world, "max")
+    return int(most.item()) - passes
 
 
 def all_gather_objects(obj: Any, world: World) -> list[Any]:

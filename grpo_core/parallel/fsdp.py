@@ -14,7 +14,7 @@ Every rank must run the same sequence of sharded forwards and backwards (each on
 differ across ranks runs on the whole model instead, gathered once (:func:`gathered`): generation (rows end
 at different times), the held-out evaluation, the old-policy and reference log-probs (each rank's slice count
 depends on its own completion length), and the optimizer step's forward/backward passes are padded to the
-largest count over the ranks with passes that contribute nothing (:func:`passes_to_add`).
+largest count over the ranks with passes that contribute nothing (:func:`~grpo_core.parallel.distributed.passes_to_add`).
 
 Checkpoints hold full, unsharded state dicts (``torch.distributed.checkpoint.state_dict``; :func:`full_state`
 gathers them on rank 0, :func:`load_full_state` loads them back on every rank), so a checkpoint looks the same
@@ -24,10 +24,16 @@ as one written by one process or by DDP, and resumes with the same number of pro
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
-from typing import Any
+import functools
+from collections.abc import Callable, Iterator
+from typing import Any, ClassVar
 
 import torch
+
+from grpo_core.parallel.distributed import passes_to_add
+from grpo_core.parallel.engine import Engine
+from grpo_core.policy.models import load_model_and_tokenizer, uses_fp16
+from grpo_rewards.errors import ConfigError, Problem
 
 
 def decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
@@ -46,9 +52,6 @@ def fsdp_modules(root: torch.nn.Module) -> list[Any]:
 def check_precision(model: torch.nn.Module, cfg: Any) -> None:
     """Refuse (``ConfigError`` naming ``model.dtype``) gradients through fp16: their loss scaling would skip or
     take a step on each rank's own shard of the gradients, not on all of them."""
-    from grpo_core.policy.models import uses_fp16
-    from grpo_rewards.errors import ConfigError, Problem
-
     if uses_fp16(model):
         raise ConfigError([Problem(cfg.path, None, "model.dtype", "float16 training needs loss scaling, which "
                                    "engine = \"fsdp2\" does not shard; use bfloat16 or float32, or engine = \"ddp\"")])
@@ -94,13 +97,6 @@ def gathered(root: Any) -> Iterator[None]:
         _default_resharding(root)
 
 
-def passes_to_add(passes: int, world: Any) -> int:
-    """How many empty forward/backward passes this rank adds so that every rank runs as many as the busiest."""
-    from grpo_core.parallel.distributed import all_reduce
-
-    most = all_reduce(torch.tensor([passes], dtype=torch.int64), world, "max")
-    return int(most.item()) - passes
-
 
 def full_value(value: Any) -> Any:
     """A DTensor's full value (a collective), anything else as it is."""
@@ -144,9 +140,35 @@ def plain_model(model: torch.nn.Module, cfg: Any, world: Any) -> torch.nn.Module
     state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
     if not world.is_main:
         return None
-    from grpo_core.policy.models import load_model_and_tokenizer
-
     with torch.random.fork_rng():  # a fresh LoRA initialisation, overwritten below
         plain, _ = load_model_and_tokenizer(cfg)
     plain.load_state_dict(state)
     return plain
+
+
+class FSDP2Engine(Engine):
+    """``[distributed] engine = "fsdp2"`` with several processes: the module docs."""
+
+    needs_processes: ClassVar[bool] = True
+
+    def wrap(self, module: torch.nn.Module) -> torch.nn.Module:
+        check_precision(self.model, self.config)
+        return shard(module, self.world)
+
+    def whole_model(self) -> Any:
+        return gathered(self.module)
+
+    def full_value(self, value: Any) -> Any:
+        return full_value(value)
+
+    def idle_passes(self, passes: int) -> int:
+        return passes_to_add(passes, self.world)
+
+    def checkpoint_state(self) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        return full_state(self.model, self.optimizer)  # full state dicts, gathered on rank 0
+
+    def state_loader(self) -> Callable[..., None] | None:
+        return functools.partial(load_full_state, self.model, self.optimizer)
+
+    def plain_model(self) -> torch.nn.Module | None:
+        return plain_model(self.model, self.config, self.world)  # rank 0: a plain copy with the full weights

@@ -41,6 +41,9 @@ from typing import Any
 
 import torch
 
+from grpo_core.policy import shared_prompts
+from grpo_core.policy.shared_prompts import position_ids_from_mask
+
 # Values per logits tile (fp32): 4M values = 16 MiB; a tile and its exponentials stay ~32 MiB.
 TILE_VALUES = 1 << 22
 
@@ -249,12 +252,6 @@ def chunked_token_logprobs(
     return logps, (entropy if with_entropy else None)
 
 
-def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
-    """``cumsum(mask) - 1`` (0 on left padding): each row's real tokens at positions 0, 1, ... as the
-    sampler saw them, whatever padding precedes them (a model given no position ids uses the column)."""
-    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
-
-
 def plain_completion_logprobs(
     model: torch.nn.Module,
     input_ids: torch.Tensor,
@@ -353,13 +350,9 @@ def completion_logprobs(
     backbone, head = parts
     packing = None
     if share_prompts:
-        from grpo_core.policy.shared_prompts import plan
-
-        packing = plan(model, input_ids, attention_mask, logits_to_keep, per_row=completions_per_row)
+        packing = shared_prompts.plan(model, input_ids, attention_mask, logits_to_keep, per_row=completions_per_row)
     if packing is not None:
-        from grpo_core.policy.shared_prompts import packed_hidden
-
-        hidden = packed_hidden(model, backbone, packing).to(head.weight.device)
+        hidden = shared_prompts.packed_hidden(model, backbone, packing).to(head.weight.device)
     else:
         hidden = backbone(input_ids=input_ids, attention_mask=attention_mask,
                           position_ids=position_ids_from_mask(attention_mask), use_cache=False).last_hidden_state
@@ -407,4 +400,37 @@ def check_chunked_head(model: torch.nn.Module, input_ids: torch.Tensor, *, toler
     warnings.warn(f"completion_logprobs: {type(base).__name__}'s chunked log-probs differ from its own logits by "
                   f"{error:.3g} (an LM head transform this trainer does not fold in); using the full-logits path, "
                   "which holds [batch, completion, vocab] logits", stacklevel=2)
+    return False
+
+
+def check_shared_prompts(model: torch.nn.Module, input_ids: torch.Tensor, *, tolerance: float = 1e-3) -> bool:
+    """Packed against unpacked log-probs on three completions of one prompt cut from ``input_ids`` (``[1, T]``,
+    T >= 4), once at load. On a mismatch, mark the model so that packing stays off, warn, and return False."""
+    if not shared_prompts.packable(model, 16):
+        return False
+    ids = input_ids[0, :16].to(next(model.parameters()).device)
+    if ids.numel() < 4:
+        raise ValueError("check_shared_prompts needs at least 4 tokens")
+    half = ids.numel() // 2
+    prompt, tail = ids[:half], ids[half:]
+    rows = torch.stack([torch.cat([prompt, tail.roll(shift)]) for shift in range(3)])
+    mask = torch.ones_like(rows)
+    mask[2, -1] = 0  # a completion with a masked last token
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            packed, _ = completion_logprobs(model, rows, mask, tail.numel(), share_prompts=True, completions_per_row=3)
+            plain, _ = completion_logprobs(model, rows, mask, tail.numel(), share_prompts=False)
+    finally:
+        model.train(was_training)
+    real = mask[:, -tail.numel():].bool()
+    error = (packed - plain)[real].abs().max().item()
+    if error <= tolerance * max(1.0, plain[real].abs().max().item()):
+        return True
+    base = shared_prompts.base_model(model)
+    setattr(base, shared_prompts.OFF_FLAG, True)
+    warnings.warn(f"completion_logprobs: {type(base).__name__}'s log-probs with its groups' prompts shared differ "
+                  f"from the unpacked ones by {error:.3g}; each completion runs with its own copy of the prompt",
+                  stacklevel=2)
     return False

@@ -21,14 +21,13 @@ large groups end up with several packed rows per group, or none. Under eager att
 score, the packed rows must also hold no more scores than the unpacked ones. Only models whose every layer is causal
 attention through a 4-D mask are packed (sdpa or eager attention; sliding windows only where the unpacked rows
 fit in the window);
-:func:`check_shared_prompts` compares packed with unpacked log-probs once at load and turns packing off for a
+:func:`grpo_core.policy.logprobs.check_shared_prompts` compares packed with unpacked log-probs once at load and turns packing off for a
 model that differs, with a warning.
 """
 
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,7 +48,7 @@ class Packing:
     cols: torch.Tensor  # [B, K] its column
 
 
-def _base(model: torch.nn.Module) -> torch.nn.Module:
+def base_model(model: torch.nn.Module) -> torch.nn.Module:
     """The transformers model inside a peft wrapper (or the model itself): where the flags and config live."""
     return model.get_base_model() if hasattr(model, "get_base_model") else model
 
@@ -63,7 +62,7 @@ def packable(model: torch.nn.Module, width: int | None = None) -> bool:
     """Whether ``model``'s attention takes a packed row's 4-D mask as given: causal attention in every layer,
     sdpa or eager, and no failed :func:`check_shared_prompts`. Sliding-window layers qualify only for rows of
     at most ``width`` tokens that fit in the window (each completion then sees what it saw unpacked)."""
-    base = _base(model)
+    base = base_model(model)
     if getattr(base, OFF_FLAG, False):
         return False
     config = getattr(base, "config", None)
@@ -131,16 +130,20 @@ def plan(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.
     if per_row is None and (not weights or len(segments) * _cost(packed_len, weights, hidden)
                             >= rows * _cost(width, weights, hidden)):
         return None
-    eager = getattr(_base(model).config, "_attn_implementation", None) == "eager"
+    eager = getattr(base_model(model).config, "_attn_implementation", None) == "eager"
     if per_row is None and eager and len(segments) * packed_len**2 > rows * width**2:
         return None  # eager attention holds every score: no more of them than unpacked
     return _build(input_ids, attention_mask, k, segments, [int(v) for v in lengths], packed_len)
 
 
+def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
+    """``cumsum(mask) - 1`` (0 on left padding): each row's real tokens at positions 0, 1, ... as the
+    sampler saw them, whatever padding precedes them (a model given no position ids uses the column)."""
+    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+
+
 def _build(input_ids: torch.Tensor, attention_mask: torch.Tensor, k: int, segments: list[tuple[int, int]],
            lengths: list[int], packed_len: int) -> Packing:
-    from grpo_core.policy.logprobs import position_ids_from_mask
-
     device = input_ids.device
     prompt_width = input_ids.size(1) - k
     positions = position_ids_from_mask(attention_mask)[:, prompt_width:]
@@ -179,7 +182,7 @@ def _build(input_ids: torch.Tensor, attention_mask: torch.Tensor, k: int, segmen
 
 def attention_mask_4d(model: torch.nn.Module, allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """``allowed`` as the model's attention takes a custom mask: booleans for sdpa, additive for eager."""
-    base = _base(model)
+    base = base_model(model)
     mask = allowed.unsqueeze(1)
     if getattr(base.config, "_attn_implementation", None) == "sdpa":
         return mask
@@ -193,38 +196,3 @@ def packed_hidden(model: torch.nn.Module, backbone: torch.nn.Module, packing: Pa
     hidden = backbone(input_ids=packing.input_ids, attention_mask=attention_mask_4d(model, packing.allowed, dtype),
                       position_ids=packing.position_ids, use_cache=False).last_hidden_state
     return hidden[packing.rows, packing.cols]
-
-
-def check_shared_prompts(model: torch.nn.Module, input_ids: torch.Tensor, *, tolerance: float = 1e-3) -> bool:
-    """Packed against unpacked log-probs on three completions of one prompt cut from ``input_ids`` (``[1, T]``,
-    T >= 4), once at load. On a mismatch, mark the model so that packing stays off, warn, and return False."""
-    from grpo_core.policy.logprobs import completion_logprobs
-
-    if not packable(model, 16):
-        return False
-    ids = input_ids[0, :16].to(next(model.parameters()).device)
-    if ids.numel() < 4:
-        raise ValueError("check_shared_prompts needs at least 4 tokens")
-    half = ids.numel() // 2
-    prompt, tail = ids[:half], ids[half:]
-    rows = torch.stack([torch.cat([prompt, tail.roll(shift)]) for shift in range(3)])
-    mask = torch.ones_like(rows)
-    mask[2, -1] = 0  # a completion with a masked last token
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            packed, _ = completion_logprobs(model, rows, mask, tail.numel(), share_prompts=True, completions_per_row=3)
-            plain, _ = completion_logprobs(model, rows, mask, tail.numel(), share_prompts=False)
-    finally:
-        model.train(was_training)
-    real = mask[:, -tail.numel():].bool()
-    error = (packed - plain)[real].abs().max().item()
-    if error <= tolerance * max(1.0, plain[real].abs().max().item()):
-        return True
-    base = _base(model)
-    setattr(base, OFF_FLAG, True)
-    warnings.warn(f"completion_logprobs: {type(base).__name__}'s log-probs with its groups' prompts shared differ "
-                  f"from the unpacked ones by {error:.3g}; each completion runs with its own copy of the prompt",
-                  stacklevel=2)
-    return False

@@ -41,13 +41,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grpo_core.run_folder.layout import CHECKPOINTS, RECORDS, REPLACED, REPLACED_DIRS
 from grpo_rewards.errors import UserError
 
-CHECKPOINTS = "checkpoints"
 _NAME = re.compile(r"^step-(\d+)$")
-RECORDS = ("metrics.jsonl", "samples.jsonl")  # a run's records: non-empty means a run was there
-REPLACED = (*RECORDS, "config.json", "curves.png", "trackers.json")  # what --overwrite removes, with the checkpoints
-REPLACED_DIRS = (CHECKPOINTS, "tensorboard")  # (an earlier run's tensorboard events would mix into the new curves)
 
 
 class RunFolderError(UserError):

@@ -27,14 +27,17 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from grpo_core.run_folder.checkpoints import RunFolderError, check_run_dir
+from grpo_core.run_folder.layout import CONFIG_FILE, METRICS_FILE, SAMPLES_FILE, read_jsonl
+from grpo_core.run_folder.plotting import plot_run
+from grpo_rewards.errors import UserError
+from grpo_rewards.files import atomic_write
+
 if TYPE_CHECKING:
     from grpo_core.config import LoggingConfig
 
 log = logging.getLogger("grpo.metrics")
 
-METRICS_FILE = "metrics.jsonl"
-SAMPLES_FILE = "samples.jsonl"
-CONFIG_FILE = "config.json"
 
 
 def _clean(value: Any) -> Any:
@@ -50,44 +53,10 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def read_jsonl(path: str | Path, problems: list[str] | None = None,
-               numbers: list[int] | None = None) -> list[dict[str, Any]]:
-    """Records (JSON objects) of a JSONL file. A torn last line (a run killed mid-write) is skipped quietly;
-    any other line that is not a JSON object is skipped and described in ``problems`` when given. The line
-    number of each record goes to ``numbers`` when given."""
-    from grpo_rewards.errors import UserError
-    from grpo_rewards.files import read_bytes, text_lines
-
-    path = Path(path)
-    if not path.exists():
-        return []
-    data = read_bytes(path, UserError)
-    torn = not data.endswith(b"\n")
-    lines = list(text_lines(data))
-    records = []
-    for number, line, undecodable in lines:
-        why = undecodable
-        if line is not None and line.strip():
-            try:
-                record = json.loads(line)
-                why = "" if isinstance(record, dict) else f"not a JSON object ({type(record).__name__})"
-            except (json.JSONDecodeError, RecursionError):
-                why = "invalid JSON"
-            if not why:
-                records.append(record)
-                if numbers is not None:
-                    numbers.append(number)
-        if why and problems is not None and not (torn and number == len(lines)):
-            problems.append(f"{path}:{number}: {why}; line skipped")
-    return records
-
-
 def truncate_after(path: Path, step: int) -> None:
     """Keep only the records of ``path`` with ``record["step"] <= step`` (atomic rewrite)."""
     if not path.exists():
         return
-    from grpo_rewards.files import atomic_write
-
     kept = [r for r in read_jsonl(path) if isinstance(r.get("step", 0), (int, float)) and r.get("step", 0) <= step]
     with atomic_write(path) as fh:
         fh.write("".join(json.dumps(r) + "\n" for r in kept))
@@ -153,9 +122,6 @@ class MetricsLogger:
     def __init__(self, run_dir: str | Path, logging_cfg: LoggingConfig, *, total_steps: int | None = None,
                  start_step: int = 0, config: dict[str, Any] | None = None, overwrite: bool = False,
                  console: Any = None):
-        from grpo_core.run_folder.checkpoints import RunFolderError, check_run_dir
-        from grpo_rewards.files import atomic_write
-
         self.run_dir = Path(run_dir)
         if start_step == 0 and not overwrite:
             check_run_dir(self.run_dir)
@@ -245,9 +211,6 @@ class MetricsLogger:
                 log.warning("could not finish %s: %s", fh.name, exc)
         self._trackers.finish()
         if self.cfg.plot and read_jsonl(self.metrics_path):
-            from grpo_core.run_folder.plotting import plot_run
-            from grpo_rewards.errors import UserError
-
             try:
                 return plot_run(self.run_dir)
             except (UserError, OSError) as exc:  # nothing numeric logged, or no room: the run itself is fine

@@ -15,11 +15,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from grpo_core.run_folder.metrics import METRICS_FILE, read_jsonl
+from grpo_core.run_folder.layout import CURVES_FILE, METRICS_FILE, read_jsonl
 from grpo_rewards.errors import UserError
 from grpo_rewards.files import atomic_write, check_output
 
-PNG = "curves.png"
+PNG = CURVES_FILE
 SKIP = {"step", "time", "epoch"}
 # panels in this order first (when present), then the rest alphabetically
 FIRST = ("reward/mean", "reward/std", "kl", "loss", "clip_ratio/region_mean", "entropy", "completion_length/mean",

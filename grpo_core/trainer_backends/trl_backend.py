@@ -34,16 +34,24 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from grpo_core.config import RunConfig
+from grpo_core.config import RunConfig, as_run_config
 from grpo_core.context import TrainingContext
+from grpo_core.data import format_prompt, train_eval_rows
+from grpo_core.outputs import check_outputs
+from grpo_core.policy import models
+from grpo_core.policy.models import save_model
+from grpo_core.run_folder.checkpoints import RunFolderError
+from grpo_core.run_folder.layout import MERGED_DIR, MODEL_DIR, RECORDS
+from grpo_core.run_folder.metrics import MetricsLogger
+from grpo_core.trainer import fit_prompts
 from grpo_core.trainer_backends.trl_mapping import grpo_config_kwargs, no_trl_equivalent, our_metrics
+from grpo_rewards.plugins import get_registry
 
 
 def _orphan_checkpoints(run_dir: Path) -> list[Path]:
     """TRL checkpoints an earlier run left without its records (what ``--overwrite`` leaves: it clears this
     toolkit's files only); a fresh run removes them when it starts, so that they can neither be rotated in
     as "newest" nor resumed later. Checkpoints next to an earlier run's records are refused instead."""
-    from grpo_core.run_folder.checkpoints import RECORDS, RunFolderError
 
     found = sorted((p for p in run_dir.glob("checkpoint-*") if (p / "trainer_state.json").is_file()),
                    key=lambda p: p.name)
@@ -72,7 +80,6 @@ def _run_log_callback(backend: TRLBackend) -> Any:
     """A ``TrainerCallback`` writing TRL's log records to our run folder and calling our lifecycle hooks."""
     from transformers import TrainerCallback
 
-    from grpo_core.run_folder.metrics import MetricsLogger
 
     cfg, hook = backend.cfg, backend.registry.hook
 
@@ -149,8 +156,6 @@ class TRLBackend:
 
     def __init__(self, config: RunConfig | str | Path | dict[str, Any], *, resume: bool = False,
                  registry: Any = None):
-        from grpo_core.config import as_run_config
-        from grpo_rewards.plugins import get_registry
 
         self.cfg = cfg = as_run_config(config)
         self.registry = registry or get_registry()
@@ -186,7 +191,6 @@ class TRLBackend:
 
         import torch
 
-        from grpo_core.policy import models
 
         self.tokenizer = models.load_tokenizer(cfg)
         self.train_dataset, self.eval_dataset = self._datasets()
@@ -225,8 +229,6 @@ class TRLBackend:
         prompts dropped or refused as the built-in trainer does (``data.overlong_prompts``)."""
         from datasets import Dataset
 
-        from grpo_core.data import format_prompt, train_eval_rows
-        from grpo_core.trainer import fit_prompts
 
         d = self.cfg.data
         rows, eval_rows = train_eval_rows(d, self.registry)
@@ -244,8 +246,6 @@ class TRLBackend:
 
     def train(self) -> dict[str, Any]:
         """Run TRL's training loop; write the final model like our trainer; returns the last metrics."""
-        from grpo_core.outputs import check_outputs
-        from grpo_core.policy.models import save_model
 
         check_outputs(self.cfg)  # a named tracker that is not installed, a push without a token: before the first step
         callback = next(c for c in self.trainer.callback_handler.callbacks if hasattr(c, "logger"))
@@ -256,9 +256,9 @@ class TRLBackend:
         try:
             self.trainer.train(resume_from_checkpoint=self.resume_from)
             model = self.trainer.model
-            save_model(model, self.tokenizer, self.run_dir / "model")
+            save_model(model, self.tokenizer, self.run_dir / MODEL_DIR)
             if self.cfg.checkpoint.save_merged:
-                save_model(model, self.tokenizer, self.run_dir / "merged", merged=True)
+                save_model(model, self.tokenizer, self.run_dir / MERGED_DIR, merged=True)
         finally:
             if previous_handler is not None:
                 signal.signal(signal.SIGINT, previous_handler)

@@ -11,8 +11,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from grpo_core.policy.logprobs import completion_logprobs  # noqa: E402
-from grpo_core.policy.shared_prompts import check_shared_prompts, packable, plan  # noqa: E402
+from grpo_core.policy.logprobs import check_shared_prompts, completion_logprobs  # noqa: E402
+from grpo_core.policy.shared_prompts import packable, plan  # noqa: E402
 
 P, K = 6, 5
 

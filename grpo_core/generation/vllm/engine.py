@@ -29,28 +29,20 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
 
-from grpo_core.generation.transformers_backend import Generation, eos_token_ids
+from grpo_core.generation.backend import Generation, eos_token_ids
+from grpo_core.generation.vllm.completion import Completion
+from grpo_core.generation.vllm.server import ServerEngine
 from grpo_core.generation.vllm.weights import WeightSync
+from grpo_core.policy.models import compute_dtype
 
 if TYPE_CHECKING:
     from grpo_core.config import RunConfig
 
 _SEED_RANGE = 2**31 - 1
-
-
-@dataclass
-class Completion:
-    """One sampled completion: its token ids, the sampler's log-prob of each, and why it ended
-    (``"length"``: the token limit)."""
-
-    token_ids: list[int]
-    logprobs: list[float]
-    finish_reason: str | None
 
 
 def _prepare_environment() -> None:
@@ -63,8 +55,6 @@ def _prepare_environment() -> None:
 
 def _dtype_name(model: Any) -> str:
     """The dtype the policy's forwards run in (its autocast dtype, else its weights')."""
-    from grpo_core.policy.models import compute_dtype
-
     return str(compute_dtype(model) or next(model.parameters()).dtype).removeprefix("torch.")
 
 
@@ -170,8 +160,6 @@ class VLLMBackend:
         self.weights = WeightSync(model)
         if engine is None:
             if self.gen.vllm_mode == "server":
-                from grpo_core.generation.vllm.server import ServerEngine
-
                 engine = ServerEngine(config, dtype=_dtype_name(model))
             else:
                 engine = ColocatedEngine(config, model)

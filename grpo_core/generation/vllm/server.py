@@ -39,7 +39,7 @@ from urllib.parse import urlparse
 
 import torch
 
-from grpo_core.generation.vllm.engine import Completion
+from grpo_core.generation.vllm.completion import Completion
 from grpo_core.generation.vllm.support import server_url
 from grpo_core.generation.vllm.weights import block
 from grpo_rewards.errors import ServiceError

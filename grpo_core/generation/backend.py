@@ -1,0 +1,102 @@
+"""The generation backend protocol: prompts in, a :class:`Generation` out; and what every backend shares.
+
+A :class:`Generation` holds, for ``N = len(prompts) * num_generations`` rows (each prompt's group
+consecutive): left-padded ``prompt_ids``/``prompt_mask`` ``[N, P]``, right-padded ``completion_ids``/
+``completion_mask`` ``[N, K]`` (the mask covers tokens up to and including the first EOS), the decoded
+``completions_text`` and ``truncated`` (no EOS within the limit); a backend that knows them sets
+``sampling_logps`` ``[N, K]``, the sampler's log-prob of each token, and ``sampler_is_policy`` when it sampled
+from the training model itself (the trainer then runs no importance correction and no old-policy pass).
+
+Backends are registered by name through ``grpo_register_generation_backends`` (``register(name, factory)``
+with ``factory(config, model, tokenizer)``, the factory carrying ``config_problems(sections)``, its config
+checks) and picked with ``[generation] backend``: :func:`build_backend`. A completion ends at any of
+:func:`eos_token_ids` (the checkpoint's EOS ids and the chat template's end-of-turn token).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+import torch
+
+from grpo_rewards.plugins import get_registry
+
+if TYPE_CHECKING:
+    from grpo_core.config import RunConfig
+
+
+@dataclass
+class Generation:
+    prompt_ids: torch.Tensor
+    prompt_mask: torch.Tensor
+    completion_ids: torch.Tensor
+    completion_mask: torch.Tensor
+    completions_text: list[str]
+    truncated: torch.Tensor
+    sampling_logps: torch.Tensor | None = None  # [N, K] the sampler's log-prob of each token, if it gives them
+    # the sampler ran the policy itself (same model and weights, as the trainer scores it): nothing to correct
+    sampler_is_policy: bool = False
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.completion_mask.sum())
+
+
+class GenerationBackend(Protocol):
+    def generate(self, prompts: list[str], num_generations: int, *, greedy: bool = False) -> Generation: ...
+
+
+def completion_mask_from_eos(completion_ids: torch.Tensor, eos_ids: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(mask, truncated)``: 1 up to and including each row's first EOS; rows without EOS are truncated."""
+    is_eos = torch.isin(completion_ids, torch.tensor(eos_ids, device=completion_ids.device))
+    has_eos = is_eos.any(dim=1)
+    first = torch.where(has_eos, is_eos.int().argmax(dim=1), torch.full_like(has_eos, completion_ids.size(1), dtype=torch.long))
+    positions = torch.arange(completion_ids.size(1), device=completion_ids.device)
+    mask = (positions[None, :] <= first[:, None]).long()
+    return mask, ~has_eos
+
+
+_SENTINEL = "GRPO-END-OF-TURN-PROBE"
+
+
+def end_of_turn_ids(tokenizer: Any) -> list[int]:
+    """The special token the chat template writes right after an assistant turn (``<|im_end|>``,
+    ``<|eot_id|>``, ``<end_of_turn>``, ...), found by rendering a probe conversation; [] when there is no
+    template or the turn is not closed by a special token."""
+    if not getattr(tokenizer, "chat_template", None):
+        return []
+    probe = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": _SENTINEL}]
+    try:
+        text = tokenizer.apply_chat_template(probe, tokenize=False)
+    except Exception:  # a template that refuses the probe (e.g. one requiring a system turn): nothing learnt
+        return []
+    if not isinstance(text, str) or _SENTINEL not in text:
+        return []
+    tail = text.split(_SENTINEL, 1)[1]
+    ids = tokenizer(tail, add_special_tokens=False)["input_ids"] if tail else []
+    special = set(tokenizer.all_special_ids) | {
+        i for i, t in getattr(tokenizer, "added_tokens_decoder", {}).items() if getattr(t, "special", False)}
+    return [int(ids[0])] if ids and ids[0] in special else []
+
+
+def eos_token_ids(model: Any, tokenizer: Any) -> list[int]:
+    """Every id that ends a completion: the generation config's EOS (int or list), the tokenizer's and the
+    chat template's end-of-turn token."""
+    ids: set[int] = set(end_of_turn_ids(tokenizer))
+    gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    for value in (gen_eos, tokenizer.eos_token_id):
+        if isinstance(value, int):
+            ids.add(value)
+        elif value:
+            ids.update(int(v) for v in value)
+    if not ids:
+        raise ValueError("the tokenizer has no eos token: completions could never end")
+    return sorted(ids)
+
+
+def build_backend(config: RunConfig, model: Any, tokenizer: Any, registry: Any = None) -> GenerationBackend:
+    """The backend named by ``[generation] backend``, from the plugin registry."""
+    if registry is None:
+        registry = get_registry()
+    return registry.get("generation_backends", config.generation.backend)(config, model, tokenizer)

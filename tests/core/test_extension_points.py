@@ -1,0 +1,137 @@
+"""A new engine and a new generation backend each come from one file outside the package, registered as a
+plugin would register them, and a training step runs with them (what ARCHITECTURE.md's "where to add" says)."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+TOY_ENGINE = '''
+"""A toy engine: the single-process engine, counting its backwards and optimizer steps."""
+from grpo_core.parallel.engine import Engine
+from grpo_rewards import hookimpl
+
+
+class CountingEngine(Engine):
+    backwards = 0
+    steps = 0
+
+    def backward(self, loss):
+        type(self).backwards += 1
+        super().backward(loss)
+
+    def optimizer_step(self):
+        type(self).steps += 1
+        return super().optimizer_step()
+
+
+@hookimpl
+def grpo_register_engines(register):
+    register("counting", lambda: CountingEngine)
+'''
+
+TOY_BACKEND = '''
+"""A toy generation backend: every completion is the same text, sampled from nothing."""
+import torch
+
+from grpo_core.generation import Generation, completion_mask_from_eos
+from grpo_rewards import hookimpl
+
+TEXT = "12"
+
+
+class FixedBackend:
+    calls = 0
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+
+    def generate(self, prompts, num_generations, *, greedy=False):
+        type(self).calls += 1
+        tok = self.tokenizer
+        tok.padding_side = "left"
+        rows = [p for p in prompts for _ in range(num_generations)]
+        prompt = tok(rows, return_tensors="pt", padding=True, add_special_tokens=False)
+        ids = tok([TEXT] * len(rows), add_special_tokens=False)["input_ids"]
+        completion = torch.tensor([row + [tok.eos_token_id] for row in ids])
+        mask, truncated = completion_mask_from_eos(completion, [tok.eos_token_id])
+        return Generation(prompt["input_ids"], prompt["attention_mask"], completion, mask, [TEXT] * len(rows),
+                          truncated)
+
+
+@hookimpl
+def grpo_register_generation_backends(register):
+    register("fixed", lambda config, model, tokenizer: FixedBackend(tokenizer))
+'''
+
+
+def load_file(path: Path, text: str) -> ModuleType:
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from grpo_core.demo.task import completion, make_split
+    from grpo_core.demo.tiny import TinySpec, build_tiny_model
+
+    rows = make_split("train", max_operand=9, size=50)
+    out = tmp_path_factory.mktemp("toy-model")
+    build_tiny_model(out, [r["prompt"] + completion(r) for r in rows], TinySpec(hidden=32, intermediate=64))
+    return out
+
+
+def one_step(model_dir: Path, tmp_path: Path, plugins: list[tuple[str, Any]], **sections: dict[str, Any]) -> Any:
+    from grpo_core import Trainer, config_from_dict
+    from grpo_rewards.plugins import load_registry
+
+    registry = load_registry(extra_plugins=plugins)
+    data = {
+        "model": {"name_or_path": str(model_dir), "dtype": "float32", "gradient_checkpointing": False},
+        "data": {"source": "demo:arithmetic?max_operand=9", "answer_field": "answer", "chat_template": False},
+        "generation": {"num_generations": 4, "max_completion_length": 6},
+        "grpo": {"learning_rate": 1e-3, "prompts_per_step": 2, "max_steps": 1},
+        "logging": {"output_dir": str(tmp_path / "run"), "progress": False, "plot": False},
+        "checkpoint": {"every": 0},
+        "rewards": {"correct": {"use": "exact_match"}},
+    }
+    for name, values in sections.items():
+        data[name] = {**data.get(name, {}), **values}
+    trainer = Trainer(config_from_dict(data, registry=registry), registry=registry)
+    return trainer, trainer.train()
+
+
+def test_a_toy_engine_from_one_file_runs_a_step(model_dir: Path, tmp_path: Path) -> None:
+    toy = load_file(tmp_path / "toy_engine.py", TOY_ENGINE)
+    trainer, summary = one_step(model_dir, tmp_path, [("toy_engine", toy)], distributed={"engine": "counting"})
+    assert type(trainer.engine) is toy.CountingEngine
+    assert toy.CountingEngine.steps == 1 and toy.CountingEngine.backwards >= 1
+    assert summary["step"] == 1 and math.isfinite(summary["loss"])
+
+
+def test_a_toy_generation_backend_from_one_file_runs_a_step(model_dir: Path, tmp_path: Path) -> None:
+    toy = load_file(tmp_path / "toy_backend.py", TOY_BACKEND)
+    trainer, summary = one_step(model_dir, tmp_path, [("toy_backend", toy)], generation={"backend": "fixed"})
+    assert type(trainer.backend) is toy.FixedBackend and toy.FixedBackend.calls == 1
+    tokens = len(trainer.tokenizer(toy.TEXT, add_special_tokens=False)["input_ids"]) + 1  # and the EOS
+    assert summary["step"] == 1 and summary["completion_length/mean"] == tokens
+
+
+def test_an_unregistered_engine_is_a_config_error_naming_the_key(model_dir: Path, tmp_path: Path) -> None:
+    from grpo_rewards.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"distributed\.engine.*must be one of ddp, fsdp2, deepspeed, got 'counting'"):
+        one_step(model_dir, tmp_path, [], distributed={"engine": "counting"})
