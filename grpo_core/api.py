@@ -276,7 +276,7 @@ class GRPOTrainer(Trainer):
 
             model = load_base_model(cfg)
             if cfg.model.adapter:
-                from grpo_core.policy.adapter import attach_adapter
+                from grpo_core.adapter import attach_adapter
 
                 model = attach_adapter(model, cfg.model.adapter)
         if self._tokenizer_object is not None:

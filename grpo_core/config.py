@@ -30,13 +30,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grpo_core.policy.adapter import adapter_folder_hint, adapter_problems
+from grpo_core.adapter import adapter_folder_hint, adapter_problems
 from grpo_rewards.compose import ComposedReward
 from grpo_rewards.plugins import Registry, get_registry
 from grpo_rewards.reward_config import rewards_from_doc
 from grpo_rewards.suggest import did_you_mean
 from grpo_rewards.tomlfile import ConfigError, Problem, TomlDoc, load_toml
 
+# accelerate's tracker names (accelerate.tracking.LOGGER_TYPE_TO_CLASS), the choices of logging.report_to
+# (besides "none" and "all"); grpo_core.outputs.trackers runs them; a test keeps the two equal
+TRACKERS = ("aim", "clearml", "comet_ml", "dvclive", "mlflow", "swanlab", "tensorboard", "trackio", "wandb")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 COMPUTE_DTYPES = ("float32", "bfloat16", "float16")
 # the choice lists of [grpo] (their users, grpo_core.algorithm, import them from here)
@@ -70,7 +73,7 @@ class ModelConfig:
     gradient_checkpointing: bool = True
     offload_activations: bool = False
     mlp_chunk_tokens: int | None = None  # None: the hidden size (ALST's rule); 0: no MLP tiling
-    adapter: str | None = None  # a saved LoRA adapter folder to start from (grpo_core.policy.adapter)
+    adapter: str | None = None  # a saved LoRA adapter folder to start from (grpo_core.adapter)
 
 
 @dataclass
@@ -659,16 +662,14 @@ def _cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None
 
 def _check_report_to(doc: TomlDoc, lg: LoggingConfig) -> None:
     """``logging.report_to``: known tracker names, or "none" / "all" alone; the older spellings folded in."""
-    from grpo_core.outputs.trackers import KNOWN
-
     names = [lg.report_to] if isinstance(lg.report_to, str) else list(lg.report_to)
     for name in names:
         if name in ("none", "all"):
             if len(names) > 1:
                 doc.problem(("logging", "report_to"), f'"{name}" stands alone, not in a list with other names')
-        elif name not in KNOWN:
-            doc.problem(("logging", "report_to"), f"unknown tracker {name!r}{did_you_mean(name, [*KNOWN, 'none', 'all'])}"
-                                                  f" (one of {', '.join(KNOWN)}, or \"none\" or \"all\")")
+        elif name not in TRACKERS:
+            doc.problem(("logging", "report_to"), f"unknown tracker {name!r}{did_you_mean(name, [*TRACKERS, 'none', 'all'])}"
+                                                  f" (one of {', '.join(TRACKERS)}, or \"none\" or \"all\")")
     if lg.wandb_project != "grpo":
         if lg.project not in ("grpo", lg.wandb_project):
             doc.problem(("logging", "wandb_project"), f"is the older spelling of project, which says {lg.project!r}: "

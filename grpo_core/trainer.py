@@ -82,6 +82,7 @@ import torch
 from grpo_core.algorithm.advantages import compute_advantages
 from grpo_core.algorithm.loss import grpo_loss
 from grpo_core.algorithm.sampler_correction import importance_ratio, metric_weights
+from grpo_core.atomic_folders import is_disk_full
 from grpo_core.config import RunConfig, as_run_config
 from grpo_core.context import TrainerState, TrainingContext
 from grpo_core.data import DataError, epoch_order, format_prompt, train_eval_rows
@@ -111,7 +112,6 @@ from grpo_core.run_folder.checkpoints import (
     CheckpointError,
     describe_restored,
     disk_full_error,
-    is_disk_full,
     load_latest_checkpoint,
     restore,
     rng_state,

@@ -20,9 +20,11 @@ import argparse
 import sys
 from typing import Any
 
-from grpo_core.cli.quiet import quiet_libraries
+from grpo_core.cli import eval_command
+from grpo_core.cli.argument_types import at_least
 from grpo_core.config import SECTIONS, SOURCE_SCHEME, load_config, looks_local
 from grpo_core.data import missing_reward_columns, train_eval_rows
+from grpo_core.quiet import quiet_libraries
 from grpo_core.reward_signal import measure_signal, no_signal, signal_table
 from grpo_core.run_folder.checkpoints import (
     CheckpointError,
@@ -73,8 +75,8 @@ def grpo_register_commands(subparsers: Any) -> None:
                                              "within a group (what GRPO can learn from); trains nothing")
     p.add_argument("config")
     _add_overrides(p)
-    p.add_argument("--prompts", type=_at_least(1), default=8, metavar="N", help="groups to sample [8]")
-    p.add_argument("--show", type=_at_least(0), default=0, metavar="N", help="also print the first N completions")
+    p.add_argument("--prompts", type=at_least(1), default=8, metavar="N", help="groups to sample [8]")
+    p.add_argument("--show", type=at_least(0), default=0, metavar="N", help="also print the first N completions")
     p.set_defaults(func=cmd_signal)
 
     p = subparsers.add_parser("plot", help="draw a run's metric curves to a PNG")
@@ -82,22 +84,7 @@ def grpo_register_commands(subparsers: Any) -> None:
     p.add_argument("--out", help="PNG path (default RUN_DIR/curves.png)")
     p.set_defaults(func=cmd_plot)
 
-    from grpo_core.cli import eval_command
-
     eval_command.add_arguments(subparsers.add_parser("eval", help=eval_command.HELP))
-
-
-def _at_least(minimum: int) -> Any:
-    """An argparse type: a whole number >= ``minimum`` (argparse prints the one-line error, exit 2)."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = minimum - 1
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"expected a whole number >= {minimum}, got {text!r}")
-        return value
-    return parse
 
 
 def _process_count(text: str) -> int:
@@ -411,7 +398,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from grpo_core.parallel.distributed import world_from_env  # torch: loaded when the command runs
 
     cfg = load_config(args.config, args.overrides)
-    quiet_libraries(cfg)  # library chatter that does not concern this run (grpo_core.cli.quiet)
+    quiet_libraries(cfg)  # library chatter that does not concern this run (grpo_core.quiet)
     world = world_from_env()
     if world.enabled:  # a rank: Ctrl-C raises KeyboardInterrupt until the trainer takes it over (see launch)
         import signal

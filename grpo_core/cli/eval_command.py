@@ -12,13 +12,14 @@ import argparse
 import json
 import sys
 
+from grpo_core.cli.argument_types import at_least
+
 HELP = ("evaluate a model, adapter or checkpoint on a dataset with a rewards file: mean +- bootstrap 95%% CI per "
         "reward, pass@k, every sample to JSONL")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """``grpo eval``'s options (the trainer's command-line plugin, grpo_core.cli.commands, adds the command)."""
-    from grpo_core.cli.commands import _at_least
 
     p.add_argument("model", metavar="MODEL", help="a model folder (full or merged), a LoRA adapter folder, a "
                                                   "training checkpoint holding adapter/, or a hub id")
@@ -29,12 +30,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace --out (and --summary) if they exist")
     p.add_argument("--summary", help="also write the summary as JSON to this file")
     p.add_argument("--base", help="the base model of an adapter (default: the adapter's base_model_name_or_path)")
-    p.add_argument("--samples", type=_at_least(1), default=1, metavar="N",
+    p.add_argument("--samples", type=at_least(1), default=1, metavar="N",
                    help="completions per prompt (1: greedy; more: sampled at --temperature) [1]")
-    p.add_argument("--k", type=_at_least(1), action="append", metavar="K",
+    p.add_argument("--k", type=at_least(1), action="append", metavar="K",
                    help="pass@K for binary rewards (repeatable; each <= --samples) [1 and --samples]")
     p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature for --samples > 1 [1.0]")
-    p.add_argument("--max-new-tokens", type=_at_least(1), default=256, metavar="N", help="[256]")
+    p.add_argument("--max-new-tokens", type=at_least(1), default=256, metavar="N", help="[256]")
     p.add_argument("--split", default="train", help="[train]")
     p.add_argument("--subset", help="the hub dataset's config name")
     p.add_argument("--prompt-field", default="prompt", help="[prompt]")
@@ -42,9 +43,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--system-prompt")
     p.add_argument("--no-chat-template", dest="chat_template", action="store_false",
                    help="feed the prompt as plain text instead of through the tokenizer's chat template")
-    p.add_argument("--max-prompt-length", type=_at_least(1), metavar="N",
+    p.add_argument("--max-prompt-length", type=at_least(1), metavar="N",
                    help="longer prompts are dropped, with a warning [512]")
-    p.add_argument("--limit", type=_at_least(1), metavar="N", help="only the first N rows")
+    p.add_argument("--limit", type=at_least(1), metavar="N", help="only the first N rows")
     p.add_argument("--backend", default="transformers", help="generation backend: transformers or vllm [transformers]")
     p.add_argument("--dtype", default="auto", help="auto | float32 | bfloat16 | float16 [auto]")
     p.add_argument("--seed", type=int, default=0, help="sampling and bootstrap seed [0]")

@@ -64,7 +64,6 @@ def run_demo(
 ) -> dict[str, Any]:
     import torch
 
-    from grpo_core.cli.quiet import quiet_libraries
     from grpo_core.config import load_config
     from grpo_core.data import format_prompt, load_rows
     from grpo_core.demo.evaluate import exact_match_accuracy
@@ -73,6 +72,7 @@ def run_demo(
     from grpo_core.demo.warmup import warm_up
     from grpo_core.generation.transformers_backend import TransformersBackend
     from grpo_core.policy.models import load_model_and_tokenizer, save_model
+    from grpo_core.quiet import quiet_libraries
     from grpo_core.trainer import Trainer
 
     settings = settings or DemoSettings()

@@ -31,7 +31,7 @@ class EvalError(UserError, ValueError):
 
 def resolve_model(path: str, base: str | None = None) -> tuple[str, str | None]:
     """``(name_or_path, adapter)`` for what ``path`` names (see the module docs)."""
-    from grpo_core.policy.adapter import is_adapter_folder, read_adapter_config
+    from grpo_core.adapter import is_adapter_folder, read_adapter_config
 
     folder = Path(path).expanduser()
     if not folder.is_dir():

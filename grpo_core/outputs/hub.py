@@ -29,7 +29,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-MODEL_DIR = "model"
+from grpo_core.run_folder.layout import CURVES_FILE, MODEL_DIR
+
 LAST_CHECKPOINT = "last-checkpoint"
 
 
@@ -110,7 +111,7 @@ class HubPusher:
         from grpo_core.outputs.model_card import write_model_card
 
         model_dir = Path(run_dir) / MODEL_DIR
-        curves = Path(run_dir) / "curves.png"
+        curves = Path(run_dir) / CURVES_FILE
         write_model_card(model_dir, self.cfg, metrics, curves if curves.is_file() else None, repo_id=self.repo())
         return self._upload(model_dir, message)
 

@@ -16,8 +16,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from grpo_core.run_folder.layout import CURVES_FILE
+
 CARD_FILE = "README.md"
-CURVES_FILE = "curves.png"
 # the metrics a card lists first, when the run logged them
 HEADLINE = ("reward/mean", "reward/std", "eval/reward/mean", "completion_length/mean", "kl", "loss", "step")
 

@@ -33,11 +33,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from grpo_core.config import TRACKERS as KNOWN
 from grpo_core.run_folder.layout import TRACKERS_FILE
 
-# accelerate's tracker names (accelerate.tracking.LOGGER_TYPE_TO_CLASS), listed here so that validating a config
-# imports nothing heavy; a test keeps the two equal
-KNOWN = ("aim", "clearml", "comet_ml", "dvclive", "mlflow", "swanlab", "tensorboard", "trackio", "wandb")
 # the module accelerate looks for; the extra of this project that installs it, where it has one
 MODULES = {"aim": "aim", "clearml": "clearml", "comet_ml": "comet_ml", "dvclive": "dvclive", "mlflow": "mlflow",
            "swanlab": "swanlab", "tensorboard": "tensorboard", "trackio": "trackio", "wandb": "wandb"}

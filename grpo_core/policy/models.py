@@ -257,7 +257,7 @@ def load_model_and_tokenizer(cfg: RunConfig) -> tuple[Any, Any]:
     tokenizer = load_tokenizer(cfg)
     model = load_base_model(cfg)
     if cfg.model.adapter:  # a saved LoRA adapter on top: its weights are where training starts
-        from grpo_core.policy.adapter import attach_adapter
+        from grpo_core.adapter import attach_adapter
 
         model = attach_adapter(model, cfg.model.adapter)
     return prepare_policy(model, tokenizer, cfg), tokenizer
@@ -391,7 +391,7 @@ def save_model(model: Any, tokenizer: Any, out_dir: str | Path, *, merged: bool 
     ``AutoPeftModelForCausalLM``) or the full model; ``merged=True`` writes the LoRA-merged full model.
     Atomic: written beside ``out_dir`` and renamed into place when complete, so a save killed or failing midway
     (a full disk) leaves no empty or partial ``out_dir`` (an earlier one stays as it was)."""
-    from grpo_core.run_folder.checkpoints import atomic_folder
+    from grpo_core.atomic_folders import atomic_folder
 
     out = Path(out_dir)
     model = _unwrap(model)

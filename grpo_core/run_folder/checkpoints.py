@@ -28,19 +28,21 @@ or replace it (``--overwrite``, which :func:`clear_run_dir` carries out). Proble
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import json
 import os
 import random
 import re
 import shutil
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grpo_core.atomic_folders import (
+    FULL_ERRNOS,
+    atomic_folder,
+    exception_chain,
+)
 from grpo_core.run_folder.layout import CHECKPOINTS, RECORDS, REPLACED, REPLACED_DIRS
 from grpo_rewards.errors import UserError
 
@@ -59,47 +61,11 @@ class DiskFullError(RunFolderError):
     """No space left (or a file-size limit reached) while writing the run folder; says what stays resumable."""
 
 
-_FULL = {errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)}
-# how writers that do not raise an OSError say it: safetensors (Rust's io error), torch.save's stream writer
-_RUST_FULL = tuple(f"(os error {n})" for n in sorted(_FULL))
-_NO_ERRNO = ("file write failed", "unexpected pos")
-
-
-def _chain(exc: BaseException | None) -> Iterator[BaseException]:
-    while exc is not None:
-        yield exc
-        exc = exc.__cause__ or exc.__context__
-
-
-def _free_bytes(folder: str | Path) -> int | None:
-    folder = Path(folder)
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    try:
-        st = os.statvfs(folder)
-    except OSError:
-        return None
-    return st.f_bavail * st.f_frsize
-
-
-def is_disk_full(exc: BaseException, run_dir: str | Path | None = None) -> bool:
-    """Whether ``exc`` (or what it was raised from) is a full disk, a quota or a file-size limit. A write error
-    that carries no errno (torch.save's) counts when ``run_dir``'s file system has less than 1 MiB free."""
-    for inner in _chain(exc):
-        if isinstance(inner, OSError) and inner.errno in _FULL:
-            return True
-        if any(code in str(inner) for code in _RUST_FULL):
-            return True
-        if run_dir is not None and any(t in str(inner) for t in _NO_ERRNO):
-            free = _free_bytes(run_dir)
-            if free is not None and free < 2**20:
-                return True
-    return False
 
 
 def disk_full_error(run_dir: str | Path, exc: BaseException) -> DiskFullError:
     """The one line a full disk gets: what failed, and the newest complete checkpoint to resume from."""
-    inner = next((e for e in _chain(exc) if isinstance(e, OSError) and e.errno in _FULL), exc)
+    inner = next((e for e in exception_chain(exc) if isinstance(e, OSError) and e.errno in FULL_ERRNOS), exc)
     if isinstance(inner, OSError) and inner.strerror:
         what = inner.strerror + (f" writing {inner.filename}" if inner.filename else "")
     else:
@@ -108,44 +74,6 @@ def disk_full_error(run_dir: str | Path, exc: BaseException) -> DiskFullError:
     resume = (f"the last good checkpoint, {latest.path} (step {latest.step}), is intact: free space and continue "
               "with --resume" if latest is not None else "no checkpoint had been written yet: free space and start again")
     return DiskFullError(f"disk full ({what}); {resume}", file=str(run_dir))
-
-
-@contextlib.contextmanager
-def atomic_folder(final: str | Path) -> Iterator[Path]:
-    """Yield a temporary folder beside ``final``; when the block ends normally it replaces ``final`` in one rename
-    (an existing ``final`` is moved aside first and removed after). On an error the temporary folder is removed and
-    ``final`` is left as it was; a process killed inside the block leaves only ``.tmp-<name>-<pid>``, which no reader
-    takes for the folder and the next write of it removes."""
-    final = Path(final)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    for stale in final.parent.glob(f".tmp-{final.name}-*"):
-        shutil.rmtree(stale, ignore_errors=True)
-    tmp = final.parent / f".tmp-{final.name}-{os.getpid()}"
-    tmp.mkdir()
-    try:
-        yield tmp
-        _fsync_tree(tmp)
-        if final.exists():
-            old = final.parent / f".old-{final.name}-{os.getpid()}"
-            final.rename(old)
-            tmp.rename(final)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            tmp.rename(final)
-        _fsync_dir(final.parent)
-    except BaseException as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if is_disk_full(exc, final.parent):  # say which folder could not be written (safetensors does not)
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(final)) from exc
-        raise
-
-
-def _fsync_dir(folder: Path) -> None:
-    dir_fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 def describe_restored(checkpoint: Checkpoint, state: dict[str, Any]) -> str:
@@ -252,13 +180,6 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 def _trainable(model: Any) -> dict[str, Any]:
     return {n: p for n, p in model.named_parameters() if p.requires_grad}
-
-
-def _fsync_tree(folder: Path) -> None:
-    for path in folder.rglob("*"):
-        if path.is_file():
-            with open(path, "rb") as fh:
-                os.fsync(fh.fileno())
 
 
 def save_checkpoint(

@@ -87,13 +87,13 @@ def test_a_short_run_prints_no_library_chatter_and_keeps_real_warnings(tiny_mode
     assert "noisy reward: a logged warning the user should see" in proc.stderr
 
 
-def test_the_comet_notice_shows_only_for_a_run_reporting_to_comet(capfd: pytest.CaptureFixture[str]) -> None:
+def test_the_comet_notice_shows_only_for_a_run_reporting_to_comet() -> None:
     """transformers' "comet_ml is installed but the Comet API Key is not configured" (printed when TRL's
     trainer starts) is dropped unless ``logging.report_to`` names comet_ml."""
     import logging
     from types import SimpleNamespace
 
-    from grpo_core.cli.quiet import quiet_libraries
+    from grpo_core.quiet import quiet_libraries
 
     utils = pytest.importorskip("transformers.integrations.integration_utils")
     if getattr(utils, "_is_comet_configured", None) is not False:
@@ -101,23 +101,40 @@ def test_the_comet_notice_shows_only_for_a_run_reporting_to_comet(capfd: pytest.
     logger = logging.getLogger("transformers.integrations.integration_utils")
     bnb = logging.getLogger("bitsandbytes")
     saved, bnb_level = list(logger.filters), bnb.level
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_warning()  # as a fresh process has it
+    printed: list[str] = []
+    # what transformers' own handler prints (its stream may be one an earlier test's capture left behind):
+    # a handler of ours beside it, behind the same logger filters
+    handler = logging.Handler()
+    handler.emit = lambda record: printed.append(record.getMessage())  # type: ignore[method-assign]
+    hf_logging.get_logger("transformers").addHandler(handler)
 
     def run(report_to: object) -> SimpleNamespace:
         return SimpleNamespace(distributed=SimpleNamespace(engine="ddp"), trainer=SimpleNamespace(backend="trl"),
                                quantization=SimpleNamespace(load_in_4bit=False),
                                logging=SimpleNamespace(report_to=report_to))
 
+    def shown() -> str:
+        text = "\n".join(printed)
+        printed.clear()
+        return text
+
     try:
         utils.is_comet_available()
-        assert "comet_ml is installed" in capfd.readouterr().err  # what a run printed
+        assert "comet_ml is installed" in shown()  # what a run printed
         quiet_libraries(run(["comet_ml"]))
         utils.is_comet_available()
-        assert "comet_ml is installed" in capfd.readouterr().err  # it concerns a run reporting to comet
+        assert "comet_ml is installed" in shown()  # it concerns a run reporting to comet
         quiet_libraries(run("none"))
         utils.is_comet_available()
         logger.warning("another transformers warning")
-        err = capfd.readouterr().err
-        assert "comet_ml is installed" not in err and "another transformers warning" in err
+        text = shown()
+        assert "comet_ml is installed" not in text and "another transformers warning" in text
     finally:
         logger.filters[:] = saved
         bnb.setLevel(bnb_level)
+        hf_logging.set_verbosity(verbosity)
+        hf_logging.get_logger("transformers").removeHandler(handler)
