@@ -729,9 +729,8 @@ class Trainer:
                                    rank_rng=states, model_state=model_state, optimizer_state=optimizer_state)
             self.registry.hook.grpo_on_checkpoint(context=self._context(), step=self.step, path=str(path), trainer=self)
             if self._hub is not None and self.step < self.cfg.grpo.max_steps:  # the end pushes the last one
-                from grpo_core.policy.models import save_model
-
-                write = None if self._sharded else (lambda out: save_model(self.model, self.tokenizer, out))
+                write = (lambda out: save_model(self.model, self.tokenizer, out)) if self.engine.holds_whole_model \
+                    else None  # a sharded model is pushed at the end only
                 self._hub.on_save(self.run_dir, self.step, path, write, getattr(self, "last_metrics", {}))
         barrier(self.world)
 

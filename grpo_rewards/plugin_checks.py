@@ -20,7 +20,7 @@ import pluggy
 
 from grpo_rewards.plugin_registry import PluginInfo
 from grpo_rewards.specs import RESERVED_PARAMS, VERIFIER_RESERVED_PARAMS, RewardSpec, VerifierSpec, params_of
-from grpo_rewards.suggest import did_you_mean
+from grpo_rewards.suggest import closest, did_you_mean
 
 REGISTER_PREFIX = "grpo_register_"  # grpo_register_<kind>(register): a registration hook, kept in registry.<kind>
 
@@ -87,8 +87,10 @@ def check_plugin(pm: pluggy.PluginManager, info: PluginInfo, plugin: object, war
         fn = getattr(plugin, attr, None)
         if callable(fn) and pm.parse_hookimpl_opts(plugin, attr) is None:
             warn(info, f"{attr} is not marked @hookimpl, so it is never called (add `@grpo_rewards.hookimpl`)")
+    bare = {k.removeprefix("grpo_"): k for k in known}  # compared without the prefix every hook shares
     for attr in sorted(a for a in dir(plugin) if a.startswith("grpo_") and a not in known):
-        hint = did_you_mean(attr, known)
+        match = closest(attr.removeprefix("grpo_"), bare)
+        hint = f"; did you mean {bare[match]!r}?" if match else ""
         if hint and callable(getattr(plugin, attr, None)) and pm.parse_hookimpl_opts(plugin, attr) is None:
             warn(info, f"{attr} is not a hook, so it is never called{hint} (and mark it `@grpo_rewards.hookimpl`)")
 

@@ -414,6 +414,11 @@ def cmd_train(args: argparse.Namespace) -> int:
                           file="--nproc")
     import os
 
+    from grpo_core.parallel.deepspeed import check_trainable  # torch: loaded when the command runs
+    from grpo_core.parallel.distributed import check_world  # torch: loaded when the command runs
+
+    check_trainable(cfg)  # the engine's own refusals (also in run_checks): one line, before the run's summary
+    check_world(cfg, max(world.size, args.nproc))
     if world.is_main and not (world.enabled and os.environ.get(LAUNCHED)):  # the launcher said it already
         print(summary(cfg) + (f"; {world.size if world.enabled else args.nproc} processes"
                               if world.enabled or args.nproc > 1 else ""), file=sys.stderr)

@@ -49,6 +49,7 @@ class Engine:
 
     #: with a single process, the base engine runs in this one's place (nothing to wrap or reduce)
     needs_processes: ClassVar[bool] = False
+    holds_whole_model: ClassVar[bool] = True  # every rank's model has all the weights (FSDP2: shards only)
 
     def __init__(self, config: Any, world: World, owns_group: bool = False):
         self.config, self.world, self.owns_group = config, world, owns_group

@@ -150,6 +150,7 @@ class FSDP2Engine(Engine):
     """``[distributed] engine = "fsdp2"`` with several processes: the module docs."""
 
     needs_processes: ClassVar[bool] = True
+    holds_whole_model: ClassVar[bool] = False
 
     def wrap(self, module: torch.nn.Module) -> torch.nn.Module:
         check_precision(self.model, self.config)

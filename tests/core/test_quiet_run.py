@@ -101,6 +101,7 @@ def test_the_comet_notice_shows_only_for_a_run_reporting_to_comet() -> None:
     logger = logging.getLogger("transformers.integrations.integration_utils")
     bnb = logging.getLogger("bitsandbytes")
     saved, bnb_level = list(logger.filters), bnb.level
+    logger.filters[:] = []  # as a fresh process has it (an earlier in-process run may have quieted it)
     from transformers.utils import logging as hf_logging
 
     verbosity = hf_logging.get_verbosity()

@@ -23,9 +23,6 @@ import math
 from collections import OrderedDict
 from typing import Any
 
-import jsonschema
-from jsonschema.exceptions import SchemaError
-
 from grpo_rewards import completion_text
 from grpo_rewards_json.parse import EXTRACT_METHODS, extract_json_text, parse_json
 
@@ -140,11 +137,13 @@ class JsonSchema(_JsonReward):
         if key in self._validators:
             self._validators.move_to_end(key)
             return self._validators[key]
+        import jsonschema  # here, not at import: with its format-nongpl extra it loads date and URI libraries
+
         cls = jsonschema.validators.validator_for(schema)
         try:
             cls.check_schema(schema)
             validator = cls(schema, format_checker=cls.FORMAT_CHECKER if self.check_formats else None)
-        except (SchemaError, RecursionError, ValueError, TypeError):
+        except (jsonschema.exceptions.SchemaError, RecursionError, ValueError, TypeError):
             validator = None
         if validator is not None and self.check_formats:
             missing = unchecked_formats(schema, cls.FORMAT_CHECKER)
@@ -193,10 +192,12 @@ def json_schema(*, schema: dict | str | None = None, schema_column: str = "schem
         parsed = _schema_of(schema, max_chars)
         if parsed is None:
             raise ValueError("schema must be a table or JSON text of a JSON Schema object")
+        import jsonschema  # here, not at import (see above): registering the plugin stays light
+
         cls = jsonschema.validators.validator_for(parsed)
         try:
             cls.check_schema(parsed)
-        except SchemaError as exc:
+        except jsonschema.exceptions.SchemaError as exc:
             raise ValueError(f"schema is not a valid JSON Schema: {exc.message}") from None
         missing = unchecked_formats(parsed, cls.FORMAT_CHECKER) if check_formats else []
         if missing:
