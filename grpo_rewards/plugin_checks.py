@@ -10,6 +10,7 @@ function named like a hook but not marked ``@hookimpl`` is ignored by pluggy, so
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import traceback
 from collections.abc import Callable
@@ -45,7 +46,9 @@ def registration_hooks(pm: pluggy.PluginManager) -> dict[str, str]:
 
 _HERE = os.path.dirname(__file__)
 # frames of the import machinery and of the loader itself say nothing about the plugin
-_NOT_THE_PLUGIN = (os.path.dirname(importlib.__file__), os.path.join(_HERE, "plugins.py"), __file__)
+_BACKPORT = importlib.util.find_spec("importlib_metadata")  # entry points load through it where a package uses it
+_NOT_THE_PLUGIN = (os.path.dirname(importlib.__file__), os.path.join(_HERE, "plugins.py"), __file__,
+                   *([os.path.dirname(_BACKPORT.origin)] if _BACKPORT is not None and _BACKPORT.origin else []))
 
 
 def where(exc: BaseException) -> str:
