@@ -64,8 +64,8 @@ def test_the_backend_samples_the_same_tokens_with_it(monkeypatch: pytest.MonkeyP
     import contextlib
 
     from grpo_core.config import GenerationConfig
-    from grpo_core.generation.transformers_backend import TransformersBackend
     from grpo_core.generation import transformers_backend as module  # where the backend looks lean_lora up
+    from grpo_core.generation.transformers_backend import TransformersBackend
 
     backend = TransformersBackend.__new__(TransformersBackend)  # the sampling part alone: no tokenizer here
     backend.model, backend.gen = tiny_lora(), GenerationConfig(max_completion_length=12, temperature=0.9)
