@@ -237,23 +237,13 @@ class GRPOTrainer(Trainer):
         super().__init__(cfg, resume=resume, registry=registry)
 
     def _object_rows(self, cfg: RunConfig) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        from grpo_core.data import DataError, load_rows
+        from grpo_core.data import train_eval_rows
         from grpo_core.dataset_objects import rows_from_object
 
         d = cfg.data
-        train = (rows_from_object(self._train_object, d, "train_dataset") if self._train_object is not None
-                 else load_rows(d))
-        if self._eval_object is not None:
-            held = rows_from_object(self._eval_object, d, "eval_dataset")
-            return train, held[: d.eval_size] if d.eval_size else held
-        if d.eval_source or d.eval_split:
-            held = load_rows(d, source=d.eval_source or d.source, split=d.eval_split or d.split)
-            return train, held[: d.eval_size] if d.eval_size else held
-        if d.eval_size:
-            if d.eval_size >= len(train):
-                raise DataError(f"data.eval_size: {d.eval_size} leaves no training rows out of {len(train)}")
-            return train[: -d.eval_size], train[-d.eval_size:]
-        return train, []
+        train = rows_from_object(self._train_object, d, "train_dataset") if self._train_object is not None else None
+        held = rows_from_object(self._eval_object, d, "eval_dataset") if self._eval_object is not None else None
+        return train_eval_rows(d, train=train, held=held)
 
     def _load_rows(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         rows = getattr(self, "_rows", None)

@@ -220,15 +220,19 @@ def load_rows(data_cfg: DataConfig, *, split: str | None = None, source: str | N
     return _shape(rows, lines, data_cfg, f"{source} [{split}]", source)
 
 
-def train_eval_rows(data_cfg: DataConfig, registry: Registry | None = None
+def train_eval_rows(data_cfg: DataConfig, registry: Registry | None = None, *,
+                    train: list[dict[str, Any]] | None = None, held: list[dict[str, Any]] | None = None
                     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The training rows and the held-out rows: ``eval_source``/``eval_split`` when given, else the last
     ``eval_size`` training rows are held out (and removed from training). ``eval_size`` caps either.
-    ``registry`` as in :func:`load_rows`."""
-    train = load_rows(data_cfg, registry=registry)
-    if data_cfg.eval_source or data_cfg.eval_split:
+    ``registry`` as in :func:`load_rows`. ``train`` / ``held``: rows already in hand (the Python API's dataset
+    objects), taken in place of loading them."""
+    if train is None:
+        train = load_rows(data_cfg, registry=registry)
+    if held is None and (data_cfg.eval_source or data_cfg.eval_split):
         held = load_rows(data_cfg, source=data_cfg.eval_source or data_cfg.source,
                          split=data_cfg.eval_split or data_cfg.split, registry=registry)
+    if held is not None:
         return train, held[: data_cfg.eval_size] if data_cfg.eval_size else held
     if data_cfg.eval_size:
         if data_cfg.eval_size >= len(train):
