@@ -8,9 +8,11 @@ vocabulary (151,936 rows; random weights built from a config, a small hidden siz
 at completion lengths doubling from ``--start`` until both sides fail or ``--max-length`` is reached.
 
 ``ours``: the backbone once, then the chunked head (``grpo_core.policy.logprobs.completion_logprobs``, no
-``[K, V]`` logits). ``trl``: TRL's path in ``GRPOTrainer._get_per_token_logps_and_entropies`` (the model's
-logits for the last K + 1 positions, divided by the temperature, then ``trl.trainer.utils.
-selective_log_softmax``). Both take the same loss (``-(logp * advantage).mean()``) and backward.
+``[K, V]`` logits). ``trl``: what ``trl.GRPOTrainer._get_per_token_logps_and_entropies`` runs in TRL 1.16, the
+model patched with ``trl.trainer.utils.add_fused_lm_head`` (log-probs and entropy, as the trainer asks) and called
+with ``labels`` and ``fused_lm_head=True``: TRL's own tiled head, no full logits either. ``trl_logits``
+(``--sides``): TRL's path before the fused head (the logits of the last K + 1 positions, divided by the
+temperature, then ``selective_log_softmax``). All take the same loss (``-(logp * advantage).mean()``) and backward.
 
 Each side runs in its own process under the same cap, fixed before the run: a memory cgroup made for it
 under this process's own (v2 ``memory.max``, or v1 ``memory.limit_in_bytes``, swap off where the kernel
@@ -34,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 VOCAB = 151_936
+SIDES = ("ours", "trl", "trl_logits")
 PROMPT = 32
 
 
@@ -143,6 +146,10 @@ def one_pass(side: str, model_dir: str, length: int) -> dict[str, Any]:
     model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32, attn_implementation="sdpa")
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.config.use_cache = False
+    if side == "trl":  # TRL patches the base model (before or under PEFT) with its fused head
+        from trl.trainer.utils import add_fused_lm_head
+
+        add_fused_lm_head(model, temperature=1.0, outputs=("log_probs", "entropy"))
     model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, target_modules=["q_proj", "k_proj", "v_proj",
                                                                                   "o_proj"]))
     model.train()
@@ -153,6 +160,10 @@ def one_pass(side: str, model_dir: str, length: int) -> dict[str, Any]:
         from grpo_core.policy.logprobs import completion_logprobs
 
         logps, _ = completion_logprobs(model, ids, mask, length)
+    elif side == "trl":
+        labels = ids.masked_fill(mask == 0, -100)
+        labels[:, : -(length + 1)] = -100  # only the completion is scored (logits_to_keep = K + 1)
+        logps = model(input_ids=ids, attention_mask=mask, labels=labels, fused_lm_head=True).log_probs[:, -length:]
     else:
         from trl.trainer.utils import selective_log_softmax
 
@@ -198,7 +209,8 @@ def main() -> None:
     ap.add_argument("--hidden", type=int, default=64)
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per pass before it counts as failed")
-    ap.add_argument("--child", choices=("ours", "trl"), help=argparse.SUPPRESS)
+    ap.add_argument("--sides", default="ours,trl,trl_logits", help="ours, trl (TRL 1.16's fused head), trl_logits")
+    ap.add_argument("--child", choices=SIDES, help=argparse.SUPPRESS)
     ap.add_argument("--model", help=argparse.SUPPRESS)
     ap.add_argument("--length", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -209,17 +221,19 @@ def main() -> None:
     print(f"cap {args.cap_gib:g} GiB per side, enforced by {cap.method}; Qwen2-shaped, vocab {VOCAB}, hidden "
           f"{args.hidden}, {args.layers} layers, LoRA r=16, fp32; load {os.getloadavg()[0]:.2f} on "
           f"{len(os.sched_getaffinity(0))} cores", flush=True)
-    print(f"{'length':>7} | {'ours peak':>10} {'s/1k tok':>9} {'fits':>5} | {'trl peak':>10} {'s/1k tok':>9} "
-          f"{'fits':>5}", flush=True)
-    longest = {"ours": 0, "trl": 0}
+    sides = [s for s in args.sides.split(",") if s]
+    if not sides or set(sides) - set(SIDES):
+        ap.error(f"--sides: choose among {', '.join(SIDES)}")
+    print(f"{'length':>7} | " + " | ".join(f"{s + ' peak':>14} {'s/1k tok':>9} {'fits':>5}" for s in sides), flush=True)
+    longest = dict.fromkeys(sides, 0)
     with tempfile.TemporaryDirectory(prefix="long_context_") as tmp:
         model_dir = Path(tmp) / "model"
         build_model(model_dir, args.hidden, args.layers, PROMPT + args.max_length + 1)
         length = args.start
-        alive = {"ours": True, "trl": True}
+        alive = dict.fromkeys(sides, True)
         while length <= args.max_length and any(alive.values()):
             cells = []
-            for side in ("ours", "trl"):
+            for side in sides:
                 r = run_side(cap, side, model_dir, length, args.timeout) if alive[side] else \
                     {"fits": False, "why": "failed at a shorter length", "peak": None}
                 alive[side] = r["fits"]
@@ -227,13 +241,17 @@ def main() -> None:
                     longest[side] = length
                 peak = f"{r['peak'] / 2**30:.2f} GiB" if r.get("peak") else "-"
                 per_k = f"{r['seconds'] / (length / 1024):.2f}" if r["fits"] else "-"
-                cells.append(f"{peak:>10} {per_k:>9} {'yes' if r['fits'] else 'no':>5}"
+                cells.append(f"{peak:>14} {per_k:>9} {'yes' if r['fits'] else 'no':>5}"
                              + ("" if r["fits"] else f" ({r['why']})"))
             print(f"{length:>7} | " + " | ".join(cells), flush=True)
             length *= 2
-    ratio = f"{longest['ours'] / longest['trl']:.0f}x" if longest["trl"] else "TRL fit no length"
-    print(f"longest that trains under the cap: ours {longest['ours']}, TRL's path {longest['trl']} ({ratio}); "
-          f"lengths tried up to {min(length // 2, args.max_length)}")
+    parts = []
+    for side, tokens in longest.items():
+        ratio = "" if side == "ours" or "ours" not in longest else (
+            f" (ours/{side} {longest['ours'] / tokens:.0f}x)" if tokens else " (fit no length)")
+        parts.append(f"{side} {tokens}{ratio}")
+    print(f"longest that trains under the cap: {', '.join(parts)}; lengths tried up to "
+          f"{min(length // 2, args.max_length)}")
 
 
 if __name__ == "__main__":
