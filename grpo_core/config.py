@@ -42,8 +42,8 @@ from grpo_rewards.tomlfile import ConfigError, Problem, TomlDoc, load_toml
 TRACKERS = ("aim", "clearml", "comet_ml", "dvclive", "mlflow", "swanlab", "tensorboard", "trackio", "wandb")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 COMPUTE_DTYPES = ("float32", "bfloat16", "float16")
-# the choice lists of [grpo] (their users, grpo_core.algorithm, import them from here)
-LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
+# the choice lists of [grpo] (their users, grpo_core.algorithm, import them from here; the loss types are
+# registered, through grpo_register_loss_types)
 SCALE_REWARDS = ("group", "batch", "none")
 MULTI_OBJECTIVE_AGGREGATIONS = ("sum_then_normalize", "normalize_then_sum")
 QUANT_TYPES = ("nf4", "fp4")
@@ -612,7 +612,10 @@ def _cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None
                                               f"1 + epsilon_high is the wider one (DAPO), got {o.epsilon_high:g}")
     if o.delta is not None and o.delta <= 1:
         doc.problem(("grpo", "delta"), f"must be > 1 (two-sided clipping bound), got {o.delta}")
-    _choice(doc, ("grpo", "loss_type"), o.loss_type, LOSS_TYPES)
+    loss_types = getattr(registry, "loss_types", {})  # registered through grpo_register_loss_types
+    _choice(doc, ("grpo", "loss_type"), o.loss_type, tuple(loss_types) or (GRPOConfig.loss_type,))
+    for key, message in getattr(loss_types.get(o.loss_type), "config_problems", lambda sections: [])(cfg):
+        doc.problem(key, message)
     _choice(doc, ("grpo", "scale_rewards"), o.scale_rewards, SCALE_REWARDS)
     _choice(doc, ("grpo", "multi_objective_aggregation"), o.multi_objective_aggregation, MULTI_OBJECTIVE_AGGREGATIONS)
     _choice(doc, ("grpo", "lr_scheduler"), o.lr_scheduler, LR_SCHEDULERS)
