@@ -38,7 +38,8 @@ losses (and gradients) sum to the micro-batch's.
 
         def surrogate(self, x):  # the clipped ratio, detached, weighs the log-probs' gradient
             weight = x.ratio.clamp(max=x.epsilon_high).detach()
-            return -weight * x.advantages * x.per_token_logps, {"cispo_clip_ratio": ...}
+            clipped = ((x.ratio > x.epsilon_high) & (x.advantages > 0)).to(x.mask.dtype)
+            return -weight * x.advantages * x.per_token_logps, {"cispo_clip_ratio": clipped}
 
         normalise = DAPO.normalise
 
@@ -49,7 +50,8 @@ losses (and gradients) sum to the micro-batch's.
 A loss type with parameters of its own (SAPO's temperatures, VESPO's gamma shape) reads them from the run
 config it is built with (``self.config``, new ``[grpo]`` keys); one that needs other settings (LUSPO: a
 sequence-level ratio) refuses the rest with ``config_problems`` on its factory, as a generation backend does.
-The trainer does not change: it builds the registered loss type and hands it to ``grpo_loss``.
+The trainer does not change: it builds the registered loss type and hands it to ``grpo_loss``. The ``trl``
+trainer backend runs TRL's own loss of the same name, and refuses a name TRL does not have.
 
 Imports no torch (the tensors' own methods do the work), so that the trainer's plugin registers the built-ins
 without loading it.
