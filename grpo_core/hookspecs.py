@@ -55,6 +55,16 @@ def grpo_register_engines(register: Callable[..., None]) -> None:
 
 
 @hookspec
+def grpo_register_loss_types(register: Callable[..., None]) -> None:
+    """Register policy loss types (``grpo``, ``bnpo``, ``dr_grpo``, ``dapo``, ...).
+
+    Call ``register(name, factory)``; ``factory(config)`` (the run config) returns a
+    :class:`grpo_core.algorithm.loss_types.LossType`, usually the subclass itself. ``[grpo] loss_type = "<name>"``
+    picks one; ``factory.config_problems(sections) -> [(key, message)]``, when given, are its config checks.
+    """
+
+
+@hookspec
 def grpo_register_dataset_sources(register: Callable[..., None]) -> None:
     """Register dataset sources by scheme.
 

@@ -1,9 +1,10 @@
 """Adds the trainer's hooks (:mod:`grpo_core.hookspecs`) to the plugin manager, and registers the trainer
-backends (``grpo_core``, ``trl``), generation backends, parallel engines and dataset sources (the trainer's commands are
-plugins of their own: :mod:`grpo_core.cli.commands`, :mod:`grpo_core.demo.command`).
+backends (``grpo_core``, ``trl``), generation backends, parallel engines, loss types and dataset sources (the
+trainer's commands are plugins of their own: :mod:`grpo_core.cli.commands`, :mod:`grpo_core.demo.command`).
 
-Imports nothing heavy: each registered factory imports its module when it is used. A generation backend's
-factory carries ``config_problems(sections) -> [(key, message)]``, the checks ``grpo_core.config`` runs for it.
+Imports nothing heavy: each registered factory imports its module when it is used (the loss types' module
+imports no torch, so their classes are registered as they are). A generation backend's or a loss type's
+factory may carry ``config_problems(sections) -> [(key, message)]``, the checks ``grpo_core.config`` runs for it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 import pluggy
 
+from grpo_core.algorithm.loss_types import BUILTIN_LOSS_TYPES
 from grpo_core.generation.transformers_support import transformers_problems
 from grpo_core.generation.vllm.support import vllm_problems
 from grpo_rewards.hookspecs import hookimpl
@@ -79,6 +81,12 @@ def grpo_register_engines(register: Callable[..., None]) -> None:
     register("ddp", ddp)
     register("fsdp2", fsdp2)
     register("deepspeed", deepspeed)
+
+
+@hookimpl
+def grpo_register_loss_types(register: Callable[..., None]) -> None:
+    for loss_type in BUILTIN_LOSS_TYPES:  # a class is its own factory: loss_type(config)
+        register(loss_type.name, loss_type)
 
 
 @hookimpl

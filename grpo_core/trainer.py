@@ -541,6 +541,7 @@ class Trainer:
         """The forward/backwards of one optimizer step (every slice, then ``idle`` passes that contribute
         nothing); returns each micro-batch's metrics, this rank's share."""
         g, cfg = self.cfg.grpo, self.cfg
+        loss_type = self.registry.get("loss_types", g.loss_type)(cfg)  # registered through grpo_register_loss_types
         records: list[dict[str, float]] = []
         done = 0  # backwards so far in this optimizer step; the last one syncs the gradients
         for parts, (group_rows, group_tokens) in zip(plan.slices, plan.group_sizes, strict=True):
@@ -553,7 +554,7 @@ class Trainer:
                         lp, plan.mask[part], advantages[part],
                         old_per_token_logps=None if old is None else old[part],
                         ref_per_token_logps=None if ref is None else ref[part],
-                        loss_type=g.loss_type, epsilon=g.epsilon, epsilon_high=g.epsilon_high, delta=g.delta,
+                        loss_type=loss_type, epsilon=g.epsilon, epsilon_high=g.epsilon_high, delta=g.delta,
                         beta=g.beta, max_completion_length=cfg.generation.max_completion_length,
                         num_items_in_batch=plan.num_items, grad_accum_steps=g.gradient_accumulation_steps,
                         group_rows=group_rows, group_tokens=group_tokens,

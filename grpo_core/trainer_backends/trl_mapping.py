@@ -36,6 +36,9 @@ NO_TRL_EQUIVALENT: dict[str, str] = {
 }
 
 GENERATION_BACKENDS = ("transformers", "vllm")
+# TRL 1.16's GRPOConfig.loss_type values: a registered loss type of one of these names runs as TRL's own; any
+# other (a plugin's) has no TRL equivalent and is refused
+TRL_LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo", "vespo")
 
 
 def user_set(cfg: RunConfig, key: str) -> bool:
@@ -65,6 +68,9 @@ def grpo_config_kwargs(cfg: RunConfig) -> dict[str, Any]:
     if g.backend not in GENERATION_BACKENDS:
         raise ConfigError([Problem(cfg.path, None, "generation.backend", f"the trl trainer backend generates with "
                                    f"{' or '.join(GENERATION_BACKENDS)}, not {g.backend!r}")])
+    if o.loss_type not in TRL_LOSS_TYPES:
+        raise ConfigError([Problem(cfg.path, None, "grpo.loss_type", f"the trl trainer backend runs TRL's loss types "
+                                   f"({', '.join(TRL_LOSS_TYPES)}), not {o.loss_type!r}")])
     mu = o.num_iterations
     vllm = g.backend == "vllm"
     kwargs: dict[str, Any] = {

@@ -1,5 +1,6 @@
-"""A new engine and a new generation backend each come from one file outside the package, registered as a
-plugin would register them, and a training step runs with them (what ARCHITECTURE.md's "where to add" says)."""
+"""A new engine, a new generation backend and a new loss type each come from one file outside the package,
+registered as a plugin would register them, and a training step runs with them (what ARCHITECTURE.md's "where
+to add" says)."""
 
 from __future__ import annotations
 
@@ -73,6 +74,40 @@ def grpo_register_generation_backends(register):
     register("fixed", lambda config, model, tokenizer: FixedBackend(tokenizer))
 '''
 
+TOY_LOSS = '''
+"""A toy loss type: each sequence's token mean, averaged over the sequences (GRPO's own normaliser, written
+anew), keeping the losses it returned; it has no use for a KL term and says so."""
+from grpo_core.algorithm.loss_types import LossType
+from grpo_rewards import hookimpl
+
+
+class SequenceMean(LossType):
+    name = "seq_mean"
+    returned = []
+    built_with = []
+
+    def __init__(self, config=None):
+        super().__init__(config)
+        type(self).built_with.append(config)
+
+    def normalise(self, per_token_loss, x):
+        per_sequence = (per_token_loss * x.mask).sum(-1) / x.mask.sum(-1).clamp(min=1.0)
+        loss = per_sequence.sum() / x.rows / x.grad_accum_steps
+        type(self).returned.append(float(loss.detach()))
+        return loss
+
+    @staticmethod
+    def config_problems(sections):
+        if sections["grpo"].beta != 0:
+            return [(("grpo", "beta"), "seq_mean has no KL term: leave beta at 0")]
+        return []
+
+
+@hookimpl
+def grpo_register_loss_types(register):
+    register("seq_mean", SequenceMean)
+'''
+
 
 def load_file(path: Path, text: str) -> ModuleType:
     path.write_text(text)
@@ -135,3 +170,25 @@ def test_an_unregistered_engine_is_a_config_error_naming_the_key(model_dir: Path
 
     with pytest.raises(ConfigError, match=r"distributed\.engine.*must be one of ddp, fsdp2, deepspeed, got 'counting'"):
         one_step(model_dir, tmp_path, [], distributed={"engine": "counting"})
+
+
+def test_a_toy_loss_type_from_one_file_runs_a_step(model_dir: Path, tmp_path: Path) -> None:
+    toy = load_file(tmp_path / "toy_loss.py", TOY_LOSS)
+    trainer, summary = one_step(model_dir, tmp_path, [("toy_loss", toy)], grpo={"loss_type": "seq_mean"})
+    assert toy.SequenceMean.built_with == [trainer.cfg]  # built once, with the run config
+    # one generation batch, one micro-batch: the step's loss is what the toy's normaliser returned
+    assert len(toy.SequenceMean.returned) == 1
+    assert summary["step"] == 1 and summary["loss"] == pytest.approx(toy.SequenceMean.returned[0], abs=1e-7)
+
+
+def test_a_loss_types_own_config_checks_run_and_an_unregistered_one_is_refused(model_dir: Path,
+                                                                               tmp_path: Path) -> None:
+    from grpo_rewards.errors import ConfigError
+
+    toy = load_file(tmp_path / "toy_loss.py", TOY_LOSS)
+    with pytest.raises(ConfigError, match=r"grpo\.beta: seq_mean has no KL term"):
+        one_step(model_dir, tmp_path, [("toy_loss", toy)], grpo={"loss_type": "seq_mean", "beta": 0.04})
+    with pytest.raises(ConfigError, match=r"grpo\.loss_type: must be one of grpo, bnpo, dr_grpo, dapo, "
+                                          r"got 'seq_mean'$"):
+        one_step(model_dir, tmp_path, [], grpo={"loss_type": "seq_mean"})
+    assert toy.SequenceMean.returned == []

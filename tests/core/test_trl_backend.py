@@ -281,6 +281,29 @@ def test_mapping_gives_trl_the_same_batch_and_step_count(core_registry: Any) -> 
         grpo_config_kwargs(cfg)
 
 
+def test_a_loss_type_trl_does_not_have_is_refused_naming_the_key(core_registry: Any) -> None:
+    import trl
+
+    from grpo_core.config import config_from_dict
+    from grpo_core.trainer_backends.trl_mapping import TRL_LOSS_TYPES, grpo_config_kwargs
+    from grpo_rewards import ConfigError
+
+    # the list is TRL's own: the names its GRPOConfig.loss_type documents as supported
+    help_text = {f.name: f for f in dataclasses.fields(trl.GRPOConfig)}["loss_type"].metadata["help"]
+    supported = help_text[help_text.index("Supported values are"):].split(".")[0]
+    assert set(re.findall(r"'(\w+)'", supported)) == set(TRL_LOSS_TYPES)
+
+    base = {"model": {"name_or_path": "m"}, "data": {"source": "hub/x"}, "trainer": {"backend": "trl"},
+            "rewards": {"a": {"use": "core_len"}}}
+    for name in ("grpo", "bnpo", "dr_grpo", "dapo"):  # every built-in loss type runs as TRL's own
+        cfg = config_from_dict({**base, "grpo": {"loss_type": name}}, registry=core_registry)
+        assert trl.GRPOConfig(**grpo_config_kwargs(cfg)).loss_type == name
+    cfg.grpo.loss_type = "seq_mean"  # a plugin's loss type: TRL has no such loss
+    with pytest.raises(ConfigError, match=r"^<dict>: grpo\.loss_type: the trl trainer backend runs TRL's loss types "
+                                          r"\(grpo, .*\), not 'seq_mean'$"):
+        grpo_config_kwargs(cfg)
+
+
 def test_no_trl_equivalent_names_only_the_keys_the_user_set(core_registry: Any) -> None:
     from grpo_core.config import config_from_dict
     from grpo_core.trainer_backends.trl_mapping import NO_TRL_EQUIVALENT, no_trl_equivalent
