@@ -3,7 +3,9 @@
     for each step:
         1. sample prompts            ``prompts_per_step`` rows, in a seeded order that survives resume
         2. generate a group each     ``num_generations`` completions per prompt (a generation backend)
-        3. score                     the composed rewards: a total and one column per reward
+        3. score                     the composed rewards: a total and one column per reward (each run of
+                                     finished groups as it arrives, while the rest generates, where the
+                                     backend hands groups over: ``generation.score_during_generation``)
         4. advantages                ``(R - group mean) / (group std + 1e-4)`` (grpo_core.algorithm.advantages)
         5. policy update             ``num_iterations`` optimizer steps on this batch, each over
                                      ``gradient_accumulation_steps`` micro-batches (grpo_core.algorithm.loss)
