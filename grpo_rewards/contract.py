@@ -252,7 +252,7 @@ class BatchInParts:
         self.rows = 0  # rows handed over so far (a part's row numbers in messages count from the batch's start)
         self.failed_rows = 0
         self.seconds = 0.0
-        self._counted = False
+        self._called = self._counted = False
 
     def failed(self, rows: int) -> None:
         stats = self.reward.stats
@@ -265,8 +265,9 @@ class BatchInParts:
     def __call__(self, completions: list[Any], **columns: Any) -> list[float | None]:
         reward, n = self.reward, len(completions)
         with reward._lock:
-            if self.rows == 0:
+            if not self._called:
                 reward.stats.calls += 1
+                self._called = True
             reward.stats.rows += n
             self.rows += n
             left = reward.timeout - self.seconds
