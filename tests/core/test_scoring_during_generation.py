@@ -190,3 +190,40 @@ def test_sample_groups_hands_over_finished_groups_in_order(model_dir):
         assert torch.equal(ids[first * 3 : end * 3, :width], part_ids)
         assert torch.equal(logps[first * 3 : end * 3, :width], part_logps)
         assert (ids[first * 3 : end * 3, width:] == tok.pad_token_id).all()  # nothing more was written to them
+
+
+class FirstGroupOnly:
+    """A backend handing over only its first group (and, with ``tamper``, a first group that differs from the
+    batch it returns): the rest must be scored afterwards, a difference refused."""
+
+    hands_over_groups = True
+
+    def __init__(self, inner, k, tamper=False):
+        self.inner, self.k, self.tamper = inner, k, tamper
+
+    def generate(self, prompts, num_generations, *, greedy=False, on_groups=None):
+        from grpo_core.generation import Generation
+
+        batch = self.inner.generate(prompts, num_generations, greedy=greedy)
+        k, texts = self.k, list(batch.completions_text[: self.k])
+        if self.tamper:
+            texts[0] += "!"
+        on_groups(0, Generation(batch.prompt_ids[:k], batch.prompt_mask[:k], batch.completion_ids[:k],
+                                batch.completion_mask[:k], texts, batch.truncated[:k]))
+        return batch
+
+
+def test_groups_not_handed_over_are_scored_after_and_a_different_hand_over_is_refused(model_dir, tmp_path):
+    from grpo_rewards import compose
+
+    recorded, calls = recorder()
+    trainer = make_trainer(model_dir, tmp_path, compose({"calls": recorded, "length": Length()}))
+    inner = trainer.backend
+    trainer.backend = FirstGroupOnly(inner, 4)
+    torch.manual_seed(3)
+    batch, total, columns = trainer.sample_and_score(trainer.next_rows())
+    assert [n for _, n in calls] == [4, 28]
+    assert columns["length"] == [float(len(t)) for t in batch.completions_text]
+    trainer.backend = FirstGroupOnly(inner, 4, tamper=True)
+    with pytest.raises(RuntimeError, match="handed over rows 0-3 that differ"):
+        trainer.sample_and_score(trainer.next_rows())
