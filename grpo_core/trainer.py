@@ -3,7 +3,9 @@
     for each step:
         1. sample prompts            ``prompts_per_step`` rows, in a seeded order that survives resume
         2. generate a group each     ``num_generations`` completions per prompt (a generation backend)
-        3. score                     the composed rewards: a total and one column per reward
+        3. score                     the composed rewards: a total and one column per reward (each run of
+                                     finished groups as it arrives, while the rest generates, where the
+                                     backend hands groups over: ``generation.score_during_generation``)
         4. advantages                ``(R - group mean) / (group std + 1e-4)`` (grpo_core.algorithm.advantages)
         5. policy update             ``num_iterations`` optimizer steps on this batch, each over
                                      ``gradient_accumulation_steps`` micro-batches (grpo_core.algorithm.loss)
@@ -120,6 +122,7 @@ from grpo_core.run_folder.checkpoints import (
 from grpo_core.run_folder.layout import CHECKPOINTS, MERGED_DIR, MODEL_DIR
 from grpo_core.run_folder.metrics import MetricsLogger, held_state_gb, peak_memory_gb
 from grpo_rewards.plugins import get_registry
+from grpo_rewards.streaming import StreamingScore
 
 
 def _training_logprobs(model: Any, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, Any]:
@@ -214,6 +217,21 @@ class _NoLogger:
 
     def close(self) -> None:
         return None
+
+
+def _check_handed(handed: list[Generation], batch: Generation, backend: str) -> None:
+    """The groups a backend handed over must be its batch's rows (what was scored is what trains)."""
+    start = 0
+    for part in handed:
+        end, width = start + len(part.completions_text), part.completion_mask.size(1)
+        mask, ids = batch.completion_mask[start:end], batch.completion_ids[start:end]
+        same = (width <= mask.size(1) and torch.equal(mask[:, :width], part.completion_mask)
+                and not mask[:, width:].any()
+                and torch.equal(ids[:, :width] * mask[:, :width], part.completion_ids * part.completion_mask))
+        if not same or part.completions_text != batch.completions_text[start:end]:
+            raise RuntimeError(f"generation backend {backend!r} handed over rows {start}-{end - 1} that differ from "
+                               "the batch it returned")
+        start = end
 
 
 def _concat(parts: list[list[Any]]) -> list[Any]:
@@ -404,19 +422,50 @@ class Trainer:
     def sample_and_score(self, rows: list[int]) -> tuple[Generation, torch.Tensor, dict[str, list]]:
         """Steps 2 and 3 of the loop for the training rows ``rows`` (indices): a group of ``num_generations``
         completions per prompt from the generation backend, the total reward of each (NaN: unscored) and each
-        reward's column. No update (``grpo signal`` measures the rewards' signal with it)."""
-        with self.engine.whole_model():
-            batch = self.backend.generate([self.prompts[i] for i in rows], self.cfg.generation.num_generations)
-        rewards, columns = self._score([self.rows[i] for i in rows], batch)
-        return batch, rewards, columns
+        reward's column. No update (``grpo signal`` measures the rewards' signal with it).
 
-    def _score(self, rows: list[dict[str, Any]], batch: Generation, k: int | None = None
-               ) -> tuple[torch.Tensor, dict[str, list]]:
-        """Total reward per completion (NaN where every reward is None) and each reward's column; ``k``
-        completions per row (default: ``num_generations``). When the rows' prompts are chat messages the
-        rewards get each completion as ``[{"role": "assistant", "content": text}]`` and the prompts as
-        messages, as ``trl.GRPOTrainer`` passes them (trl 1.16.0, ``grpo_trainer.py`` ``_generate``)."""
-        k = k or self.cfg.generation.num_generations
+        With ``generation.score_during_generation`` and a backend that hands over finished groups
+        (``hands_over_groups``, grpo_core.generation.backend), each run of groups is scored on worker threads as
+        it arrives (grpo_rewards.streaming), while the rest generates; the scores are joined before returning and
+        are those of scoring the whole batch afterwards (same rows, same order, same columns)."""
+        prompts, data = [self.prompts[i] for i in rows], [self.rows[i] for i in rows]
+        k = self.cfg.generation.num_generations
+        if not (self.cfg.generation.score_during_generation and getattr(self.backend, "hands_over_groups", False)):
+            with self.engine.whole_model():
+                batch = self.backend.generate(prompts, k)
+            rewards, columns = self._score(data, batch)
+            return batch, rewards, columns
+        handed: list[Generation] = []
+        with StreamingScore(self.cfg.rewards) as stream:
+            def on_groups(first: int, part: Generation) -> None:
+                done = sum(len(p.completions_text) for p in handed) // k
+                if first != done or len(part.completions_text) % k:
+                    raise RuntimeError(f"generation backend {self.cfg.generation.backend!r} handed over groups "
+                                       f"from {first} ({len(part.completions_text)} rows) after {done} groups")
+                handed.append(part)
+                completions, columns = self._reward_inputs(data[first : first + len(part.completions_text) // k],
+                                                           part, k)
+                stream.add(completions, **columns)
+
+            with self.engine.whole_model():
+                batch = self.backend.generate(prompts, k, on_groups=on_groups)
+            done = sum(len(p.completions_text) for p in handed)
+            _check_handed(handed, batch, self.cfg.generation.backend)
+            if done < len(batch.completions_text):  # what the backend did not hand over: scored now
+                rest = Generation(batch.prompt_ids[done:], batch.prompt_mask[done:], batch.completion_ids[done:],
+                                  batch.completion_mask[done:], batch.completions_text[done:], batch.truncated[done:])
+                completions, columns = self._reward_inputs(data[done // k:], rest, k)
+                stream.add(completions, **columns)
+            scores = stream.result()
+        total = torch.tensor([math.nan if t is None else t for t in scores.total], dtype=torch.float32)
+        return batch, total, scores.columns
+
+    def _reward_inputs(self, rows: list[dict[str, Any]], batch: Generation, k: int
+                       ) -> tuple[list[Any], dict[str, list]]:
+        """What the rewards get for ``batch`` (``k`` completions per row): the completions and the columns. When
+        the rows' prompts are chat messages the rewards get each completion as ``[{"role": "assistant",
+        "content": text}]`` and the prompts as messages, as ``trl.GRPOTrainer`` passes them (trl 1.16.0,
+        ``grpo_trainer.py`` ``_generate``)."""
         prompt_field = self.cfg.data.prompt_field
         columns = {key: [r[key] for r in rows for _ in range(k)] for key in rows[0] if key != prompt_field}
         columns["prompts"] = [r[prompt_field] for r in rows for _ in range(k)]
@@ -426,6 +475,13 @@ class Trainer:
         completions: list[Any] = batch.completions_text
         if isinstance(rows[0][prompt_field], list):  # conversational rows: chat messages, as TRL passes them
             completions = [[{"role": "assistant", "content": text}] for text in completions]
+        return completions, columns
+
+    def _score(self, rows: list[dict[str, Any]], batch: Generation, k: int | None = None
+               ) -> tuple[torch.Tensor, dict[str, list]]:
+        """Total reward per completion (NaN where every reward is None) and each reward's column; ``k``
+        completions per row (default: ``num_generations``)."""
+        completions, columns = self._reward_inputs(rows, batch, k or self.cfg.generation.num_generations)
         scores = self.cfg.rewards.score(completions, **columns)
         total = torch.tensor([math.nan if t is None else t for t in scores.total], dtype=torch.float32)
         return total, scores.columns

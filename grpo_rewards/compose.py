@@ -66,6 +66,31 @@ class Scores:
         ]
 
 
+def lanes_of(entries: list[RewardEntry]) -> list[list[RewardEntry]]:
+    """The entries grouped by their underlying function object, in order: one lane each, so that a shared object
+    is never called twice at once."""
+    lanes: dict[int, list[RewardEntry]] = {}
+    for e in entries:
+        lanes.setdefault(id(getattr(e.fn, "fn", e.fn)), []).append(e)
+    return list(lanes.values())
+
+
+def weighted_scores(entries: list[RewardEntry], per_reward: dict[str, list[Any]], n: int) -> Scores:
+    """The weighted total of ``n`` rows from each reward's column (None where every reward gave None, named in a
+    warning), summed in the entries' order."""
+    total: list[float | None] = []
+    for i in range(n):
+        parts = [e.weight * per_reward[e.alias][i] for e in entries if per_reward[e.alias][i] is not None]
+        total.append(math.fsum(parts) if parts else None)
+    unscored = [i for i, t in enumerate(total) if t is None]
+    if unscored:
+        shown = ", ".join(map(str, unscored[:10])) + (f" (+{len(unscored) - 10} more)" if len(unscored) > 10 else "")
+        log.warning("All reward functions returned None for row(s) %s of %d (%s): they get no total and "
+                    "advantage 0; check that the rewards apply to these rows", shown, len(total),
+                    ", ".join(e.alias for e in entries))
+    return Scores(total, {e.alias: per_reward[e.alias] for e in entries})
+
+
 class ComposedReward:
     """A weighted sum of rewards (see module docs)."""
 
@@ -87,9 +112,7 @@ class ComposedReward:
         self.concurrent = True
 
     def _score_each(self, completions: list[Any], columns: dict[str, Any]) -> dict[str, list[Any]]:
-        lanes: dict[int, list[RewardEntry]] = {}
-        for e in self.entries:  # one lane per underlying function object: a shared object is not called twice at once
-            lanes.setdefault(id(getattr(e.fn, "fn", e.fn)), []).append(e)
+        lanes = lanes_of(self.entries)
         if not self.concurrent or len(lanes) < 2:
             return {e.alias: e.fn(completions, **columns) for e in self.entries}
 
@@ -98,7 +121,7 @@ class ComposedReward:
 
         with ThreadPoolExecutor(max_workers=len(lanes), thread_name_prefix="score") as pool:
             done: dict[str, list[Any]] = {}
-            for part in pool.map(run, lanes.values()):
+            for part in pool.map(run, lanes):
                 done.update(part)
         return {e.alias: done[e.alias] for e in self.entries}
 
@@ -111,18 +134,7 @@ class ComposedReward:
         return [e.weight for e in self.entries]
 
     def score(self, completions: list[Any], **columns: Any) -> Scores:
-        per_reward = self._score_each(completions, columns)
-        total: list[float | None] = []
-        for i in range(len(completions)):
-            parts = [e.weight * per_reward[e.alias][i] for e in self.entries if per_reward[e.alias][i] is not None]
-            total.append(math.fsum(parts) if parts else None)
-        unscored = [i for i, t in enumerate(total) if t is None]
-        if unscored:
-            shown = ", ".join(map(str, unscored[:10])) + (f" (+{len(unscored) - 10} more)" if len(unscored) > 10 else "")
-            log.warning("All reward functions returned None for row(s) %s of %d (%s): they get no total and "
-                        "advantage 0; check that the rewards apply to these rows", shown, len(total),
-                        ", ".join(self.aliases))
-        return Scores(total, per_reward)
+        return weighted_scores(self.entries, self._score_each(completions, columns), len(completions))
 
     def __call__(self, completions: list[Any], **columns: Any) -> list[float | None]:
         return self.score(completions, **columns).total

@@ -176,39 +176,35 @@ class SafeReward:
                     "not logged)", text, at, self._fill, rows)
 
     def __call__(self, completions: list[Any], **columns: Any) -> list[float | None]:
-        n = len(completions)
-        with self._lock:
-            self.stats.calls += 1
-            self.stats.rows += n
-            start = time.perf_counter()
-            try:
-                outcome = self._invoke(list(completions), columns)
-            finally:
-                self.stats.seconds += time.perf_counter() - start
-            return self._apply(outcome, n)
+        batch = self.in_parts()
+        values = batch(completions, **columns)
+        batch.close()
+        return values
 
-    def _apply(self, outcome: BatchOutcome, n: int) -> list[float | None]:
+    def in_parts(self) -> BatchInParts:
+        """One batch scored part by part (``part(completions, **columns)`` for each, then ``close()``), with
+        the rules of one call: the parts share one ``timeout``, count as one call in :attr:`stats` and as one
+        call towards ``max_consecutive_failures``, and each part's failed rows are filled as a call's are."""
+        return BatchInParts(self)
+
+    def _apply(self, outcome: BatchOutcome, n: int, batch: BatchInParts) -> list[float | None]:
         if outcome.values is None:
-            self.stats.failures += 1
-            self.stats.failed_rows += n
+            batch.failed(n)
             self._report(outcome.kind, outcome.message, outcome.where, n)
-            self._count_consecutive(failed=n > 0)
             return [self._fill] * n
         values = list(outcome.values)
         if outcome.row_failures:
-            self.stats.failures += 1
-            self.stats.failed_rows += len(outcome.row_failures)
+            batch.failed(len(outcome.row_failures))
             for i in outcome.row_failures:
                 values[i] = self._fill
             by_kind: dict[str, list[str]] = {}
             for i, (kind, why) in sorted(outcome.row_failures.items()):
-                by_kind.setdefault(kind, []).append(f"row {i}: {why}")
+                by_kind.setdefault(kind, []).append(f"row {i + batch.rows - n}: {why}")
             for kind, items in by_kind.items():
                 more = f" (+{len(items) - 3} more)" if len(items) > 3 else ""
                 what = "raised on its own" if kind == "exception" else "returned non-finite or non-numeric scores"
                 self._report(kind, f"{what}: {', '.join(items[:3])}{more}", outcome.where if kind == "exception" else "",
                              len(items))
-        self._count_consecutive(failed=n > 0 and len(outcome.row_failures) == n)
         return values
 
     def _count_consecutive(self, *, failed: bool) -> None:
@@ -220,27 +216,73 @@ class SafeReward:
                 f"{self.stats.last_failure}); fix the reward, or raise max_consecutive_failures (0: never stop)"
             )
 
-    def _invoke(self, completions: list[Any], columns: dict[str, Any]) -> BatchOutcome:
+    def _invoke(self, completions: list[Any], columns: dict[str, Any], timeout: float) -> BatchOutcome:
         if self._worker is not None:
             try:
-                outcome, self._metrics = self._worker.call(completions, columns, self.timeout)
+                outcome, self._metrics = self._worker.call(completions, columns, timeout)
             except WorkerFailed as failed:
                 if failed.kind == "unsendable":  # this call only
-                    return self._in_thread(completions, columns)
+                    return self._in_thread(completions, columns, timeout)
                 if failed.kind != "load":
                     return BatchOutcome(None, failed.kind, failed.message)
                 log.warning("%s %s; it runs in a thread from now on (a timeout cannot stop it there)",
                             self._who, failed.message)
                 self._worker, self.isolation = None, "thread"
-                return self._in_thread(completions, columns)
+                return self._in_thread(completions, columns, timeout)
             return outcome
-        return self._in_thread(completions, columns)
+        return self._in_thread(completions, columns, timeout)
 
-    def _in_thread(self, completions: list[Any], columns: dict[str, Any]) -> BatchOutcome:
+    def _in_thread(self, completions: list[Any], columns: dict[str, Any], timeout: float) -> BatchOutcome:
         try:
-            return self._thread.call(score_batch, self.fn, completions, columns, timeout=self.timeout)
+            return self._thread.call(score_batch, self.fn, completions, columns, timeout=timeout)
         except WorkerFailed as failed:
             return BatchOutcome(None, "timeout", f"{failed.message} (it does not pickle, so it runs in a thread "
                                 "that cannot be stopped)")
         except BaseException as exc:  # noqa: BLE001 - e.g. SystemExit from the reward
             return BatchOutcome(None, "exception", describe_exception(exc))
+
+
+class BatchInParts:
+    """One batch of a :class:`SafeReward` scored in parts (:meth:`SafeReward.in_parts`): each part is a call of
+    the reward on its rows, with what is left of the reward's ``timeout`` (a part that finds none left fails as
+    a timeout without calling); ``close()`` counts the batch once towards ``max_consecutive_failures``."""
+
+    def __init__(self, reward: SafeReward):
+        self.reward = reward
+        self.rows = 0  # rows handed over so far (a part's row numbers in messages count from the batch's start)
+        self.failed_rows = 0
+        self.seconds = 0.0
+        self._called = self._counted = False
+
+    def failed(self, rows: int) -> None:
+        stats = self.reward.stats
+        if not self._counted:  # a batch with failures in several parts is one failed call
+            stats.failures += 1
+            self._counted = True
+        stats.failed_rows += rows
+        self.failed_rows += rows
+
+    def __call__(self, completions: list[Any], **columns: Any) -> list[float | None]:
+        reward, n = self.reward, len(completions)
+        with reward._lock:
+            if not self._called:
+                reward.stats.calls += 1
+                self._called = True
+            reward.stats.rows += n
+            self.rows += n
+            left = reward.timeout - self.seconds
+            start = time.perf_counter()
+            try:
+                outcome = (reward._invoke(list(completions), columns, left) if left > 0 else
+                           BatchOutcome(None, "timeout", f"took longer than {reward.timeout:g}s (the batch's parts "
+                                        "together)"))
+            finally:
+                spent = time.perf_counter() - start
+                reward.stats.seconds += spent
+                self.seconds += spent
+            return reward._apply(outcome, n, self)
+
+    def close(self) -> None:
+        """Count the batch towards ``max_consecutive_failures`` (raises :class:`RewardError` at the limit)."""
+        with self.reward._lock:
+            self.reward._count_consecutive(failed=self.rows > 0 and self.failed_rows == self.rows)

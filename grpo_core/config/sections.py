@@ -86,6 +86,9 @@ class GenerationConfig:
     min_p: float = 0.0
     repetition_penalty: float = 1.0
     stop: list[str] = field(default_factory=list)  # stop strings (vllm backend; EOS always stops)
+    # score each run of finished groups while the rest generates (a backend that hands them over); false: the
+    # rewards get the whole batch at once, for rewards computed over the batch (grpo_rewards.streaming)
+    score_during_generation: bool = True
     # the trainer/sampler mismatch (a backend returning its sampling log-probs): grpo_core.algorithm.sampler_correction
     importance_sampling: str = "sequence_mask"
     importance_sampling_min: float | None = None

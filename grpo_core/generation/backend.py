@@ -7,6 +7,13 @@ consecutive): left-padded ``prompt_ids``/``prompt_mask`` ``[N, P]``, right-padde
 ``sampling_logps`` ``[N, K]``, the sampler's log-prob of each token, and ``sampler_is_policy`` when it sampled
 from the training model itself (the trainer then runs no importance correction and no old-policy pass).
 
+A backend that produces its completions in pieces may also hand each run of finished groups over while the
+rest still generates: it sets ``hands_over_groups = True`` and its ``generate`` takes ``on_groups``
+(:data:`OnGroups`), called in order, on the generating thread, with the index of the run's first group and
+the :class:`Generation` of its groups alone (equal to their rows of the batch ``generate`` returns). The
+trainer scores those groups while generation goes on. ``generate(prompts, num_generations, greedy=...)`` stays
+the whole contract: a backend without the attribute (or handing over only some groups) is scored afterwards.
+
 Backends are registered by name through ``grpo_register_generation_backends`` (``register(name, factory)``
 with ``factory(config, model, tokenizer)``, the factory carrying ``config_problems(sections)``, its config
 checks) and picked with ``[generation] backend``: :func:`build_backend`. A completion ends at any of
@@ -15,6 +22,7 @@ checks) and picked with ``[generation] backend``: :func:`build_backend`. A compl
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -41,6 +49,9 @@ class Generation:
     @property
     def num_tokens(self) -> int:
         return int(self.completion_mask.sum())
+
+
+OnGroups = Callable[[int, Generation], None]  # (index of the first group, the Generation of the finished groups)
 
 
 class GenerationBackend(Protocol):

@@ -16,10 +16,16 @@ It also returns each sampled token's log-probability under the sampler (fp32, at
 numbers the trainer's log-probs must equal when training is on-policy.
 Completion rows are right-padded with ``pad_id`` after their EOS; a row without EOS runs to
 ``max_new_tokens``.
+
+``on_groups(ids, logps, first, end, steps)``, when given, is called as soon as groups ``first .. end - 1`` have
+all their rows finished, in order (a group finishing before an earlier one waits for it): their rows of
+``ids[:, :steps]`` and ``logps[:, :steps]`` are final then. ``ids`` and ``logps`` are the buffers the sampler
+goes on writing (other rows only), so it must copy what it keeps; it must draw no random numbers.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -48,6 +54,7 @@ def sample_groups(
     pad_id: int,
     temperature: float = 1.0,
     greedy: bool = False,
+    on_groups: Callable[[torch.Tensor, torch.Tensor, int, int, int], None] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor] | None:
     """``k`` completions of each of the ``P`` left-padded prompts (rows ``i*k .. i*k+k-1`` for prompt ``i``)
     and the sampler's log-prob of each token; None when the model's cache cannot be shared this way."""
@@ -68,6 +75,8 @@ def sample_groups(
     ids = torch.full((n, max_new_tokens), pad_id, dtype=torch.long, device=device)
     logps = torch.zeros(n, max_new_tokens, dtype=torch.float32, device=device)
     rows = torch.arange(n, device=device)  # original row of each row still in the batch
+    going_per_group = torch.full((prompt_ids.size(0),), k, dtype=torch.long, device=device)
+    handed = 0  # groups handed to on_groups so far
     steps = 0
     for t in range(max_new_tokens):
         steps = t + 1
@@ -76,7 +85,10 @@ def sample_groups(
         ids[rows, t] = token
         logps[rows, t] = logp.gather(1, token.unsqueeze(1)).squeeze(1)
         going = ~torch.isin(token, eos)
-        if t == max_new_tokens - 1 or not going.any():
+        last = t == max_new_tokens - 1 or not going.any()
+        if on_groups is not None:
+            handed = _hand_over(on_groups, ids, logps, going_per_group, rows, going, last, handed, k, steps)
+        if last:
             break
         if not going.all():  # finished rows leave the batch and the cache
             keep = going.nonzero().squeeze(1)
@@ -88,3 +100,18 @@ def sample_groups(
         logits = out.logits[:, -1].float()
         next_pos = next_pos + 1
     return ids[:, :steps], logps[:, :steps]
+
+
+def _hand_over(on_groups: Callable[..., None], ids: torch.Tensor, logps: torch.Tensor, going_per_group: torch.Tensor,
+               rows: torch.Tensor, going: torch.Tensor, last: bool, handed: int, k: int, steps: int) -> int:
+    """Count the rows that ended this step against their groups and hand the groups now finished, in order,
+    to ``on_groups(ids, logps, first, end, steps)``; returns how many groups have been handed over."""
+    ended = rows if last else rows[~going]
+    if ended.numel() == 0:
+        return handed
+    going_per_group.index_add_(0, ended // k, torch.full_like(ended, -1))
+    unfinished = going_per_group[handed:].nonzero()
+    end = going_per_group.numel() if unfinished.numel() == 0 else handed + int(unfinished[0, 0])
+    if end > handed:
+        on_groups(ids, logps, handed, end, steps)
+    return max(end, handed)

@@ -7,6 +7,11 @@ The ``transformers`` backend samples plain temperature sampling with :mod:`grpo_
 (each prompt prefilled once for its whole group, finished rows dropped); with top-p, top-k or a
 repetition penalty, or a cache that cannot be shared, it calls ``model.generate``.
 
+Given ``on_groups`` (the trainer's, :data:`grpo_core.generation.backend.OnGroups`), the shared-prefill sampler
+hands over each run of groups whose completions have all ended while the others still decode: the
+:class:`Generation` of those groups alone, equal to their rows of the batch it returns at the end (the
+``model.generate`` path hands over nothing: the trainer scores its batch afterwards).
+
 A completion ends at any of the checkpoint's EOS ids or the chat template's end-of-turn token
 (:func:`eos_token_ids`); a pad token equal to EOS is fine (the mask comes from the first EOS, not from
 the pad id). Sampling uses only what ``[generation]`` says: the checkpoint's ``generation_config.json``
@@ -27,6 +32,7 @@ import torch
 from grpo_core.generation.backend import (  # the protocol's names, importable from here as before
     Generation,
     GenerationBackend,
+    OnGroups,
     build_backend,
     completion_mask_from_eos,
     end_of_turn_ids,
@@ -97,6 +103,7 @@ class TransformersBackend:
         self.add_special_tokens = not config.data.chat_template
         self.eos_ids = eos_token_ids(model, tokenizer)
         self.shared_prefill = True  # grpo_core.generation.group_sampling for plain temperature sampling
+        self.hands_over_groups = True  # generate takes on_groups (grpo_core.generation.backend.OnGroups)
         if tokenizer.pad_token_id is None:
             raise ValueError("the tokenizer has no pad token (models.load_model_and_tokenizer sets one)")
 
@@ -111,11 +118,12 @@ class TransformersBackend:
         return ids.to(device), mask.to(device)
 
     @torch.no_grad()
-    def generate(self, prompts: list[str], num_generations: int, *, greedy: bool = False) -> Generation:
+    def generate(self, prompts: list[str], num_generations: int, *, greedy: bool = False,
+                 on_groups: OnGroups | None = None) -> Generation:
         prompt_ids, prompt_mask = self._tokenize(prompts)
         plain = greedy or (self.gen.top_p == 1 and self.gen.top_k == 0 and self.gen.repetition_penalty == 1)
         if plain and self.shared_prefill:
-            batch = self._sample_groups(prompt_ids, prompt_mask, num_generations, greedy)
+            batch = self._sample_groups(prompt_ids, prompt_mask, num_generations, greedy, on_groups)
             if batch is not None:
                 return batch
         prompt_ids = prompt_ids.repeat_interleave(num_generations, dim=0)
@@ -136,7 +144,14 @@ class TransformersBackend:
         return self._finish(prompt_ids, prompt_mask, out[:, prompt_ids.size(1):])
 
     def _sample_groups(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, k: int,
-                       greedy: bool) -> Generation | None:
+                       greedy: bool, on_groups: OnGroups | None = None) -> Generation | None:
+        hand_over = None
+        if on_groups is not None:
+            def hand_over(ids: torch.Tensor, logps: torch.Tensor, first: int, end: int, steps: int) -> None:
+                a, b = first * k, end * k
+                on_groups(first, self._finish(prompt_ids[first:end].repeat_interleave(k, dim=0),
+                                              prompt_mask[first:end].repeat_interleave(k, dim=0),
+                                              ids[a:b, :steps].clone(), logps[a:b, :steps].clone()))
         was_training = self.model.training
         self.model.eval()
         try:
@@ -144,7 +159,7 @@ class TransformersBackend:
                 out = sample_groups(self.model, prompt_ids, prompt_mask, k,
                                     max_new_tokens=self.gen.max_completion_length, eos_ids=self.eos_ids,
                                     pad_id=self.tokenizer.pad_token_id, temperature=self.gen.temperature,
-                                    greedy=greedy)
+                                    greedy=greedy, on_groups=hand_over)
         finally:
             self.model.train(was_training)
         if out is None:

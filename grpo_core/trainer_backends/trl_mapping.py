@@ -28,6 +28,7 @@ NO_TRL_EQUIVALENT: dict[str, str] = {
     "model.offload_activations": "TRL does not offload checkpointed activations to host memory",
     "model.mlp_chunk_tokens": "TRL does not tile the MLP under gradient checkpointing",
     "data.seed": "TRL shuffles the rows with the training seed (grpo.seed)",
+    "generation.score_during_generation": "TRL scores the rewards of a batch after its generation",
     "grpo.logprob_chunk_size": "TRL 1.x's fused LM head tiles the log-probs its own way (no size to set)",
     "grpo.share_prompts": "TRL runs every completion with its own copy of the prompt",
     "grpo.micro_batch_tokens": "TRL runs per_device_train_batch_size rows per forward/backward, with no token budget",

@@ -47,7 +47,10 @@ def merge(parts: list[Any], pad_id: int) -> Any:
 
 
 class SeededBackend:
-    """The transformers backend, each prompt's group sampled from a generator seeded by (prompt, call)."""
+    """The transformers backend, each prompt's group sampled from a generator seeded by (prompt, call), and
+    handed over to be scored as soon as it is sampled (``on_groups``)."""
+
+    hands_over_groups = True
 
     def __init__(self, config: Any, model: Any, tokenizer: Any):
         from grpo_core.generation.transformers_backend import TransformersBackend
@@ -56,13 +59,16 @@ class SeededBackend:
         self.pad_id = tokenizer.pad_token_id
         self.calls = 0
 
-    def generate(self, prompts: list[str], num_generations: int, *, greedy: bool = False) -> Any:
+    def generate(self, prompts: list[str], num_generations: int, *, greedy: bool = False,
+                 on_groups: Any = None) -> Any:
         self.calls += 1
         parts = []
-        for prompt in prompts:
+        for i, prompt in enumerate(prompts):
             with torch.random.fork_rng():
                 torch.manual_seed(zlib.crc32(prompt.encode()) + 1_000_003 * self.calls)
                 parts.append(self.inner.generate([prompt], num_generations, greedy=greedy))
+            if on_groups is not None:
+                on_groups(i, parts[-1])
         return merge(parts, self.pad_id)
 
 
@@ -70,8 +76,9 @@ class RaggedBackend(SeededBackend):
     """The ``seeded`` backend, its completions right-padded with 16 masked columns on rank 1 alone: the ranks'
     sequences differ in length (so do their forward counts), the loss does not (causal attention)."""
 
-    def generate(self, prompts: list[str], num_generations: int, *, greedy: bool = False) -> Any:
-        batch = super().generate(prompts, num_generations, greedy=greedy)
+    def generate(self, prompts: list[str], num_generations: int, *, greedy: bool = False,
+                 on_groups: Any = None) -> Any:
+        batch = super().generate(prompts, num_generations, greedy=greedy, on_groups=on_groups)
         if os.environ.get("RANK") != "1":
             return batch
         from grpo_core.generation.transformers_backend import Generation
