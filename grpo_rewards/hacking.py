@@ -17,7 +17,7 @@ import re
 import sys
 from typing import Any
 
-from grpo_rewards import reward
+import grpo_rewards  # grpo_rewards.reward looked up at each call: a test may patch it
 from grpo_rewards.errors import ConfigError
 from grpo_rewards.plugins import get_registry
 
@@ -126,7 +126,7 @@ def check(name: str, **params: Any) -> dict[str, tuple[float | None, float | Non
     A reward that needs a column the sample row does not have (``json_schema`` without a
     ``schema`` parameter) raises :class:`~grpo_rewards.errors.ConfigError` naming it.
     """
-    fn = reward(name, **params)
+    fn = grpo_rewards.reward(name, **params)
     pairs = [t for pair in PAIRED_TRICKS.values() for t in pair]
     texts = [HONEST_WRONG, *TRICKS.values(), *pairs]
     hacks: dict[str, tuple[float | None, float | None]] = {}

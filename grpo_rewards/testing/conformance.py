@@ -34,7 +34,7 @@ from typing import Any, ClassVar
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from grpo_rewards import reward
+import grpo_rewards  # grpo_rewards.reward looked up at each call: a test may patch it
 from grpo_rewards.plugins import get_registry
 from grpo_rewards.reward_config import rewards_from_doc
 from grpo_rewards.testing import strategies as gs
@@ -78,7 +78,7 @@ class RewardConformance:
     registry: ClassVar[Any] = None
 
     def make(self) -> Any:
-        return reward(self.reward_name, registry=self.registry, **self.params)
+        return grpo_rewards.reward(self.reward_name, registry=self.registry, **self.params)
 
     def score(self, fn: Any, comps: list, cols: dict[str, list]) -> list:
         return list(fn(comps, **cols))

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from grpo_rewards import reward
+import grpo_rewards  # grpo_rewards.reward looked up at each call: a test may patch it
 from grpo_rewards.contract import to_score
 from grpo_rewards.plugins import load_registry
 from grpo_rewards.reward_config import rewards_from_doc
@@ -57,7 +57,7 @@ def grpo_registry(grpo_plugin: str | None) -> Any:
 def grpo_reward(grpo_registry: Any) -> Callable[..., Any]:
     """``grpo_reward(name, **params)``: a reward of ``grpo_registry``, parameters checked as in a config."""
     def build(name: str, **params: Any) -> Any:
-        return reward(name, registry=grpo_registry, **params)
+        return grpo_rewards.reward(name, registry=grpo_registry, **params)
 
     return build
 
