@@ -36,10 +36,24 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from grpo_core.adapter import attach_adapter
 from grpo_core.config import RunConfig, config_from_dict
+from grpo_core.data import train_eval_rows
+from grpo_core.dataset_objects import rows_from_object
+from grpo_core.policy.models import (
+    _REFERENCES,
+    disable_dropout,
+    is_peft,
+    load_base_model,
+    load_tokenizer,
+    prepare_policy,
+    ready_tokenizer,
+)
 from grpo_core.trainer import Trainer
 from grpo_rewards.compose import ComposedReward, RewardEntry, check_weight
 from grpo_rewards.contract import SafeReward
+from grpo_rewards.plugins import get_registry
+from grpo_rewards.reward_config import rewards_from_doc
 from grpo_rewards.tomlfile import ConfigError, Problem, TomlDoc, load_toml
 
 HERE = "GRPOTrainer"
@@ -86,8 +100,6 @@ def _entries_of(item: Any, index: int, registry: Any, defaults: dict[str, Any]) 
     if isinstance(item, SafeReward):
         return [RewardEntry(item.__name__, item)]
     if isinstance(item, str):
-        from grpo_rewards.reward_config import rewards_from_doc
-
         alias = item.split(":")[-1].replace("/", "_").replace(".", "_") or "reward"
         doc = TomlDoc(HERE, {"rewards": {**defaults, alias: {"use": item}}})
         composed = rewards_from_doc(doc, registry)
@@ -113,8 +125,6 @@ def compose_reward_funcs(reward_funcs: Any, reward_weights: Any = None, registry
     alias used twice gets ``_2``, ``_3``, ...; a ``compose()`` result's own weights are multiplied by its item's.
     ``defaults`` (``on_error``, ``timeout``, ``max_consecutive_failures``: a ``[rewards]`` table's top-level
     keys) apply to the callables and registry names, as they do to a TOML file's rewards."""
-    from grpo_rewards.plugins import get_registry
-
     registry = registry or get_registry()
     items = list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
     if not items:
@@ -171,8 +181,6 @@ def _lora_section(peft_cfg: Any) -> dict[str, Any]:
 
 def _model_name(model: Any) -> str:
     """The name a model object was loaded from, when it can be loaded again from it, else a placeholder."""
-    from grpo_core.policy.models import is_peft
-
     base = model.get_base_model() if is_peft(model) else model
     name = str(getattr(base.config, "_name_or_path", "") or "")
     if name and (not name.startswith(("/", "./", "../", "~")) or Path(name).expanduser().is_dir()):
@@ -186,8 +194,6 @@ class GRPOTrainer(Trainer):
     def __init__(self, model: Any = None, reward_funcs: Any = None, args: Any = None, train_dataset: Any = None,
                  eval_dataset: Any = None, processing_class: Any = None, peft_config: Any = None, *,
                  reward_weights: list[float] | None = None, resume: bool = False, registry: Any = None):
-        from grpo_core.policy.models import is_peft
-
         sections, path = _sections(args)
         for name in ("model", "data", "lora"):
             sections.setdefault(name, {})
@@ -237,9 +243,6 @@ class GRPOTrainer(Trainer):
         super().__init__(cfg, resume=resume, registry=registry)
 
     def _object_rows(self, cfg: RunConfig) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        from grpo_core.data import train_eval_rows
-        from grpo_core.dataset_objects import rows_from_object
-
         d = cfg.data
         train = rows_from_object(self._train_object, d, "train_dataset") if self._train_object is not None else None
         held = rows_from_object(self._eval_object, d, "eval_dataset") if self._eval_object is not None else None
@@ -250,24 +253,12 @@ class GRPOTrainer(Trainer):
         return rows if rows is not None else super()._load_rows()
 
     def _load_policy(self) -> tuple[Any, Any]:
-        from grpo_core.policy.models import (
-            _REFERENCES,
-            is_peft,
-            load_tokenizer,
-            prepare_policy,
-            ready_tokenizer,
-        )
-
         model, cfg = self._model_object, self.cfg
         if model is None and self._tokenizer_object is None and self._peft_config is None:
             return super()._load_policy()
         if model is None:
-            from grpo_core.policy.models import load_base_model
-
             model = load_base_model(cfg)
             if cfg.model.adapter:
-                from grpo_core.adapter import attach_adapter
-
                 model = attach_adapter(model, cfg.model.adapter)
         if self._tokenizer_object is not None:
             tokenizer = ready_tokenizer(self._tokenizer_object, cfg.model.name_or_path)
@@ -281,8 +272,6 @@ class GRPOTrainer(Trainer):
             frozen_reference = copy.deepcopy(model).requires_grad_(False).eval()  # the KL reference: the start
         policy = prepare_policy(model, tokenizer, cfg, self._peft_config)
         if frozen_reference is not None:
-            from grpo_core.policy.models import disable_dropout
-
             disable_dropout(frozen_reference)
             _REFERENCES[policy] = frozen_reference.to(next(policy.parameters()).dtype)
         return policy, tokenizer

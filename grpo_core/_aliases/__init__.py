@@ -5,6 +5,8 @@
 :class:`DeprecationWarning` and puts the module it moved to in its place in ``sys.modules`` (the old path
 then *is* the new module: same functions, same classes, and monkeypatching either patches both).
 :data:`MOVED` lists every old path and its new home; ``tests/core/test_moved_modules.py`` imports each.
+An old path inside a package that still exists (``grpo_core.cli.eval_command``) is found the same way: the
+package appends its folder here (``_aliases/cli``, no ``__init__.py``) to its ``__path__``.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ MOVED = {
     "grpo_core.metrics": "grpo_core.run_folder.metrics",
     "grpo_core.plotting": "grpo_core.run_folder.plotting",
     "grpo_core.cli_commands": "grpo_core.cli.commands",
+    "grpo_core.cli.eval_command": "grpo_core.cli.commands.eval",
     "grpo_core.backends": "grpo_core.trainer_backends",
     "grpo_core.backends.trl_backend": "grpo_core.trainer_backends.trl_backend",
     "grpo_core.backends.trl_mapping": "grpo_core.trainer_backends.trl_mapping",

@@ -1,5 +1,5 @@
-"""argparse types shared by the trainer's commands: each refuses a bad value with argparse's one-line error
-(exit 2)."""
+"""argparse types and options shared by the trainer's commands: each type refuses a bad value with argparse's
+one-line error (exit 2)."""
 
 from __future__ import annotations
 
@@ -18,3 +18,10 @@ def at_least(minimum: int) -> Any:
             raise argparse.ArgumentTypeError(f"expected a whole number >= {minimum}, got {text!r}")
         return value
     return parse
+
+
+def add_overrides(p: argparse.ArgumentParser) -> None:
+    """``--set SECTION.KEY=VALUE``, repeatable: the overrides of a run config (``grpo train``, ``grpo config
+    validate``, ``grpo signal``)."""
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help="override a config value (TOML syntax, else a bare string); repeatable")

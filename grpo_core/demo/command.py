@@ -25,7 +25,7 @@ def grpo_register_commands(subparsers: Any) -> None:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from grpo_core.demo.run import run_demo
+    from grpo_core.demo.run import run_demo  # torch: loaded when the command runs
 
     result = run_demo(config_path=args.config, overrides=args.overrides, output_dir=args.output_dir,
                       threads=args.threads, overwrite=args.overwrite)

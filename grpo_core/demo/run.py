@@ -25,6 +25,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from grpo_core.config import load_config
+from grpo_core.data import format_prompt, load_rows
+from grpo_core.demo.evaluate import exact_match_accuracy
+from grpo_core.demo.task import completion
+from grpo_core.demo.tiny import TinySpec, build_tiny_model
+from grpo_core.demo.warmup import warm_up
+from grpo_core.generation.transformers_backend import TransformersBackend
+from grpo_core.policy.models import load_model_and_tokenizer, save_model
+from grpo_core.quiet import quiet_libraries
+from grpo_core.run_folder.checkpoints import check_run_dir, clear_run_dir
+from grpo_core.trainer import Trainer
+from grpo_rewards.files import atomic_write
+
 QUICKSTART = Path(__file__).with_name("quickstart.toml")
 
 
@@ -62,19 +77,6 @@ def run_demo(
     overwrite: bool = False,
     control: bool = True,
 ) -> dict[str, Any]:
-    import torch
-
-    from grpo_core.config import load_config
-    from grpo_core.data import format_prompt, load_rows
-    from grpo_core.demo.evaluate import exact_match_accuracy
-    from grpo_core.demo.task import completion
-    from grpo_core.demo.tiny import TinySpec, build_tiny_model
-    from grpo_core.demo.warmup import warm_up
-    from grpo_core.generation.transformers_backend import TransformersBackend
-    from grpo_core.policy.models import load_model_and_tokenizer, save_model
-    from grpo_core.quiet import quiet_libraries
-    from grpo_core.trainer import Trainer
-
     settings = settings or DemoSettings()
     start = time.perf_counter()
     if threads:
@@ -84,7 +86,6 @@ def run_demo(
         overrides.append(f'logging.output_dir="{Path(output_dir) / "grpo"}"')
     cfg = load_config(config_path or str(QUICKSTART), overrides)
     quiet_libraries(cfg)
-    from grpo_core.run_folder.checkpoints import check_run_dir, clear_run_dir
 
     check_run_dir(cfg.logging.output_dir, overwrite=overwrite)  # an earlier run: refused now, not after the warm-up
     if overwrite:
@@ -154,7 +155,6 @@ def run_demo(
                      for p, c, a in list(zip(eval_prompts, completions, answers, strict=True))[:5]],
     }
     Path(summary["run_dir"]).mkdir(parents=True, exist_ok=True)
-    from grpo_rewards.files import atomic_write
 
     with atomic_write(Path(summary["run_dir"]) / "demo_result.json") as fh:
         fh.write(json.dumps(result, indent=2) + "\n")
@@ -171,13 +171,6 @@ def _supervised_control(cfg: Any, settings: DemoSettings, warm_dir: Path, prompt
                         seconds: float) -> dict[str, Any]:
     """The warm checkpoint trained on worked solutions (the warm-up, continued) for ``seconds`` of training,
     then held-out exact match: what the time GRPO took buys with full supervision."""
-    import torch
-
-    from grpo_core.demo.evaluate import exact_match_accuracy
-    from grpo_core.demo.warmup import warm_up
-    from grpo_core.generation.transformers_backend import TransformersBackend
-    from grpo_core.policy.models import load_model_and_tokenizer
-
     torch.manual_seed(settings.seed)
     model, tokenizer = load_model_and_tokenizer(cfg)  # [model] name_or_path is the warm checkpoint
     generator = torch.Generator().manual_seed(settings.seed + 1)

@@ -21,7 +21,12 @@ import math
 from pathlib import Path
 from typing import Any
 
+from grpo_core.adapter import is_adapter_folder, read_adapter_config
+from grpo_core.config import config_from_dict
+from grpo_core.context import TrainerState
+from grpo_core.data import format_prompt
 from grpo_core.evaluation.stats import bootstrap_interval, is_binary, mean_pass_at_k
+from grpo_core.policy.models import load_model_and_tokenizer
 from grpo_rewards.errors import UserError
 
 
@@ -31,8 +36,6 @@ class EvalError(UserError, ValueError):
 
 def resolve_model(path: str, base: str | None = None) -> tuple[str, str | None]:
     """``(name_or_path, adapter)`` for what ``path`` names (see the module docs)."""
-    from grpo_core.adapter import is_adapter_folder, read_adapter_config
-
     folder = Path(path).expanduser()
     if not folder.is_dir():
         if path.startswith(("/", "./", "../", "~")):
@@ -63,8 +66,6 @@ def resolve_model(path: str, base: str | None = None) -> tuple[str, str | None]:
 def eval_config(model: str, adapter: str | None, data: dict[str, Any], rewards: Any, *, samples: int,
                 max_new_tokens: int, temperature: float, backend: str, dtype: str, seed: int) -> Any:
     """The run config an evaluation runs under (validated as a TOML file is; problems name ``grpo eval``)."""
-    from grpo_core.config import config_from_dict
-
     return config_from_dict({
         "model": {"name_or_path": model, **({"adapter": adapter} if adapter else {}), "dtype": dtype,
                   "gradient_checkpointing": False},
@@ -78,8 +79,6 @@ def eval_config(model: str, adapter: str | None, data: dict[str, Any], rewards: 
 
 def _score(cfg: Any, rows: list[dict[str, Any]], batch: Any, k: int) -> tuple[list[float | None], dict[str, list]]:
     """Each completion's total and each reward's column, with the columns the trainer gives rewards."""
-    from grpo_core.context import TrainerState
-
     field = cfg.data.prompt_field
     columns: dict[str, Any] = {key: [r[key] for r in rows for _ in range(k)] for key in rows[0] if key != field}
     columns["prompts"] = [r[field] for r in rows for _ in range(k)]
@@ -99,10 +98,8 @@ def sample_and_score(cfg: Any, rows: list[dict[str, Any]], samples: int, *, batc
     score them: one record per sample."""
     import torch
 
-    from grpo_core.data import format_prompt
-    from grpo_core.generation.transformers_backend import build_backend
-    from grpo_core.policy.models import load_model_and_tokenizer
-    from grpo_core.trainer import fit_prompts
+    from grpo_core.generation.transformers_backend import build_backend  # torch: once every input is checked
+    from grpo_core.trainer import fit_prompts  # torch: once every input is checked
 
     d = cfg.data
     torch.manual_seed(cfg.grpo.seed)

@@ -17,7 +17,8 @@ the whole contract: a backend without the attribute (or handing over only some g
 Backends are registered by name through ``grpo_register_generation_backends`` (``register(name, factory)``
 with ``factory(config, model, tokenizer)``, the factory carrying ``config_problems(sections)``, its config
 checks) and picked with ``[generation] backend``: :func:`build_backend`. A completion ends at any of
-:func:`eos_token_ids` (the checkpoint's EOS ids and the chat template's end-of-turn token).
+:func:`eos_token_ids` (the checkpoint's EOS ids and the chat template's end-of-turn token). The backends
+that tokenize prompts themselves (transformers, vLLM) share their setup: :class:`TokenizerBackend`.
 """
 
 from __future__ import annotations
@@ -56,6 +57,24 @@ OnGroups = Callable[[int, Generation], None]  # (index of the first group, the G
 
 class GenerationBackend(Protocol):
     def generate(self, prompts: list[str], num_generations: int, *, greedy: bool = False) -> Generation: ...
+
+
+class TokenizerBackend:
+    """What a backend that tokenizes prompts itself keeps (the transformers and vLLM backends): the model, its
+    tokenizer, ``[generation]``, the prompt length cap, whether the tokenizer adds its special tokens (not after
+    a chat template, which writes its own) and the EOS ids (:func:`eos_token_ids`); a tokenizer without a pad
+    token is refused."""
+
+    def __init__(self, config: RunConfig, model: Any, tokenizer: Any):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.gen = config.generation
+        self.max_prompt_length = config.data.max_prompt_length
+        # a chat template writes its own special tokens; a plain prompt gets the tokenizer's (e.g. BOS)
+        self.add_special_tokens = not config.data.chat_template
+        self.eos_ids = eos_token_ids(model, tokenizer)
+        if tokenizer.pad_token_id is None:
+            raise ValueError("the tokenizer has no pad token (models.load_model_and_tokenizer sets one)")
 
 
 def completion_mask_from_eos(completion_ids: torch.Tensor, eos_ids: list[int]) -> tuple[torch.Tensor, torch.Tensor]:

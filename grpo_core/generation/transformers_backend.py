@@ -33,6 +33,7 @@ from grpo_core.generation.backend import (  # the protocol's names, importable f
     Generation,
     GenerationBackend,
     OnGroups,
+    TokenizerBackend,
     build_backend,
     completion_mask_from_eos,
     end_of_turn_ids,
@@ -89,23 +90,15 @@ def sampling_autocast(model: Any) -> Any:
     return torch.autocast(next(model.parameters()).device.type, dtype=dtype)
 
 
-class TransformersBackend:
+class TransformersBackend(TokenizerBackend):
     """Sampling with ``model.generate`` (the policy itself, in eval mode, no gradients)."""
 
     def __init__(self, config: RunConfig, model: Any, tokenizer: Any):
         for line in off_policy_warnings(config.generation):
             warnings.warn(line, stacklevel=2)
-        self.model = model
-        self.tokenizer = tokenizer
-        self.gen = config.generation
-        self.max_prompt_length = config.data.max_prompt_length
-        # a chat template writes its own special tokens; a plain prompt gets the tokenizer's (e.g. BOS)
-        self.add_special_tokens = not config.data.chat_template
-        self.eos_ids = eos_token_ids(model, tokenizer)
+        super().__init__(config, model, tokenizer)
         self.shared_prefill = True  # grpo_core.generation.group_sampling for plain temperature sampling
         self.hands_over_groups = True  # generate takes on_groups (grpo_core.generation.backend.OnGroups)
-        if tokenizer.pad_token_id is None:
-            raise ValueError("the tokenizer has no pad token (models.load_model_and_tokenizer sets one)")
 
     def _tokenize(self, prompts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
         self.tokenizer.padding_side = "left"

@@ -7,22 +7,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from grpo_core.outputs.hub import hub_problems
+from grpo_core.outputs.trackers import KEY, tracker_problems
+from grpo_rewards.errors import ConfigError, Problem
+
 
 def output_problems(cfg: Any) -> list[Any]:
     """Why a run's trackers or pushes would fail, as ``Problem`` s naming their keys: known before anything
     loads (``grpo train`` and its ``--dry-run``, ``grpo config validate``; the trainers again when they start)."""
-    from grpo_core.outputs.hub import hub_problems
-    from grpo_core.outputs.trackers import KEY, tracker_problems
-    from grpo_rewards.errors import Problem
-
     return ([Problem(cfg.path, None, KEY, why) for why in tracker_problems(cfg.logging)]
             + [Problem(cfg.path, None, key, why) for key, why in hub_problems(cfg)])
 
 
 def check_outputs(cfg: Any) -> None:
     """Raise ``ConfigError`` for :func:`output_problems`."""
-    from grpo_rewards.errors import ConfigError
-
     problems = output_problems(cfg)
     if problems:
         raise ConfigError(problems)

@@ -29,7 +29,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from grpo_core.run_folder.layout import CURVES_FILE, MODEL_DIR
+from grpo_core.config import as_run_config
+from grpo_core.outputs.model_card import write_model_card
+from grpo_core.run_folder.layout import CURVES_FILE, METRICS_FILE, MODEL_DIR, read_jsonl
+from grpo_rewards.errors import ConfigError, Problem, ServiceError
 
 LAST_CHECKPOINT = "last-checkpoint"
 
@@ -61,8 +64,6 @@ def hub_problems(cfg: Any) -> list[tuple[str, str]]:
 
 def check_hub(cfg: Any) -> None:
     """Raise ``ConfigError`` (one line per problem, naming the key) for :func:`hub_problems`."""
-    from grpo_rewards.errors import ConfigError, Problem
-
     problems = hub_problems(cfg)
     if problems:
         raise ConfigError([Problem(cfg.path, None, key, why) for key, why in problems])
@@ -108,8 +109,6 @@ class HubPusher:
 
     def push_model(self, run_dir: Path, metrics: dict[str, Any], message: str) -> Any:
         """Write the model card into ``RUN_DIR/model`` and upload that folder (one commit)."""
-        from grpo_core.outputs.model_card import write_model_card
-
         model_dir = Path(run_dir) / MODEL_DIR
         curves = Path(run_dir) / CURVES_FILE
         write_model_card(model_dir, self.cfg, metrics, curves if curves.is_file() else None, repo_id=self.repo())
@@ -139,8 +138,6 @@ class HubPusher:
     def on_end(self, run_dir: str | Path, metrics: dict[str, Any]) -> str:
         """Training ended: push the final model with its card; returns the repo's URL. A failure raises
         ``ServiceError`` (one line) naming the run folder, which is left as it is."""
-        from grpo_rewards.errors import ServiceError
-
         try:
             self.push_model(Path(run_dir), metrics, "End of training")
             from huggingface_hub import constants
@@ -155,9 +152,6 @@ class HubPusher:
 
 def push_to_hub(run_dir: str | Path, config: Any) -> str:
     """Push a finished run folder (its ``model/``, card and curves) as ``config``'s ``[hub]`` says; the URL."""
-    from grpo_core.config import as_run_config
-    from grpo_core.run_folder.metrics import METRICS_FILE, read_jsonl
-
     cfg = as_run_config(config)
     check_hub(cfg)
     records = read_jsonl(Path(run_dir) / METRICS_FILE)

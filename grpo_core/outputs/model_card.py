@@ -16,7 +16,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from grpo_core.config import looks_local, repo_id_problem
 from grpo_core.run_folder.layout import CURVES_FILE
+from grpo_rewards.files import atomic_write
 
 CARD_FILE = "README.md"
 # the metrics a card lists first, when the run logged them
@@ -25,8 +27,6 @@ HEADLINE = ("reward/mean", "reward/std", "eval/reward/mean", "completion_length/
 
 def _hub_id(name: str) -> str | None:
     """``name`` when it reads as a Hub id (``org/name``), not a local path: what ``base_model`` may hold."""
-    from grpo_core.config import looks_local, repo_id_problem
-
     return None if looks_local(name) or Path(name).expanduser().exists() or repo_id_problem(name) else name
 
 
@@ -84,8 +84,6 @@ def write_model_card(model_dir: str | Path, cfg: Any, metrics: dict[str, Any], c
     """Write ``model_dir/README.md`` (and ``model_dir/curves.png`` from ``curves`` when it exists); returns
     the card's path. ``metrics``: the final step's (non-numbers are left out)."""
     from huggingface_hub import ModelCard
-
-    from grpo_rewards.files import atomic_write
 
     model_dir = Path(model_dir)
     numbers = {k: v for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}

@@ -35,6 +35,8 @@ from typing import Any
 
 from grpo_core.config import TRACKERS as KNOWN
 from grpo_core.run_folder.layout import TRACKERS_FILE
+from grpo_rewards.errors import ConfigError, Problem
+from grpo_rewards.files import atomic_write
 
 # the module accelerate looks for; the extra of this project that installs it, where it has one
 MODULES = {"aim": "aim", "clearml": "clearml", "comet_ml": "comet_ml", "dvclive": "dvclive", "mlflow": "mlflow",
@@ -205,8 +207,6 @@ def start_trackers(run_dir: str | Path, logging_cfg: Any, config: Mapping[str, A
                    resume: bool = False) -> Trackers:
     """Start the trackers ``logging_cfg.report_to`` asks for and give each the run config; a named tracker that
     fails to start raises ``ConfigError`` (``logging.report_to``), the ones already started finished first."""
-    from grpo_rewards.errors import ConfigError, Problem
-
     names, named = requested(logging_cfg)
     if not names:
         return Trackers([])
@@ -245,8 +245,6 @@ def start_trackers(run_dir: str | Path, logging_cfg: Any, config: Mapping[str, A
             raise ConfigError(why, key=KEY) from exc
     ids = {t.name: run_id for t in started if (run_id := _run_id(t))}
     if ids:
-        from grpo_rewards.files import atomic_write
-
         with atomic_write(run_dir / STATE_FILE) as fh:
             fh.write(json.dumps({**resumed, **ids}, indent=2) + "\n")
     return Trackers(started)

@@ -35,6 +35,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from grpo_core.adapter import attach_adapter
+from grpo_core.atomic_folders import atomic_folder
+
 if TYPE_CHECKING:
     import torch
 
@@ -234,7 +237,7 @@ def disable_dropout(model: Any) -> int:
 
 def _enable_checkpointing(model: Any, cfg: RunConfig) -> None:
     try:
-        from grpo_core.policy.activations import enable_gradient_checkpointing
+        from grpo_core.policy.activations import enable_gradient_checkpointing  # torch: when a model loads
     except ImportError:  # the memory module not installed: transformers' own (non-reentrant) checkpointing
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         return
@@ -257,7 +260,6 @@ def load_model_and_tokenizer(cfg: RunConfig) -> tuple[Any, Any]:
     tokenizer = load_tokenizer(cfg)
     model = load_base_model(cfg)
     if cfg.model.adapter:  # a saved LoRA adapter on top: its weights are where training starts
-        from grpo_core.adapter import attach_adapter
 
         model = attach_adapter(model, cfg.model.adapter)
     return prepare_policy(model, tokenizer, cfg), tokenizer
@@ -391,8 +393,6 @@ def save_model(model: Any, tokenizer: Any, out_dir: str | Path, *, merged: bool 
     ``AutoPeftModelForCausalLM``) or the full model; ``merged=True`` writes the LoRA-merged full model.
     Atomic: written beside ``out_dir`` and renamed into place when complete, so a save killed or failing midway
     (a full disk) leaves no empty or partial ``out_dir`` (an earlier one stays as it was)."""
-    from grpo_core.atomic_folders import atomic_folder
-
     out = Path(out_dir)
     model = _unwrap(model)
     with atomic_folder(out) as tmp, _as_published(model, tokenizer):

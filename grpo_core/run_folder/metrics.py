@@ -27,9 +27,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from grpo_core.outputs.trackers import start_trackers
 from grpo_core.run_folder.checkpoints import RunFolderError, check_run_dir
 from grpo_core.run_folder.layout import CONFIG_FILE, METRICS_FILE, SAMPLES_FILE, read_jsonl
 from grpo_core.run_folder.plotting import plot_run
+from grpo_core.run_folder.progress import ConsoleProgress
 from grpo_rewards.errors import UserError
 from grpo_rewards.files import atomic_write
 
@@ -128,7 +130,6 @@ class MetricsLogger:
         elif self.run_dir.exists() and not self.run_dir.is_dir():
             raise RunFolderError(f"{self.run_dir} is a file, not a folder", key="logging.output_dir")
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        from grpo_core.outputs.trackers import start_trackers
 
         self._trackers = start_trackers(self.run_dir, logging_cfg, config, resume=start_step > 0)  # before any file
         self.cfg = logging_cfg
@@ -152,8 +153,6 @@ class MetricsLogger:
         self._closed = False
         self._progress: Any = None
         if logging_cfg.progress:
-            from grpo_core.run_folder.progress import ConsoleProgress
-
             self._progress = ConsoleProgress(total_steps, start_step, console)
 
     def console_print(self, *objects: Any) -> None:

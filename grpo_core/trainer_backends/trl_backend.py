@@ -38,6 +38,7 @@ from grpo_core.config import RunConfig, as_run_config
 from grpo_core.context import TrainingContext
 from grpo_core.data import format_prompt, train_eval_rows
 from grpo_core.outputs import check_outputs
+from grpo_core.outputs.hub import HubPusher
 from grpo_core.policy import models
 from grpo_core.policy.models import save_model
 from grpo_core.run_folder.checkpoints import RunFolderError
@@ -138,8 +139,6 @@ def _run_log_callback(backend: TRLBackend) -> Any:
             hook.grpo_on_checkpoint(context=backend.context(state.global_step), step=state.global_step, path=str(path),
                                     trainer=backend)
             if backend.hub is not None and state.global_step < args.max_steps and state.is_world_process_zero:
-                from grpo_core.policy.models import save_model
-
                 backend.hub.on_save(backend.run_dir, state.global_step, path,
                                     lambda out: save_model(backend.trainer.model, backend.tokenizer, out),
                                     backend.last_metrics)
@@ -162,7 +161,6 @@ class TRLBackend:
         self.run_dir = Path(cfg.logging.output_dir)
         self.last_metrics: dict[str, Any] = {}
         self.stop = threading.Event()
-        from grpo_core.outputs.hub import HubPusher
 
         self.hub = HubPusher.of(cfg)  # [hub] push_to_hub (grpo_core.outputs.hub)
         try:

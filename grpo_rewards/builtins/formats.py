@@ -125,6 +125,8 @@ class FinalAnswerFormat(_FormatReward):
         return False
 
 
+# The marker parameters (reasoning_tag ... answer_end) are spelled out in each factory on purpose: a factory's
+# signature is its TOML table (RewardSpec reads the parameters, their defaults and types from it).
 def strict_format(
     reasoning_tag: str = "reasoning",
     answer_tag: str = "answer",

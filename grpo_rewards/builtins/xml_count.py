@@ -146,6 +146,8 @@ class XmlCount:
         return [score(completion_text(c)) for c in completions]
 
 
+# The marker parameters (reasoning_tag ... answer_end) are spelled out in each factory on purpose: a factory's
+# signature is its TOML table (RewardSpec reads the parameters, their defaults and types from it).
 def xml_count(
     reasoning_tag: str = "reasoning",
     answer_tag: str = "answer",

@@ -55,6 +55,7 @@ def _limit_args(p: argparse.ArgumentParser) -> None:
 
 
 def _limits(args: argparse.Namespace) -> Any:
+    # every `grpo` call loads this plugin: the sandbox's modules load when a sandbox command runs
     from grpo_rewards.sandbox.program import Limits
 
     return Limits(cpu_seconds=args.cpu_seconds, wall_seconds=args.wall_seconds, memory_mb=args.memory_mb,
@@ -62,6 +63,7 @@ def _limits(args: argparse.Namespace) -> Any:
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
+    # every `grpo` call loads this plugin: the sandbox's modules load when a sandbox command runs
     from grpo_rewards.sandbox.probe import probe
 
     found = probe()
@@ -77,6 +79,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
+    # every `grpo` call loads this plugin: the sandbox's modules load when a sandbox command runs
     from grpo_rewards.sandbox.pool import LocalSandbox
     from grpo_rewards.sandbox.probe import SandboxStartError, UnsafeSandboxError
     from grpo_rewards.sandbox.program import Program
@@ -114,6 +117,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import signal
     import threading
 
+    # every `grpo` call loads this plugin: the sandbox's modules load when a sandbox command runs
     from grpo_rewards.sandbox.pool import LocalSandbox
     from grpo_rewards.sandbox.probe import SandboxStartError, UnsafeSandboxError
     from grpo_rewards.sandbox.server import serve

@@ -22,7 +22,7 @@ backend = "local"                    # or "sandboxfusion" / "piston" with url = 
 
 def _factories() -> tuple[Callable[..., Any], Callable[..., Any]]:
     """The real factories (their signatures are the TOML parameters); imported only when registering."""
-    from grpo_rewards.sandbox import reward
+    from grpo_rewards.sandbox import reward  # registration only: plugin load stays light
 
     return reward.make_code_execution, reward.make_code_execution_binary
 
@@ -39,18 +39,21 @@ def grpo_register_rewards(register: Callable[..., None]) -> None:
 
 
 def _local(**options: Any) -> Any:
+    # a plugin factory: its module (processes, HTTP clients) loads when a sandbox is made, not at plugin load
     from grpo_rewards.sandbox.backends.local import make_local
 
     return make_local(**options)
 
 
 def _sandboxfusion(**options: Any) -> Any:
+    # a plugin factory: its module (processes, HTTP clients) loads when a sandbox is made, not at plugin load
     from grpo_rewards.sandbox.backends.sandboxfusion import make_sandboxfusion
 
     return make_sandboxfusion(**options)
 
 
 def _piston(**options: Any) -> Any:
+    # a plugin factory: its module (processes, HTTP clients) loads when a sandbox is made, not at plugin load
     from grpo_rewards.sandbox.backends.piston import make_piston
 
     return make_piston(**options)

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from grpo_rewards.cpus import cpu_share
 from grpo_rewards.sandbox import languages
 from grpo_rewards.sandbox import probe as probing
 from grpo_rewards.sandbox.jail import cgroups, cleanup, wire
@@ -247,7 +248,6 @@ class LocalSandbox:
         self.limits = limits or Limits()
         # two programs in flight per core: while one slot hands a result back, the core runs another (the cores of
         # this process's share: split among the training processes on this machine, grpo_rewards.cpus)
-        from grpo_rewards.cpus import cpu_share
 
         self.slots = max(1, int(slots or DEFAULT_SLOTS_PER_CORE * cpu_share()))
         found = probing.probe()

@@ -21,6 +21,8 @@ import sys
 import sysconfig
 from dataclasses import dataclass, field
 
+from grpo_rewards.sandbox.jail import landlock, seccomp
+
 BASE_LAYERS = ("rlimits", "setsid", "subreaper")
 NAMESPACE_LAYERS = ("mountns", "netns", "ipcns", "utsns", "tmpfs-scratch")
 PROFILES: dict[str, tuple[str, ...]] = {
@@ -69,8 +71,6 @@ def profile_of(layers: tuple[str, ...] | list[str]) -> str:
 
 def probe() -> Probe:
     """What this kernel and process offer (the zygote confirms what it actually got)."""
-    from grpo_rewards.sandbox.jail import landlock, seccomp
-
     layers = list(BASE_LAYERS)
     notes = []
     abi = landlock.abi_version()

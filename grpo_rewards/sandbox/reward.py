@@ -22,6 +22,7 @@ from collections import Counter
 from typing import Any
 
 from grpo_rewards.completions import completion_text
+from grpo_rewards.plugins import current_registry, get_registry
 from grpo_rewards.sandbox import languages
 from grpo_rewards.sandbox.extract import extract_code
 from grpo_rewards.sandbox.judge import Outcome, judge, program_for
@@ -49,8 +50,6 @@ def shared_backend(name: str, factory: Any = None, **options: Any) -> Any:
     binary reward with different limits still share the same slots.
     """
     if factory is None:
-        from grpo_rewards.plugins import get_registry
-
         factory = get_registry().get("sandbox_backends", name)
     try:
         same: Any = hash(factory) and factory
@@ -218,7 +217,6 @@ def _build(
 ) -> CodeExecutionReward:
     limits = Limits(cpu_seconds=cpu_seconds, wall_seconds=wall_seconds, memory_mb=memory_mb,
                     output_bytes=int(output_kb) * 1024)
-    from grpo_rewards.plugins import current_registry
 
     # the registry this reward is built from (reward(..., registry=...)); an unknown name is a config error now
     factory = current_registry().get("sandbox_backends", backend)
@@ -230,7 +228,7 @@ def _build(
         if lang is None or not lang.local:
             raise ValueError(f"the local backend runs {', '.join(languages.local_names())}; language = {language!r} "
                              "needs a remote backend")
-        from grpo_rewards.sandbox import probe
+        from grpo_rewards.sandbox import probe  # ctypes: not at plugin registration, which imports this
 
         probe.check_profile(tuple(probe.select_layers(profile, probe.probe())), allow_unsafe_execution)
         if lang.compiled and lang.name not in languages.compilers():

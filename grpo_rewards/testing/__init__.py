@@ -26,7 +26,7 @@ __all__ = ["RewardConformance", "VerifierConformance"]
 
 def __getattr__(name: str) -> Any:
     if name in __all__:
-        from grpo_rewards.testing import conformance
+        from grpo_rewards.testing import conformance  # hypothesis: loaded on first use
 
         return getattr(conformance, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -34,7 +34,12 @@ from typing import Any, ClassVar
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import grpo_rewards  # grpo_rewards.reward looked up at each call: a test may patch it
+from grpo_rewards.plugins import get_registry
+from grpo_rewards.reward_config import rewards_from_doc
 from grpo_rewards.testing import strategies as gs
+from grpo_rewards.tomlfile import parse_toml, toml_value
+from grpo_rewards.verdict import Status, Verdict
 
 # Up to 30 examples a rule; fewer when the hypothesis profile loaded before this import asks for fewer
 # (``pytest --hypothesis-profile=...``).
@@ -73,9 +78,7 @@ class RewardConformance:
     registry: ClassVar[Any] = None
 
     def make(self) -> Any:
-        from grpo_rewards import reward
-
-        return reward(self.reward_name, registry=self.registry, **self.params)
+        return grpo_rewards.reward(self.reward_name, registry=self.registry, **self.params)
 
     def score(self, fn: Any, comps: list, cols: dict[str, list]) -> list:
         return list(fn(comps, **cols))
@@ -157,10 +160,6 @@ class RewardConformance:
     def test_parameters_round_trip_through_toml(self, data: st.DataObject) -> None:
         import tomllib
 
-        from grpo_rewards.plugins import get_registry
-        from grpo_rewards.reward_config import rewards_from_doc
-        from grpo_rewards.tomlfile import parse_toml, toml_value
-
         lines = ["[rewards.under_test]", f"use = {toml_value(self.reward_name)}"]
         lines += [f"{toml_value(k)} = {toml_value(v)}" for k, v in self.params.items()]
         text = "\n".join(lines) + "\n"
@@ -199,13 +198,9 @@ class VerifierConformance:
         return bool(answer == reference)
 
     def make(self) -> Any:
-        from grpo_rewards.plugins import get_registry
-
         return (self.registry or get_registry()).verifier(self.verifier_name).factory(**self.params)
 
     def verdict(self, verify: Any, answer: str, reference: str) -> Any:
-        from grpo_rewards.verdict import Verdict
-
         out = verify(answer, reference)
         assert isinstance(out, Verdict), f"verify({answer!r}, {reference!r}) returned {out!r}, not a Verdict"
         return out
@@ -226,8 +221,6 @@ class VerifierConformance:
     @given(data=st.data())
     @_SETTINGS
     def test_agrees_with_the_oracle(self, data: st.DataObject) -> None:
-        from grpo_rewards.verdict import Status
-
         a, b, ta, tb = self._pair(data)
         expected = self.oracle(a, b)
         want = Status.UNDECIDED if expected is None else Status.OK if expected else Status.WRONG

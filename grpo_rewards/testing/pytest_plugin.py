@@ -20,6 +20,12 @@ from typing import Any
 
 import pytest
 
+import grpo_rewards  # grpo_rewards.reward looked up at each call: a test may patch it
+from grpo_rewards.contract import to_score
+from grpo_rewards.plugins import load_registry
+from grpo_rewards.reward_config import rewards_from_doc
+from grpo_rewards.tomlfile import parse_toml
+
 INI_NAME = "grpo_plugin"
 
 
@@ -37,8 +43,6 @@ def grpo_plugin(pytestconfig: pytest.Config) -> str | None:
 @pytest.fixture(scope="session")
 def grpo_registry(grpo_plugin: str | None) -> Any:
     """A registry holding only the plugin under test (every installed plugin when none is named)."""
-    from grpo_rewards.plugins import load_registry
-
     if grpo_plugin is None:
         return load_registry()
     registry = load_registry(only=[grpo_plugin])
@@ -52,10 +56,8 @@ def grpo_registry(grpo_plugin: str | None) -> Any:
 @pytest.fixture(scope="session")
 def grpo_reward(grpo_registry: Any) -> Callable[..., Any]:
     """``grpo_reward(name, **params)``: a reward of ``grpo_registry``, parameters checked as in a config."""
-    from grpo_rewards import reward
-
     def build(name: str, **params: Any) -> Any:
-        return reward(name, registry=grpo_registry, **params)
+        return grpo_rewards.reward(name, registry=grpo_registry, **params)
 
     return build
 
@@ -63,8 +65,6 @@ def grpo_reward(grpo_registry: Any) -> Callable[..., Any]:
 @pytest.fixture(scope="session")
 def grpo_score(grpo_reward: Callable[..., Any]) -> Callable[..., list[float | None]]:
     """``grpo_score(name_or_reward, completions, params={...}, **columns)``: checked scores (floats or None)."""
-    from grpo_rewards.contract import to_score
-
     def score(use: Any, completions: list[Any], *, params: dict[str, Any] | None = None,
               **columns: Any) -> list[float | None]:
         fn = grpo_reward(use, **(params or {})) if isinstance(use, str) else use
@@ -86,9 +86,6 @@ def grpo_score(grpo_reward: Callable[..., Any]) -> Callable[..., list[float | No
 @pytest.fixture(scope="session")
 def grpo_compose(grpo_registry: Any) -> Callable[[str], Any]:
     """``grpo_compose(toml_text)``: the validated, composed ``[rewards.*]`` tables (ConfigError otherwise)."""
-    from grpo_rewards.reward_config import rewards_from_doc
-    from grpo_rewards.tomlfile import parse_toml
-
     def compose(text: str) -> Any:
         doc = parse_toml(text)
         composed = rewards_from_doc(doc, grpo_registry)

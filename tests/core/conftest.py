@@ -1,6 +1,8 @@
 """Fixtures for the trainer tests: a tiny causal LM and a tokenizer trained on the spot (no downloads),
-saved with ``save_pretrained`` so tests load them back through ``grpo_core.policy.models``; and a registry
-with a small test reward so run configs validate whatever built-in rewards exist."""
+saved with ``save_pretrained`` so tests load them back through ``grpo_core.policy.models``; the demo's tiny
+model on its arithmetic task (:func:`arithmetic_model_dir`) and the run config the tests that train it start
+from (:func:`tiny_run`); and a registry with a small test reward so run configs validate whatever built-in
+rewards exist."""
 
 from __future__ import annotations
 
@@ -59,6 +61,45 @@ def build_tiny_model(out_dir: Path, tokenizer: Any, *, hidden: int = 32, layers:
     model.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
     return out_dir
+
+
+def arithmetic_rows(size: int = 40) -> list[dict[str, Any]]:
+    """The demo's addition problems (operands up to 9), ``size`` training rows."""
+    from grpo_core.demo.task import make_split
+
+    return make_split("train", max_operand=9, size=size)
+
+
+def build_arithmetic_model(out_dir: Path, *, hidden: int = 32, intermediate: int = 64) -> Path:
+    """The demo's tiny Llama and character-level tokenizer, trained on worked arithmetic rows and saved to
+    ``out_dir``. Any 40 or more rows hold every character of the task, so the saved files are the same
+    bytes whatever the number of rows (checked in ``test_arithmetic_model.py``)."""
+    from grpo_core.demo.task import completion
+    from grpo_core.demo.tiny import TinySpec, build_tiny_model
+
+    texts = [r["prompt"] + completion(r) for r in arithmetic_rows(40)]
+    return build_tiny_model(out_dir, texts, TinySpec(hidden=hidden, intermediate=intermediate))
+
+
+@pytest.fixture(scope="session")
+def arithmetic_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """:func:`build_arithmetic_model`, once per session; tests read it and write their runs elsewhere."""
+    return build_arithmetic_model(tmp_path_factory.mktemp("arithmetic_model"))
+
+
+def tiny_run(model_dir: Path, output_dir: Path, **sections: dict[str, Any]) -> dict[str, Any]:
+    """The run config of a few-second run on a tiny model: 2 prompts x 4 completions of 6 tokens, float32,
+    no progress line or plot; each of ``sections`` (``grpo={...}``, ``data={...}``, ...) is merged into its
+    table key by key."""
+    run: dict[str, Any] = {
+        "model": {"name_or_path": str(model_dir), "dtype": "float32"},
+        "generation": {"num_generations": 4, "max_completion_length": 6},
+        "grpo": {"prompts_per_step": 2},
+        "logging": {"output_dir": str(output_dir), "progress": False, "plot": False},
+    }
+    for name, values in sections.items():
+        run[name] = {**run.get(name, {}), **values}
+    return run
 
 
 @pytest.fixture

@@ -13,19 +13,17 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 
 from grpo_rewards.tomlfile import ConfigError  # noqa: E402
+from tests.core.conftest import arithmetic_rows, tiny_run  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
+def trained(tmp_path_factory, arithmetic_model_dir):
     """A tiny model and a LoRA adapter trained on it for two steps (``run/model``)."""
     from grpo_core import Trainer, config_from_dict
-    from grpo_core.demo.task import completion, make_split
-    from grpo_core.demo.tiny import TinySpec, build_tiny_model
 
     tmp = tmp_path_factory.mktemp("adapter_start")
-    rows = make_split("train", max_operand=9, size=40)
-    model_dir = build_tiny_model(tmp / "m", [r["prompt"] + completion(r) for r in rows],
-                                 TinySpec(hidden=32, intermediate=64))
+    rows = arithmetic_rows(40)
+    model_dir = arithmetic_model_dir
     data = tmp / "rows.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows[:8]))
     cfg = config_from_dict(_cfg(model_dir, data, tmp / "first", lora={"enabled": True, "r": 4, "alpha": 8,
@@ -35,12 +33,8 @@ def trained(tmp_path_factory):
 
 
 def _cfg(model_dir, data, out, *, model=None, lora=None, steps=2):
-    cfg = {"model": {"name_or_path": str(model_dir), "dtype": "float32", **(model or {})},
-           "data": {"source": str(data), "chat_template": False},
-           "generation": {"num_generations": 4, "max_completion_length": 6},
-           "grpo": {"learning_rate": 5e-2, "prompts_per_step": 2, "max_steps": steps},
-           "logging": {"output_dir": str(out), "progress": False, "plot": False},
-           "rewards": {"len": {"use": "xml_count"}}}
+    cfg = tiny_run(model_dir, out, model=model or {}, data={"source": str(data), "chat_template": False},
+                   grpo={"learning_rate": 5e-2, "max_steps": steps}, rewards={"len": {"use": "xml_count"}})
     if lora is not None:
         cfg["lora"] = lora
     return cfg

@@ -1,4 +1,4 @@
-"""`grpo config validate` and `grpo train --dry-run` make one set of checks (grpo_core.cli.commands.run_checks) with one
+"""`grpo config validate` and `grpo train --dry-run` make one set of checks (grpo_core.cli.checks.run_checks) with one
 path rule for models and data (as given, else next to the config file): each case gets the same verdict and the same
 first error line from both, and a hub dataset that cannot be fetched fails `grpo train` (and --dry-run) in seconds
 with file:line."""

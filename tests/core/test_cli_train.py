@@ -96,9 +96,9 @@ def test_dry_run_prints_the_memory_estimate_for_a_local_model(
         raise AssertionError("--dry-run must not load the model")
 
     monkeypatch.setattr(grpo_core.policy.models, "load_model_and_tokenizer", no_loading)
-    import grpo_core.cli.commands
+    import grpo_core.cli.checks
 
-    monkeypatch.setattr(grpo_core.cli.commands, "_hub_reachable", lambda: True)  # gsm8k.toml's hub dataset: online
+    monkeypatch.setattr(grpo_core.cli.checks, "_hub_reachable", lambda: True)  # gsm8k.toml's hub dataset: online
     argv = ["train", str(EXAMPLES / "gsm8k.toml"), "--dry-run", "--set", f"model.name_or_path={tiny_model_dir}"]
     assert main(argv) == 0
     out = capsys.readouterr().out

@@ -32,14 +32,8 @@ HELD = ("memory/parameters_gb", "memory/optimizer_gb")  # one process's training
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from grpo_core.demo.task import completion, make_split
-    from grpo_core.demo.tiny import TinySpec, build_tiny_model
-
-    rows = make_split("train", max_operand=9, size=100)
-    out = tmp_path_factory.mktemp("tiny-model")
-    build_tiny_model(out, [r["prompt"] + completion(r) for r in rows], TinySpec(hidden=32, intermediate=64))
-    return out
+def model_dir(arithmetic_model_dir: Path) -> Path:
+    return arithmetic_model_dir  # the demo's tiny model (tests/core/conftest.py), built once per session
 
 
 def run_config(model_dir: Path, run_dir: Path, *, loss_type: str, lora: bool, **extra: Any) -> dict[str, Any]:

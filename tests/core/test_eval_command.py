@@ -13,23 +13,19 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 
 from grpo_rewards.cli import main  # noqa: E402
+from tests.core.conftest import arithmetic_rows  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
+def tiny(tmp_path_factory, arithmetic_model_dir):
     """A saved tiny model, 6 rows of addition, a rewards file with a binary and a graded reward."""
-    from grpo_core.demo.task import completion, make_split
-    from grpo_core.demo.tiny import TinySpec, build_tiny_model
-
     tmp = tmp_path_factory.mktemp("eval")
-    rows = make_split("train", max_operand=9, size=40)
-    model_dir = build_tiny_model(tmp / "model", [r["prompt"] + completion(r) for r in rows],
-                                 TinySpec(hidden=32, intermediate=64))
+    rows = arithmetic_rows(40)
     data = tmp / "rows.jsonl"
     data.write_text("".join(json.dumps({"prompt": r["prompt"], "answer": r["answer"]}) + "\n" for r in rows[:6]))
     rewards = tmp / "rewards.toml"
     rewards.write_text('[rewards.digit]\nuse = "core_match"\n[rewards.short]\nuse = "core_len"\n')
-    return tmp, model_dir, data, rewards
+    return tmp, arithmetic_model_dir, data, rewards
 
 
 def _run(*argv):

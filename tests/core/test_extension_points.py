@@ -16,6 +16,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from tests.core.conftest import tiny_run  # noqa: E402
+
 TOY_ENGINE = '''
 """A toy engine: the single-process engine, counting its backwards and optimizer steps."""
 from grpo_core.parallel.engine import Engine
@@ -119,14 +121,8 @@ def load_file(path: Path, text: str) -> ModuleType:
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from grpo_core.demo.task import completion, make_split
-    from grpo_core.demo.tiny import TinySpec, build_tiny_model
-
-    rows = make_split("train", max_operand=9, size=50)
-    out = tmp_path_factory.mktemp("toy-model")
-    build_tiny_model(out, [r["prompt"] + completion(r) for r in rows], TinySpec(hidden=32, intermediate=64))
-    return out
+def model_dir(arithmetic_model_dir: Path) -> Path:
+    return arithmetic_model_dir  # the demo's tiny model (tests/core/conftest.py), built once per session
 
 
 def one_step(model_dir: Path, tmp_path: Path, plugins: list[tuple[str, Any]], **sections: dict[str, Any]) -> Any:
@@ -134,15 +130,10 @@ def one_step(model_dir: Path, tmp_path: Path, plugins: list[tuple[str, Any]], **
     from grpo_rewards.plugins import load_registry
 
     registry = load_registry(extra_plugins=plugins)
-    data = {
-        "model": {"name_or_path": str(model_dir), "dtype": "float32", "gradient_checkpointing": False},
-        "data": {"source": "demo:arithmetic?max_operand=9", "answer_field": "answer", "chat_template": False},
-        "generation": {"num_generations": 4, "max_completion_length": 6},
-        "grpo": {"learning_rate": 1e-3, "prompts_per_step": 2, "max_steps": 1},
-        "logging": {"output_dir": str(tmp_path / "run"), "progress": False, "plot": False},
-        "checkpoint": {"every": 0},
-        "rewards": {"correct": {"use": "exact_match"}},
-    }
+    data = tiny_run(model_dir, tmp_path / "run", model={"gradient_checkpointing": False},
+                    data={"source": "demo:arithmetic?max_operand=9", "answer_field": "answer", "chat_template": False},
+                    grpo={"learning_rate": 1e-3, "max_steps": 1}, checkpoint={"every": 0},
+                    rewards={"correct": {"use": "exact_match"}})
     for name, values in sections.items():
         data[name] = {**data.get(name, {}), **values}
     trainer = Trainer(config_from_dict(data, registry=registry), registry=registry)

@@ -19,15 +19,11 @@ def test_mask_covers_up_to_the_first_eos_and_flags_truncation():
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
+def tiny(arithmetic_model_dir):
     from grpo_core.config import config_from_dict
-    from grpo_core.demo.task import completion, make_split
-    from grpo_core.demo.tiny import TinySpec, build_tiny_model
     from grpo_core.policy.models import load_model_and_tokenizer
 
-    rows = make_split("train", max_operand=9, size=50)
-    path = tmp_path_factory.mktemp("gen-model")
-    build_tiny_model(path, [r["prompt"] + completion(r) for r in rows], TinySpec(hidden=32, intermediate=64))
+    path = arithmetic_model_dir
     cfg = config_from_dict({
         "model": {"name_or_path": str(path), "dtype": "float32", "gradient_checkpointing": False},
         "data": {"source": "demo:arithmetic?max_operand=9", "chat_template": False},

@@ -30,6 +30,22 @@ TYPED = {
     "grpo_core.fsdp.shard": "grpo_core.parallel.fsdp.shard",
     "grpo_core.generation.TransformersBackend": "grpo_core.generation.transformers_backend.TransformersBackend",
     "grpo_core.generation.Generation": "grpo_core.generation.transformers_backend.Generation",
+    "grpo_core.cli.eval_command.cmd_eval": "grpo_core.cli.commands.eval.cmd_eval",
+    "grpo_core.cli.eval_command.add_arguments": "grpo_core.cli.commands.eval.add_arguments",
+    # grpo_core.cli.commands was one module before it was a folder of one module per command: its names stay
+    "grpo_core.cli.commands.run_checks": "grpo_core.cli.checks.run_checks",
+    "grpo_core.cli.commands.preflight": "grpo_core.cli.checks.preflight",
+    "grpo_core.cli.commands.summary": "grpo_core.cli.checks.summary",
+    "grpo_core.cli.commands.model_source_problem": "grpo_core.cli.checks.model_source_problem",
+    "grpo_core.cli.commands.hub_dataset_problem": "grpo_core.cli.checks.hub_dataset_problem",
+    "grpo_core.cli.commands.key_line": "grpo_core.cli.checks.key_line",
+    "grpo_core.cli.commands.memory_estimate": "grpo_core.cli.commands.train.memory_estimate",
+    "grpo_core.cli.commands.cmd_train": "grpo_core.cli.commands.train.cmd_train",
+    "grpo_core.cli.commands.cmd_config_validate": "grpo_core.cli.commands.config.cmd_config_validate",
+    "grpo_core.cli.commands.cmd_signal": "grpo_core.cli.commands.signal.cmd_signal",
+    "grpo_core.cli.commands.cmd_plot": "grpo_core.cli.commands.plot.cmd_plot",
+    "grpo_core.cli.commands.launch": "grpo_core.cli.launch.launch",
+    "grpo_core.cli.commands.child_pids": "grpo_core.cli.launch.child_pids",
 }
 
 

@@ -370,14 +370,11 @@ def test_two_processes_report_and_push_from_rank_zero_only(hub: FakeHub, tmp_pat
     """torchrun with 2 processes (tests/core/ddp_worker.py): one tensorboard writer (rank 0's), one push."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from grpo_core.demo.task import completion, make_split
-    from grpo_core.demo.tiny import TinySpec, build_tiny_model
     from grpo_core.run_folder.metrics import read_jsonl
     from tests.core import test_distributed as ddp
+    from tests.core.conftest import build_arithmetic_model
 
-    model_dir = tmp_path / "model"
-    build_tiny_model(model_dir, [r["prompt"] + completion(r) for r in make_split("train", max_operand=9, size=100)],
-                     TinySpec(hidden=32, intermediate=64))
+    model_dir = build_arithmetic_model(tmp_path / "model")
     run_dir = tmp_path / "two"
     config = ddp.run_config(model_dir, run_dir, loss_type="dapo", lora=True, **{
         "logging.report_to": ["tensorboard"], "grpo.max_steps": 2})

@@ -15,17 +15,12 @@ pytest.importorskip("peft")
 datasets = pytest.importorskip("datasets")
 
 from grpo_rewards.errors import UserError  # noqa: E402
+from tests.core.conftest import arithmetic_rows  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def demo_model(tmp_path_factory):
-    from grpo_core.demo.task import completion, make_split
-    from grpo_core.demo.tiny import TinySpec, build_tiny_model
-
-    rows = make_split("train", max_operand=9, size=40)
-    out = tmp_path_factory.mktemp("api_model")
-    build_tiny_model(out, [r["prompt"] + completion(r) for r in rows], TinySpec(hidden=32, intermediate=64))
-    return out, rows
+def demo_model(arithmetic_model_dir):
+    return arithmetic_model_dir, arithmetic_rows(40)
 
 
 def _args(tmp_path, **grpo):

@@ -30,13 +30,8 @@ def test_signal_counts_groups_whose_scores_differ() -> None:
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from grpo_core.demo.task import completion, make_split
-    from grpo_core.demo.tiny import TinySpec, build_tiny_model
-
-    rows = make_split("train", max_operand=9, size=60)
-    return build_tiny_model(tmp_path_factory.mktemp("signal-model"), [r["prompt"] + completion(r) for r in rows],
-                            TinySpec(hidden=32, intermediate=64))
+def model_dir(arithmetic_model_dir: Path) -> Path:
+    return arithmetic_model_dir  # the demo's tiny model (tests/core/conftest.py), built once per session
 
 
 CONFIG = """

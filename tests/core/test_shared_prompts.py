@@ -178,14 +178,10 @@ def test_the_load_check_turns_packing_off_for_a_model_that_ignores_the_mask(monk
     assert plan(model, ids, mask, K, per_row=3) is not None
 
 
-def test_one_trainer_update_is_the_same_with_and_without_shared_prompts(tmp_path):
+def test_one_trainer_update_is_the_same_with_and_without_shared_prompts(tmp_path, arithmetic_model_dir):
     from grpo_core import Trainer, config_from_dict
-    from grpo_core.demo.task import completion, make_split
-    from grpo_core.demo.tiny import TinySpec, build_tiny_model
 
-    rows = make_split("train", max_operand=9, size=50)
-    model_dir = tmp_path / "model"
-    build_tiny_model(model_dir, [r["prompt"] + completion(r) for r in rows], TinySpec(hidden=32, intermediate=64))
+    model_dir = arithmetic_model_dir
 
     def trainer(share: bool, name: str):
         return Trainer(config_from_dict({

@@ -83,15 +83,11 @@ class Raiser:
         raise RuntimeError(f"listener broke at step {step}")
 
 
-def test_lora_run_with_kl_hooks_and_saved_adapter(tmp_path):
+def test_lora_run_with_kl_hooks_and_saved_adapter(tmp_path, arithmetic_model_dir):
     from grpo_core import Trainer, config_from_dict
-    from grpo_core.demo.task import completion, make_split
-    from grpo_core.demo.tiny import TinySpec, build_tiny_model
     from grpo_core.policy import models
 
-    rows = make_split("train", max_operand=9, size=60)
-    model_dir = build_tiny_model(tmp_path / "m", [r["prompt"] + completion(r) for r in rows],
-                                 TinySpec(hidden=32, intermediate=64))
+    model_dir = arithmetic_model_dir
     recorder = Recorder()
     reader = ContextReader()
     registry = load_registry(extra_plugins=[("recorder", recorder), ("raiser", Raiser()), ("reader", reader)])

@@ -21,14 +21,8 @@ TIMING_KEYS = {"time", "step_time", "tokens_per_s", "peak_memory_gb"}
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory) -> Path:
-    from grpo_core.demo.task import completion, make_split
-    from grpo_core.demo.tiny import TinySpec, build_tiny_model
-
-    rows = make_split("train", max_operand=9, size=100)
-    out = tmp_path_factory.mktemp("tiny-model")
-    build_tiny_model(out, [r["prompt"] + completion(r) for r in rows], TinySpec(hidden=32, intermediate=64))
-    return out
+def model_dir(arithmetic_model_dir: Path) -> Path:
+    return arithmetic_model_dir  # the demo's tiny model (tests/core/conftest.py), built once per session
 
 
 def write_config(tmp_path: Path, model_dir: Path, run_dir: Path, *, max_steps: int = 4, every: int = 2,

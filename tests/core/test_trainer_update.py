@@ -14,14 +14,8 @@ pytestmark = pytest.mark.filterwarnings("ignore:Seems like `optimizer.step\\(\\)
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    from grpo_core.demo.task import completion, make_split
-    from grpo_core.demo.tiny import TinySpec, build_tiny_model
-
-    rows = make_split("train", max_operand=9, size=50)
-    out = tmp_path_factory.mktemp("upd-model")
-    build_tiny_model(out, [r["prompt"] + completion(r) for r in rows], TinySpec(hidden=32, intermediate=64))
-    return out
+def model_dir(arithmetic_model_dir):
+    return arithmetic_model_dir  # the demo's tiny model (tests/core/conftest.py), built once per session
 
 
 def make_trainer(model_dir, tmp_path, **grpo):

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from grpo_core.generation.backend import Generation, eos_token_ids
+from grpo_core.generation.backend import Generation, TokenizerBackend
 from grpo_core.generation.vllm.completion import Completion
 from grpo_core.generation.vllm.server import ServerEngine
 from grpo_core.generation.vllm.weights import WeightSync
@@ -145,18 +145,11 @@ class ColocatedEngine:
             self.asleep = True
 
 
-class VLLMBackend:
+class VLLMBackend(TokenizerBackend):
     """The ``vllm`` generation backend (see the module docs)."""
 
     def __init__(self, config: RunConfig, model: Any, tokenizer: Any, engine: Any = None):
-        self.model = model
-        self.tokenizer = tokenizer
-        self.gen = config.generation
-        self.max_prompt_length = config.data.max_prompt_length
-        self.add_special_tokens = not config.data.chat_template
-        self.eos_ids = eos_token_ids(model, tokenizer)
-        if tokenizer.pad_token_id is None:
-            raise ValueError("the tokenizer has no pad token (models.load_model_and_tokenizer sets one)")
+        super().__init__(config, model, tokenizer)
         self.weights = WeightSync(model)
         if engine is None:
             if self.gen.vllm_mode == "server":

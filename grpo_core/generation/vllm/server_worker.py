@@ -30,6 +30,7 @@ class WeightLoader:
         """Reload the tensors of the safetensors file at ``path`` in place; returns how many."""
         from safetensors.torch import load_file
 
+        # torch: this module loads light in vLLM's workers
         from grpo_core.generation.vllm.engine import refresh_tied_head
 
         batch = list(load_file(path).items())

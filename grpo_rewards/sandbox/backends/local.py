@@ -16,6 +16,6 @@ def make_local(
     **_: Any,
 ) -> Any:
     """A :class:`~grpo_rewards.sandbox.pool.LocalSandbox` (``slots=0``: two per CPU core)."""
-    from grpo_rewards.sandbox.pool import LocalSandbox
+    from grpo_rewards.sandbox.pool import LocalSandbox  # the pool loads when a sandbox is made
 
     return LocalSandbox(slots=slots or None, limits=limits, allow_unsafe=allow_unsafe_execution, profile=profile)

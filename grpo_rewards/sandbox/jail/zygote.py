@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from . import cgroups, child, cleanup, landlock, mounts, wire
+from . import cgroups, child, cleanup, landlock, mounts, seccomp, wire
 from .linux import (
     CLONE_NEWIPC,
     CLONE_NEWNET,
@@ -129,8 +129,6 @@ class Zygote:
         else confines them (no slot uid, no Landlock signal scope); without a slot uid the scheduling and limit
         calls reach only the caller (each child builds its own copy for its pid); without a memory cgroup,
         memfd_create is refused (unmapped memfd pages are outside RLIMIT_AS)."""
-        from . import seccomp
-
         if not seccomp.available():
             return None
         uid = self.ctx.uid

@@ -20,6 +20,7 @@ from __future__ import annotations
 import pickle
 
 import pytest
+from grpo_rewards_reasoning import ngram_repetition_penalty
 
 from grpo_rewards import reward
 
@@ -143,8 +144,6 @@ def test_token_repetition_batch_extra_columns_and_pickle_as_trl():
 
 
 def test_positive_max_penalty_is_refused_as_by_both_peers():
-    from grpo_rewards_reasoning import ngram_repetition_penalty
-
     with pytest.raises(ValueError, match="max_penalty 1.5 should not be positive"):
         ngram_repetition_penalty(ngram_size=2, max_penalty=1.5)
 

@@ -11,15 +11,25 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
+from typing import Any
 
 from grpo_core.cli.argument_types import at_least
+from grpo_core.data import load_rows
+from grpo_rewards.files import atomic_write, check_output
+from grpo_rewards.reward_config import load_rewards
 
 HELP = ("evaluate a model, adapter or checkpoint on a dataset with a rewards file: mean +- bootstrap 95%% CI per "
         "reward, pass@k, every sample to JSONL")
 
 
+def add_parser(subparsers: Any) -> None:
+    """Add ``grpo eval`` to the ``grpo`` command's subparsers."""
+    add_arguments(subparsers.add_parser("eval", help=HELP))
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """``grpo eval``'s options (the trainer's command-line plugin, grpo_core.cli.commands, adds the command)."""
+    """``grpo eval``'s options, added to its parser ``p``."""
 
     p.add_argument("model", metavar="MODEL", help="a model folder (full or merged), a LoRA adapter folder, a "
                                                   "training checkpoint holding adapter/, or a hub id")
@@ -53,10 +63,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
-    from pathlib import Path
-
-    from grpo_core.evaluation.run import EvalError
-    from grpo_rewards.files import check_output
+    from grpo_core.evaluation.run import EvalError  # numpy: loaded when the command runs
 
     inputs = [args.rewards] + ([args.data] if Path(args.data).exists() else [])
     outs = [("--out", args.out)] + ([("--summary", args.summary)] if args.summary else [])
@@ -69,7 +76,7 @@ def _check_outputs(args: argparse.Namespace) -> None:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from grpo_core.evaluation.run import (
+    from grpo_core.evaluation.run import (  # numpy: loaded when the command runs
         EvalError,
         eval_config,
         resolve_model,
@@ -77,9 +84,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
         summarize,
         summary_table,
     )
-    from grpo_rewards.files import atomic_write
-    from grpo_rewards.reward_config import load_rewards
-
     ks = sorted(set(args.k or [1, args.samples]))
     if ks[-1] > args.samples:
         raise EvalError(f"pass@{ks[-1]} needs at least {ks[-1]} samples per prompt; raise --samples", file="--k")
@@ -98,8 +102,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
     cfg = eval_config(model, adapter, data, rewards, samples=args.samples, max_new_tokens=args.max_new_tokens,
                       temperature=args.temperature if args.samples > 1 else 1.0, backend=args.backend,
                       dtype=args.dtype, seed=args.seed)
-    from grpo_core.data import load_rows
-
     rows = load_rows(cfg.data)  # every row checked before the model loads
     records = sample_and_score(cfg, rows, args.samples)
     summary = summarize(records, cfg.rewards.aliases, args.samples, ks, seed=args.seed)
