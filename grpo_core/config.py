@@ -80,7 +80,11 @@ class ModelConfig:
 class DataConfig:
     source: str = ""
     subset: str | None = None  # the hub dataset's config name (``main`` for openai/gsm8k)
-    split: str = "train"
+    split: str = "train"  # datasets' split syntax, slices too: "train[:1000]", "train[10%:]" (a local file: train)
+    data_files: str | list[str] | dict[str, str] | None = None  # datasets.load_dataset's data_files
+    revision: str | None = None  # the hub dataset's git revision: a branch, tag or commit
+    streaming: bool = False  # read the source as a datasets.IterableDataset, a step's rows at a time
+    shuffle_buffer: int = 1000  # streaming + shuffle: rows in datasets' shuffle buffer
     prompt_field: str = "prompt"
     answer_field: str | None = None  # the reference column; copied to `answer` (what rewards read) if named otherwise
     columns: dict[str, str] = field(default_factory=dict)  # rename map: {source column: new name}
@@ -250,6 +254,7 @@ LIMITS: dict[tuple[str, str], tuple[float | None, float | None]] = {
     ("data", "eval_size"): (0, BIG),
     ("data", "seed"): (0, 2**64 - 1),
     ("data", "limit"): (1, None),
+    ("data", "shuffle_buffer"): (1, BIG),
     ("generation", "num_generations"): (2, 65536),
     ("generation", "max_completion_length"): (1, 10**7),
     ("generation", "temperature"): (1e-6, 100),
@@ -569,11 +574,20 @@ def _cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None
     if d.eval_source:
         d.eval_source = _check_source(doc, ("data", "eval_source"), d.eval_source, registry)
     local = bool(d.source) and not SOURCE_SCHEME.match(d.source) and Path(d.source).is_file()
-    if local and d.split != "train":
-        doc.problem(("data", "split"), f"a local file has no splits: {d.split!r} would be ignored; name the file in source")
-    if local and d.eval_split and not d.eval_source:
+    if local and {part.split("[", 1)[0].strip() for part in d.split.split("+")} != {"train"}:
+        doc.problem(("data", "split"), f"a local file has no splits: {d.split!r} would be ignored; name the file in "
+                                       "source (a slice of it is fine: 'train[:100]', 'train[10%:]')")
+    if local and d.data_files:
+        doc.problem(("data", "data_files"), "needs a hub dataset, a folder or a builder name (json, csv, parquet) "
+                                            "as source, not a file")
+    if local and d.revision:
+        doc.problem(("data", "revision"), "a local file has no revisions")
+    if d.streaming and "[" in d.split:
+        doc.problem(("data", "split"), f"{d.split!r}: a streamed split cannot be sliced; use limit")
+    if local and d.eval_split and not d.eval_source and "[" not in d.eval_split:
         doc.problem(("data", "eval_split"), "a local file has no splits: the held-out rows would be the training "
-                                            "rows; use eval_source (another file) or eval_size")
+                                            "rows; use a slice (split = \"train[:-100]\", eval_split = "
+                                            "\"train[-100:]\"), eval_source (another file) or eval_size")
     _choice(doc, ("data", "overlong_prompts"), d.overlong_prompts, OVERLONG_PROMPTS)
 
     trainers = set(getattr(registry, "trainer_backends", {})) | {"grpo_core"}
