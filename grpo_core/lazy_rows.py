@@ -102,7 +102,7 @@ def _decoded(raw: bytes, path: Path, number: int, error: type[UserError]) -> str
 def index_json_lines(path: Path, error: type[UserError]) -> JsonLinesSource:
     """Index a JSON-lines file in one pass of constant memory (each line parsed once, then dropped); every
     invalid line, and every line that is not a JSON object, is reported at once."""
-    offsets, lines, problems = array("q"), array("l"), []
+    offsets, lines, problems = array("q"), array("i"), []
     with open(path, "rb") as fh:
         offset = 0
         for number, raw in enumerate(fh, start=1):
@@ -159,7 +159,7 @@ class CsvSource:
 def index_csv(path: Path, error: type[UserError]) -> CsvSource:
     """Index a CSV file in one pass of constant memory; every record whose field count differs from the header's
     is reported at once, and a header naming a column twice."""
-    offsets, lines, problems = array("q"), array("l"), []
+    offsets, lines, problems = array("q"), array("i"), []
     with open(path, "rb") as fh:
         head = fh.read(len(BOM))
         if head != BOM:
