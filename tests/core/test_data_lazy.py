@@ -198,3 +198,53 @@ def test_reading_is_lazy(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     growth_kb = int(out.stdout.split()[-1])
     assert growth_kb < size_kb / 3, f"peak memory grew {growth_kb} kB reading a {size_kb} kB file"
+
+
+def _train_cfg(model_dir: Path, data: Path, out: Path, max_steps: int, **data_keys: Any) -> dict[str, Any]:
+    return {
+        "model": {"name_or_path": str(model_dir), "dtype": "float32", "gradient_checkpointing": False},
+        "data": {"source": str(data), "prompt_field": "question", "chat_template": False, "max_prompt_length": 64,
+                 "seed": 5, **data_keys},
+        "generation": {"num_generations": 2, "max_completion_length": 2},
+        "grpo": {"max_steps": max_steps, "prompts_per_step": 4, "learning_rate": 1e-3},
+        "logging": {"output_dir": str(out), "progress": False, "plot": False},
+        "checkpoint": {"every": 0, "keep_last": 1, "every_minutes": 0},  # at the end only
+        "rewards": {"len": {"use": "core_len"}},
+    }
+
+
+def _seen(trainer: Any) -> list[list[str]]:
+    """The prompts of the rows each step of ``trainer.train()`` takes."""
+    steps: list[list[str]] = []
+    take = trainer.next_rows
+
+    def recording() -> list[int]:
+        out = take()
+        steps.append([trainer.rows[i]["question"] for i in out])
+        return out
+
+    trainer.next_rows = recording
+    trainer.train()
+    return steps
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("streaming", [True, False])
+def test_a_resumed_run_takes_the_rows_the_whole_run_takes(tiny_model_dir: Path, tmp_path: Path,
+                                                          use_core_registry: Any, streaming: bool) -> None:
+    """Through the trainer and its checkpoints: 22 rows, 4 a step; a run stopped after step 3 (mid-epoch 0)
+    and resumed takes at steps 4-7 (over the epoch boundary) exactly the rows an uninterrupted run takes."""
+    from grpo_core.config import as_run_config
+    from grpo_core.trainer import Trainer
+
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in ROWS[:22]))
+    keys = {"streaming": streaming, "shuffle_buffer": 8}
+    whole = _seen(Trainer(as_run_config(_train_cfg(tiny_model_dir, data, tmp_path / "whole", 7, **keys))))
+    first = _seen(Trainer(as_run_config(_train_cfg(tiny_model_dir, data, tmp_path / "cut", 3, **keys))))
+    assert first == whole[:3]
+    rest = _seen(Trainer(as_run_config(_train_cfg(tiny_model_dir, data, tmp_path / "cut", 7, **keys)),
+                         resume=True))
+    assert rest == whole[3:] and len(rest) == 4
+    epoch0 = [q for step in whole for q in step][:22]
+    assert sorted(epoch0) == sorted(questions(ROWS[:22])) and epoch0 != questions(ROWS[:22])  # shuffled per epoch
