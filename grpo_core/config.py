@@ -59,6 +59,8 @@ OVERLONG_PROMPTS = ("drop", "error", "truncate")
 DISTRIBUTED_BACKENDS = ("auto", "gloo", "nccl")
 OFFLOAD_DEVICES = ("none", "cpu")
 LOCAL_DATA_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
+# datasets' packaged builders a [data] source may name to read data_files (datasets.load_dataset("json", ...))
+DATASET_BUILDERS = ("json", "csv", "parquet", "arrow", "text", "pandas", "webdataset", "xml")
 SOURCE_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9_\-]+):(?!//)")  # 2+ characters: "C:\\data" is a path
 
 
@@ -539,6 +541,23 @@ def _check_source(doc: TomlDoc, key: tuple[str, ...], source: str, registry: Reg
     return source  # a hub dataset name, fetched when the run starts
 
 
+def _resolve_data_files(files: str | list[str] | dict[str, str], config_path: str) -> Any:
+    """Relative ``data_files`` patterns resolve as a data path does: as given (cwd), else next to the config
+    file when only there do they match a file."""
+    import glob
+
+    def one(pattern: str) -> str:
+        if "://" in pattern or Path(pattern).expanduser().is_absolute() or glob.glob(pattern) \
+                or config_path in ("<dict>", "<string>"):
+            return pattern
+        beside = str(Path(config_path).parent / pattern)
+        return str(Path(beside).resolve()) if glob.glob(beside) else pattern
+
+    if isinstance(files, str):
+        return one(files)
+    return {k: one(v) for k, v in files.items()} if isinstance(files, dict) else [one(f) for f in files]
+
+
 def _cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None:
     m, d, g, o, lo, q, lg, ck, tr, ds, hub = (cfg[n] for n in SECTIONS)
     _choice(doc, ("model", "dtype"), m.dtype, DTYPES)
@@ -577,6 +596,8 @@ def _cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None
     if local and {part.split("[", 1)[0].strip() for part in d.split.split("+")} != {"train"}:
         doc.problem(("data", "split"), f"a local file has no splits: {d.split!r} would be ignored; name the file in "
                                        "source (a slice of it is fine: 'train[:100]', 'train[10%:]')")
+    if d.data_files and d.source in DATASET_BUILDERS:
+        d.data_files = _resolve_data_files(d.data_files, doc.path)
     if local and d.data_files:
         doc.problem(("data", "data_files"), "needs a hub dataset, a folder or a builder name (json, csv, parquet) "
                                             "as source, not a file")

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from grpo_core.config import LOCAL_DATA_SUFFIXES, SOURCE_SCHEME
+from grpo_core.config import DATASET_BUILDERS, LOCAL_DATA_SUFFIXES, SOURCE_SCHEME
 from grpo_core.lazy_rows import (
     MAX_LISTED,
     ArrowSource,
@@ -143,7 +143,7 @@ def read_local(path: str | Path) -> Rows:
 def is_builder(source: str) -> bool:
     """Whether ``source`` names one of ``datasets``' packaged builders (``json``, ``csv``, ``parquet``...),
     which read ``data_files`` rather than a hub repository."""
-    return source in ("json", "csv", "parquet", "arrow", "text", "pandas", "webdataset", "xml")
+    return source in DATASET_BUILDERS
 
 
 @contextlib.contextmanager

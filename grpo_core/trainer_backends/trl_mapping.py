@@ -65,6 +65,9 @@ def grpo_config_kwargs(cfg: RunConfig) -> dict[str, Any]:
     if g.backend not in GENERATION_BACKENDS:
         raise ConfigError([Problem(cfg.path, None, "generation.backend", f"the trl trainer backend generates with "
                                    f"{' or '.join(GENERATION_BACKENDS)}, not {g.backend!r}")])
+    if cfg.data.streaming:
+        raise ConfigError([Problem(cfg.path, None, "data.streaming", "the trl trainer backend trains on a "
+                                   "datasets.Dataset of every row; set streaming = false")])
     mu = o.num_iterations
     vllm = g.backend == "vllm"
     kwargs: dict[str, Any] = {

@@ -248,3 +248,50 @@ def test_a_resumed_run_takes_the_rows_the_whole_run_takes(tiny_model_dir: Path, 
     assert rest == whole[3:] and len(rest) == 4
     epoch0 = [q for step in whole for q in step][:22]
     assert sorted(epoch0) == sorted(questions(ROWS[:22])) and epoch0 != questions(ROWS[:22])  # shuffled per epoch
+
+
+@pytest.mark.parametrize(("data", "expected"), [
+    ('split = "train[:zz]"', "data.split: 'train[:zz]': Unrecognized instruction format"),
+    ('split = "test[:5]"', "data.split: a local file has no splits: 'test[:5]' would be ignored"),
+    ('revision = "v1"', "data.revision: a local file has no revisions"),
+    ('streaming = true\nsplit = "train[:5]"', "data.split: 'train[:5]': a streamed split cannot be sliced"),
+    ('data_files = "rows.jsonl"', "data.data_files: needs a hub dataset, a folder or a builder name"),
+    ('source = "json"\ndata_files = "nope*.jsonl"', "data.data_files: no file matches 'nope*.jsonl'"),
+    ('source = "json"\ndata_files = "rows.jsonl"\nsplit = "dev"', "data.split: cannot load dataset 'json' (split "
+                                                                  "'dev'): Unknown split \"dev\""),
+])
+def test_bad_data_keys_fail_validate_and_dry_run_in_one_line(tiny_model_dir: Path, tmp_path: Path, data: str,
+                                                              expected: str, use_core_registry: Any,
+                                                              monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from grpo_rewards.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    (tmp_path / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    table = data if data.startswith("source") else f'source = "rows.jsonl"\n{data}'
+    config = tmp_path / "run.toml"
+    config.write_text(f'[model]\nname_or_path = "{tiny_model_dir}"\ndtype = "float32"\n[data]\n{table}\n'
+                      f'prompt_field = "question"\nchat_template = false\n[logging]\noutput_dir = "{tmp_path / "out"}"\n'
+                      '[rewards.short]\nuse = "core_len"\n')
+    for argv in (["config", "validate", str(config)], ["train", str(config), "--dry-run"]):
+        code = main(argv)
+        err = capsys.readouterr().err
+        assert code == 2 and "Traceback" not in err, (argv, err)
+        assert [line for line in err.splitlines() if expected in line], (argv, err)
+
+
+def test_data_files_resolve_next_to_the_config_file(jsonl: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    use_core_registry: Any) -> None:
+    from grpo_core.config import load_config
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    config = tmp_path / "run.toml"
+    config.write_text('[model]\nname_or_path = "gpt2"\n[data]\nsource = "json"\ndata_files = { train = "d.jsonl" }\n'
+                      'prompt_field = "question"\n[rewards.short]\nuse = "core_len"\n')
+    cfg = load_config(str(config))
+    assert cfg.data.data_files == {"train": str(jsonl.resolve())}
+    assert questions(load_rows(cfg.data)) == questions(ROWS)
