@@ -220,8 +220,9 @@ def _from_source(source: str, data_cfg: DataConfig, split: str, registry: Regist
                     for i, r in enumerate(rows[: data_cfg.limit] if data_cfg.limit else rows)
                     if not isinstance(r, dict)])
         return Rows(ListSource(rows))
-    if Path(source).expanduser().is_file():
-        return read_local_rows(Path(source).expanduser(), split)
+    path = Path(source).expanduser()
+    if path.is_file() or (path.exists() and source.lower().endswith(LOCAL_DATA_SUFFIXES)):
+        return read_local_rows(path, split)  # (a folder named like a data file: "is a folder")
     if source.lower().endswith(LOCAL_DATA_SUFFIXES):
         raise DataError(f"data.source: file not found: {source}")
     return Rows(ArrowSource(_load_dataset(source, data_cfg.subset, split, _hub_kwargs(data_cfg, source), source)))

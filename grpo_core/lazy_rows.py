@@ -104,13 +104,14 @@ def index_json_lines(path: Path, error: type[UserError]) -> JsonLinesSource:
     invalid line, and every line that is not a JSON object, is reported at once."""
     offsets, lines, problems = array("q"), array("i"), []
     with open(path, "rb") as fh:
+        if b"\x00" in fh.read(65536):
+            raise error("a binary file, not text", file=str(path))
+        fh.seek(0)
         offset = 0
         for number, raw in enumerate(fh, start=1):
             start, offset = offset, offset + len(raw)
             if number == 1 and raw.startswith(BOM):
                 start, raw = start + len(BOM), raw[len(BOM):]
-            if number == 1 and b"\x00" in raw[:65536]:
-                raise error("a binary file, not text", file=str(path))
             if not raw.strip():
                 continue
             try:
@@ -164,8 +165,9 @@ def index_csv(path: Path, error: type[UserError]) -> CsvSource:
         head = fh.read(len(BOM))
         if head != BOM:
             fh.seek(0)
-        if b"\x00" in fh.peek(65536)[:65536]:
+        if b"\x00" in fh.read(65536):
             raise error("a binary file, not text", file=str(path))
+        fh.seek(len(BOM) if head == BOM else 0)
         consumed = [fh.tell()]
         reader = csv.reader(_text_lines(fh, path, error, consumed, 1))
         header: list[str] = []
