@@ -295,3 +295,14 @@ def test_data_files_resolve_next_to_the_config_file(jsonl: Path, tmp_path: Path,
     cfg = load_config(str(config))
     assert cfg.data.data_files == {"train": str(jsonl.resolve())}
     assert questions(load_rows(cfg.data)) == questions(ROWS)
+
+
+def test_the_trl_backend_refuses_a_stream(jsonl: Path, tmp_path: Path, use_core_registry: Any) -> None:
+    from grpo_core.config import as_run_config
+    from grpo_core.trainer_backends.trl_mapping import grpo_config_kwargs
+    from grpo_rewards.errors import ConfigError
+
+    cfg = _train_cfg(Path("gpt2"), jsonl, tmp_path / "out", 2, streaming=True)
+    cfg["model"]["name_or_path"] = "gpt2"
+    with pytest.raises(ConfigError, match="data.streaming: the trl trainer backend trains on a datasets.Dataset"):
+        grpo_config_kwargs(as_run_config(cfg))
