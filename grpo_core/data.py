@@ -110,11 +110,13 @@ def _is_json_array(path: Path) -> bool:
     return head.startswith(b"[")
 
 
-def read_local_rows(path: str | Path, split: str = "train") -> Rows:
+def read_local_rows(path: str | Path, split: str = "train", visit: Callable[[Any, int | None], None] | None = None
+                    ) -> Rows:
     """Rows of a local ``.jsonl``/``.json``/``.csv``/``.parquet`` file, read lazily (see the module docs);
     ``rows.line_of(i)`` is the file line of row ``i`` (None where a format has no lines). Every bad line is
     reported at once: not UTF-8, invalid JSON, not an object, a CSV row whose fields do not match the header.
-    ``split``: ``train`` or a slice of it (``train[:100]``)."""
+    ``split``: ``train`` or a slice of it (``train[:100]``). ``visit(row, line)``: called with each row of a
+    JSON-lines or CSV file read whole (``split = "train"``) as it is indexed."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in LOCAL_DATA_SUFFIXES:
@@ -129,7 +131,9 @@ def read_local_rows(path: str | Path, split: str = "train") -> Rows:
         rows = _read_json_array(path)
     else:
         try:
-            rows = Rows(index_csv(path, DataError) if suffix == ".csv" else index_json_lines(path, DataError))
+            visit = visit if split == "train" else None
+            rows = Rows(index_csv(path, DataError, visit) if suffix == ".csv"
+                        else index_json_lines(path, DataError, visit))
         except OSError as exc:
             raise DataError(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
     return Rows(rows.source, split_ranges(split, len(rows), DataError, str(path)))
@@ -210,7 +214,8 @@ def _hub_kwargs(data_cfg: DataConfig, source: str) -> dict[str, Any]:
     return kwargs
 
 
-def _from_source(source: str, data_cfg: DataConfig, split: str, registry: Registry | None = None) -> Rows:
+def _from_source(source: str, data_cfg: DataConfig, split: str, registry: Registry | None = None,
+                 visit: Callable[[Any, int | None], None] | None = None) -> Rows:
     scheme = SOURCE_SCHEME.match(source)
     if scheme:
         loader = (registry or get_registry()).get("dataset_sources", scheme.group(1))
@@ -222,7 +227,7 @@ def _from_source(source: str, data_cfg: DataConfig, split: str, registry: Regist
         return Rows(ListSource(rows))
     path = Path(source).expanduser()
     if path.is_file() or (path.exists() and source.lower().endswith(LOCAL_DATA_SUFFIXES)):
-        return read_local_rows(path, split)  # (a folder named like a data file: "is a folder")
+        return read_local_rows(path, split, visit)  # (a folder named like a data file: "is a folder")
     if source.lower().endswith(LOCAL_DATA_SUFFIXES):
         raise DataError(f"data.source: file not found: {source}")
     return Rows(ArrowSource(_load_dataset(source, data_cfg.subset, split, _hub_kwargs(data_cfg, source), source)))
@@ -275,28 +280,63 @@ def answer_alias(data_cfg: DataConfig, first: dict[str, Any]) -> Callable[[dict[
     return None
 
 
+class RowChecks:
+    """The row checks of a source, fed one row at a time (``checks(row, line)``), in constant memory: the first
+    row's columns, then every row against them (see the module docs); :meth:`finish` raises every problem."""
+
+    def __init__(self, data_cfg: DataConfig, where: str, file: str) -> None:
+        self.cfg, self.where, self.file, self.rename = data_cfg, where, file, _renamer(data_cfg)
+        self.first: dict[str, Any] | None = None
+        self.first_error: DataError | None = None
+        self.problems: list[Problem] = []
+        self.bad = self.count = 0
+
+    def __call__(self, row: Any, line: int | None) -> None:
+        self.count += 1
+        if self.rename is not None and isinstance(row, dict):
+            row = self.rename(row)
+        if self.first is None:
+            self.first = row
+            try:
+                _first_row_checks(row, self.cfg, self.where)
+            except DataError as exc:
+                self.first_error = exc
+        if self.first_error is not None:
+            return
+        if (found := row_problem(row, list(self.first), self.cfg)) is None:
+            return
+        self.bad += 1
+        if len(self.problems) <= MAX_LISTED:  # the rest are counted (constant memory however many rows are bad)
+            at = "" if line else f"row {self.count}: "
+            self.problems.append(Problem(self.file, line, found[0], f"{at}{found[1]}"))
+
+    def finish(self) -> dict[str, Any]:
+        """The first row (renamed), or the checks' error."""
+        if self.first is None:
+            raise DataError(f"data.source: {self.where} has no rows")
+        if self.first_error is not None:
+            raise self.first_error
+        problems = self.problems
+        if self.bad > len(problems):
+            more = Problem(self.file, None, "", f"... and {self.bad - MAX_LISTED} more bad rows")
+            problems = [*problems[:MAX_LISTED], more]
+        _raise_all(problems)
+        return self.first
+
+
 def _shape(rows: Sequence[dict[str, Any]], lines: Sequence[int | None] | None, data_cfg: DataConfig, where: str,
-           file: str) -> Rows:
-    """``rows`` renamed by ``columns`` and checked in one streaming pass (every bad row reported at once)."""
+           file: str, checks: RowChecks | None = None) -> Rows:
+    """``rows`` renamed by ``columns`` and checked in one streaming pass (every bad row reported at once);
+    ``checks`` already fed with every row (while the file was indexed) saves the pass."""
     if not isinstance(rows, Rows):
         rows = Rows(ListSource(list(rows), lines))
-    if (rename := _renamer(data_cfg)) is not None:
-        rows = rows.mapped(rename)
-    if not len(rows):
-        raise DataError(f"data.source: {where} has no rows")
-    first = rows[0]
-    _first_row_checks(first, data_cfg, where)
-    columns, problems, bad = list(first), [], 0
-    for i, row in enumerate(rows):
-        if (found := row_problem(row, columns, data_cfg)) is None:
-            continue
-        bad += 1
-        if len(problems) <= MAX_LISTED:  # the rest are counted (constant memory however many rows are bad)
-            line = rows.line_of(i)
-            problems.append(Problem(file, line, found[0], f"{'' if line else f'row {i + 1}: '}{found[1]}"))
-    if bad > len(problems):
-        problems = [*problems[:MAX_LISTED], Problem(file, None, "", f"... and {bad - MAX_LISTED} more bad rows")]
-    _raise_all(problems)
+    if checks is None or checks.count != len(rows):
+        checks = RowChecks(data_cfg, where, file)
+        for i, row in enumerate(rows):
+            checks(row, rows.line_of(i))
+    first = checks.finish()
+    if checks.rename is not None:
+        rows = rows.mapped(checks.rename)
     alias = answer_alias(data_cfg, first)
     return rows.mapped(alias) if alias is not None else rows
 
@@ -309,10 +349,12 @@ def load_rows(data_cfg: DataConfig, *, split: str | None = None, source: str | N
     (:class:`grpo_core.lazy_rows.Rows`): each is read when used."""
     source = source or data_cfg.source
     split = split or data_cfg.split
-    rows = _from_source(source, data_cfg, split, registry)
+    where = f"{source} [{split}]"
+    checks = RowChecks(data_cfg, where, source)  # fed while a whole local file is indexed: one pass, not two
+    rows = _from_source(source, data_cfg, split, registry, None if data_cfg.limit else checks)
     if data_cfg.limit:
         rows = rows[: data_cfg.limit]
-    return _shape(rows, None, data_cfg, f"{source} [{split}]", source)
+    return _shape(rows, None, data_cfg, where, source, checks)
 
 
 def stream_rows(data_cfg: DataConfig, *, skip: int = 0) -> StreamedRows:

@@ -99,9 +99,13 @@ def _decoded(raw: bytes, path: Path, number: int, error: type[UserError]) -> str
                     "UTF-8", file=str(path), line=number) from None
 
 
-def index_json_lines(path: Path, error: type[UserError]) -> JsonLinesSource:
+Visit = Callable[[Any, int], None]
+
+
+def index_json_lines(path: Path, error: type[UserError], visit: Visit | None = None) -> JsonLinesSource:
     """Index a JSON-lines file in one pass of constant memory (each line parsed once, then dropped); every
-    invalid line, and every line that is not a JSON object, is reported at once."""
+    invalid line, and every line that is not a JSON object, is reported at once. ``visit(row, line)``: called
+    with each object row (the caller's own checks, in the same pass)."""
     offsets, lines, problems = array("q"), array("i"), []
     with open(path, "rb") as fh:
         if b"\x00" in fh.read(65536):
@@ -124,6 +128,8 @@ def index_json_lines(path: Path, error: type[UserError]) -> JsonLinesSource:
                 continue
             if not isinstance(row, dict):
                 problems.append(Problem(str(path), number, "", f"expected a JSON object, got {kind_of(row)}"))
+            elif visit is not None and not problems:
+                visit(row, number)
             offsets.append(start)
             lines.append(number)
     raise_all(problems, error)
@@ -157,9 +163,9 @@ class CsvSource:
         return int(self.lines[i])
 
 
-def index_csv(path: Path, error: type[UserError]) -> CsvSource:
+def index_csv(path: Path, error: type[UserError], visit: Visit | None = None) -> CsvSource:
     """Index a CSV file in one pass of constant memory; every record whose field count differs from the header's
-    is reported at once, and a header naming a column twice."""
+    is reported at once, and a header naming a column twice. ``visit(row, line)``: called with each row."""
     offsets, lines, problems = array("q"), array("i"), []
     with open(path, "rb") as fh:
         head = fh.read(len(BOM))
@@ -181,6 +187,8 @@ def index_csv(path: Path, error: type[UserError]) -> CsvSource:
                 if len(record) != len(header):
                     problems.append(Problem(str(path), reader.line_num, "", f"{len(record)} fields, the header has "
                                                                             f"{len(header)}"))
+                elif visit is not None and not problems:
+                    visit(dict(zip(header, record, strict=True)), reader.line_num)
                 offsets.append(start)
                 lines.append(reader.line_num)
         except csv.Error as exc:
