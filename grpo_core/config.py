@@ -18,6 +18,7 @@ together, so that a key's default and the checks on it sit on one page; a backen
 from __future__ import annotations
 
 import dataclasses
+import glob
 import json
 import math
 import os
@@ -544,7 +545,6 @@ def _check_source(doc: TomlDoc, key: tuple[str, ...], source: str, registry: Reg
 def _resolve_data_files(files: str | list[str] | dict[str, str], config_path: str) -> Any:
     """Relative ``data_files`` patterns resolve as a data path does: as given (cwd), else next to the config
     file when only there do they match a file."""
-    import glob
 
     def one(pattern: str) -> str:
         if "://" in pattern or Path(pattern).expanduser().is_absolute() or glob.glob(pattern) \
