@@ -74,7 +74,6 @@ import signal
 import sys
 import threading
 import time
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -87,7 +86,7 @@ from grpo_core.algorithm.sampler_correction import importance_ratio, metric_weig
 from grpo_core.atomic_folders import is_disk_full
 from grpo_core.config import RunConfig, as_run_config
 from grpo_core.context import TrainerState, TrainingContext
-from grpo_core.data import DataError, epoch_order, format_prompt, train_eval_rows
+from grpo_core.data import epoch_permutation, format_prompt, train_eval_rows
 from grpo_core.generation.backend import Generation, build_backend
 from grpo_core.generation.transformers_backend import sampling_autocast
 from grpo_core.outputs import check_outputs
@@ -110,6 +109,8 @@ from grpo_core.policy.models import (
     save_model,
     trainable_parameters,
 )
+from grpo_core.prompt_fit import fit_prompts, fit_rows
+from grpo_core.row_stream import StreamedRows
 from grpo_core.run_folder.checkpoints import (
     CheckpointError,
     describe_restored,
@@ -164,32 +165,6 @@ def peak_memory_since_reset_gb(device: Any) -> float:
         pass
 
     return peak_memory_gb(device)
-
-
-def fit_prompts(prompts: list[str], rows: list[dict[str, Any]], tokenizer: Any, limit: int | None, policy: str,
-                add_special_tokens: bool, where: str) -> tuple[list[str], list[dict[str, Any]]]:
-    """Prompts (and their rows) over ``limit`` tokens: dropped with a warning, refused (``ValueError``) or
-    kept for left truncation (with a warning), as ``policy`` says (a refusal is a ``DataError``, a ValueError)."""
-
-    if not limit or not prompts:
-        return prompts, rows
-    lengths = [len(ids) for ids in tokenizer(prompts, add_special_tokens=add_special_tokens)["input_ids"]]
-    over = [i for i, n in enumerate(lengths) if n > limit]
-    if not over:
-        return prompts, rows
-    what = (f"data.max_prompt_length: {len(over)} of {len(prompts)} {where} prompts are longer than {limit} tokens "
-            f"(longest {max(lengths)}; first: row {over[0]})")
-    if policy == "error":
-        raise DataError(f"{what}; raise max_prompt_length, or set data.overlong_prompts = \"drop\" or \"truncate\"")
-    if policy == "truncate":
-        warnings.warn(f"{what}; their beginnings (the system turn first) are cut off", stacklevel=2)
-        return prompts, rows
-    if len(over) == len(prompts):
-        raise DataError(f"{what}: none would be left to train on")
-    warnings.warn(f"{what}; dropped", stacklevel=2)
-    dropped = set(over)
-    keep = [i for i in range(len(prompts)) if i not in dropped]
-    return [prompts[i] for i in keep], [rows[i] for i in keep]
 
 
 def rows_per_slice(sequence_length: int, micro_batch_tokens: int) -> int:
@@ -306,12 +281,13 @@ class Trainer:
         d = config.data
         rows, eval_rows = self._load_rows()
         special = not d.chat_template  # as the generation backend tokenizes
-        self.prompts, self.rows = fit_prompts([format_prompt(r, d, self.tokenizer) for r in rows], rows,
-                                              self.tokenizer, d.max_prompt_length, d.overlong_prompts, special,
-                                              "training")
+        # the training rows stay lazy: a row is read, and its prompt formatted, when a step uses it
+        self.rows, self.prompts = fit_rows(rows, d, self.tokenizer, special, "training")
+        eval_rows = list(eval_rows)  # held-out rows: few, held in memory
         self.eval_prompts, self.eval_rows = fit_prompts(
             [format_prompt(r, d, self.tokenizer) for r in eval_rows], eval_rows, self.tokenizer,
             d.max_prompt_length, d.overlong_prompts, special, "held-out")
+        self._order: tuple[int, Any] = (-1, None)  # the current epoch's row order (grpo_core.data.epoch_permutation)
 
         # the engine wraps the module whose forward computes the training log-probs, then builds the optimizer
         self.engine.setup(self.model, LogProbModule(self.model, _training_logprobs), trainable_parameters)
@@ -409,10 +385,16 @@ class Trainer:
         """The next ``prompts_per_step`` training row indices of the seeded per-epoch order (a resume recomputes
         it), the data position moving past them."""
         d, n = self.cfg.data, self.cfg.grpo.prompts_per_step
+        if isinstance(self.rows, StreamedRows):  # a stream: its own epochs and position (grpo_core.row_stream)
+            out, self.epoch, self.position = self.rows.take(n, self.epoch, self.position)
+            return out
         out: list[int] = []
         while len(out) < n:
-            order = epoch_order(len(self.rows), self.epoch, seed=d.seed, shuffle=d.shuffle)
-            take = order[self.position : self.position + n - len(out)]
+            if self._order[0] != self.epoch:
+                self._order = (self.epoch, epoch_permutation(len(self.rows), self.epoch, seed=d.seed,
+                                                             shuffle=d.shuffle))
+            order = self._order[1]
+            take = order[self.position : self.position + n - len(out)].tolist()
             out += take
             self.position += len(take)
             if self.position >= len(order):

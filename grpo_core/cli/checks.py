@@ -20,8 +20,9 @@ from typing import Any
 from urllib.parse import urlparse
 
 from grpo_core.config import SOURCE_SCHEME, looks_local
-from grpo_core.data import missing_reward_columns, train_eval_rows
+from grpo_core.data import is_builder, missing_reward_columns, train_eval_rows
 from grpo_core.outputs import check_outputs, deprecations
+from grpo_core.row_stream import StreamedRows
 from grpo_core.run_folder.checkpoints import (
     RunFolderError,
     check_run_dir,
@@ -42,8 +43,12 @@ def summary(cfg: Any) -> str:
             f"generations; loss {o.loss_type}, beta {o.beta:g}; rewards: {rewards}; run folder {cfg.logging.output_dir}")
 
 
+STREAM_CHECKED = 1000  # rows of a streamed source read by the checks before a run
+
+
 def _is_local(source: str | None) -> bool:
-    return bool(source) and not SOURCE_SCHEME.match(source) and Path(source).expanduser().exists()
+    return bool(source) and not SOURCE_SCHEME.match(source) and (Path(source).expanduser().exists()
+                                                                 or is_builder(source))  # "json" + data_files
 
 
 def _hub_reachable(timeout: float = 3.0) -> bool:
@@ -113,6 +118,8 @@ def preflight(cfg: Any, *, resume: bool = False, overwrite: bool = False, all_so
     d, rows = cfg.data, None
     if data and (all_sources or (_is_local(d.source) and (not d.eval_source or _is_local(d.eval_source)))):
         rows, _ = train_eval_rows(d)
+        if isinstance(rows, StreamedRows):  # a stream is not read through: its first rows are checked
+            rows = list(rows.head(STREAM_CHECKED))
         for warning in missing_reward_columns(cfg, rows):
             print(f"warning: {warning}", file=sys.stderr)
     if model and (why := model_source_problem(cfg)):

@@ -41,6 +41,7 @@ from grpo_core.config.reading import (
 from grpo_core.config.sections import (
     BIG,
     COMPUTE_DTYPES,
+    DATASET_BUILDERS,
     DISTRIBUTED_BACKENDS,
     DTYPES,
     IMPORTANCE_SAMPLING,
@@ -73,7 +74,7 @@ from grpo_core.config.sections import (
 from grpo_rewards.tomlfile import ConfigError
 
 __all__ = [
-    "BIG", "COMPUTE_DTYPES", "DISTRIBUTED_BACKENDS", "DTYPES", "HUB_STRATEGIES", "IMPORTANCE_SAMPLING",
+    "BIG", "COMPUTE_DTYPES", "DATASET_BUILDERS", "DISTRIBUTED_BACKENDS", "DTYPES", "HUB_STRATEGIES", "IMPORTANCE_SAMPLING",
     "IMPORTANCE_SAMPLING_ALIASES", "LIMITS", "LOCAL_DATA_SUFFIXES", "LR_SCHEDULERS", "MULTI_OBJECTIVE_AGGREGATIONS",
     "OFFLOAD_DEVICES", "OVERLONG_PROMPTS", "POSITION_KEYS", "QUANT_TYPES", "REQUIRED", "SCALE_REWARDS", "SECTIONS",
     "SOURCE_SCHEME", "TRACKERS", "CheckpointConfig", "ConfigError", "DataConfig", "DistributedConfig",

@@ -10,6 +10,7 @@ not here (each registers them with its factory, see :mod:`grpo_core.plugin`).
 
 from __future__ import annotations
 
+import glob
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any
 from grpo_core.adapter import adapter_folder_hint, adapter_problems
 from grpo_core.config.sections import (
     COMPUTE_DTYPES,
+    DATASET_BUILDERS,
     DISTRIBUTED_BACKENDS,
     DTYPES,
     IMPORTANCE_SAMPLING,
@@ -118,6 +120,22 @@ def _check_source(doc: TomlDoc, key: tuple[str, ...], source: str, registry: Reg
     return source  # a hub dataset name, fetched when the run starts
 
 
+def _resolve_data_files(files: str | list[str] | dict[str, str], config_path: str) -> Any:
+    """Relative ``data_files`` patterns resolve as a data path does: as given (cwd), else next to the config
+    file when only there do they match a file."""
+
+    def one(pattern: str) -> str:
+        if "://" in pattern or Path(pattern).expanduser().is_absolute() or glob.glob(pattern) \
+                or config_path in ("<dict>", "<string>"):
+            return pattern
+        beside = str(Path(config_path).parent / pattern)
+        return str(Path(beside).resolve()) if glob.glob(beside) else pattern
+
+    if isinstance(files, str):
+        return one(files)
+    return {k: one(v) for k, v in files.items()} if isinstance(files, dict) else [one(f) for f in files]
+
+
 def cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None:
     """Every check across keys of the read sections ``cfg`` (see the module docs); fills in what
     follows from other keys (a resolved local path, ``epsilon_high``, an importance-sampling alias)."""
@@ -155,11 +173,22 @@ def cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None:
     if d.eval_source:
         d.eval_source = _check_source(doc, ("data", "eval_source"), d.eval_source, registry)
     local = bool(d.source) and not SOURCE_SCHEME.match(d.source) and Path(d.source).is_file()
-    if local and d.split != "train":
-        doc.problem(("data", "split"), f"a local file has no splits: {d.split!r} would be ignored; name the file in source")
-    if local and d.eval_split and not d.eval_source:
+    if local and {part.split("[", 1)[0].strip() for part in d.split.split("+")} != {"train"}:
+        doc.problem(("data", "split"), f"a local file has no splits: {d.split!r} would be ignored; name the file in "
+                                       "source (a slice of it is fine: 'train[:100]', 'train[10%:]')")
+    if d.data_files and d.source in DATASET_BUILDERS:
+        d.data_files = _resolve_data_files(d.data_files, doc.path)
+    if local and d.data_files:
+        doc.problem(("data", "data_files"), "needs a hub dataset, a folder or a builder name (json, csv, parquet) "
+                                            "as source, not a file")
+    if local and d.revision:
+        doc.problem(("data", "revision"), "a local file has no revisions")
+    if d.streaming and "[" in d.split:
+        doc.problem(("data", "split"), f"{d.split!r}: a streamed split cannot be sliced; use limit")
+    if local and d.eval_split and not d.eval_source and "[" not in d.eval_split:
         doc.problem(("data", "eval_split"), "a local file has no splits: the held-out rows would be the training "
-                                            "rows; use eval_source (another file) or eval_size")
+                                            "rows; use a slice (split = \"train[:-100]\", eval_split = "
+                                            "\"train[-100:]\"), eval_source (another file) or eval_size")
     _choice(doc, ("data", "overlong_prompts"), d.overlong_prompts, OVERLONG_PROMPTS)
 
     trainers = set(getattr(registry, "trainer_backends", {})) | {"grpo_core"}

@@ -38,6 +38,8 @@ OVERLONG_PROMPTS = ("drop", "error", "truncate")
 DISTRIBUTED_BACKENDS = ("auto", "gloo", "nccl")
 OFFLOAD_DEVICES = ("none", "cpu")
 LOCAL_DATA_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
+# datasets' packaged builders a [data] source may name to read data_files (datasets.load_dataset("json", ...))
+DATASET_BUILDERS = ("json", "csv", "parquet", "arrow", "text", "pandas", "webdataset", "xml")
 SOURCE_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9_\-]+):(?!//)")  # 2+ characters: "C:\\data" is a path
 
 
@@ -59,7 +61,11 @@ class ModelConfig:
 class DataConfig:
     source: str = ""
     subset: str | None = None  # the hub dataset's config name (``main`` for openai/gsm8k)
-    split: str = "train"
+    split: str = "train"  # datasets' split syntax, slices too: "train[:1000]", "train[10%:]" (a local file: train)
+    data_files: str | list[str] | dict[str, str] | None = None  # datasets.load_dataset's data_files
+    revision: str | None = None  # the hub dataset's git revision: a branch, tag or commit
+    streaming: bool = False  # read the source as a datasets.IterableDataset, a step's rows at a time
+    shuffle_buffer: int = 1000  # streaming + shuffle: rows in datasets' shuffle buffer
     prompt_field: str = "prompt"
     answer_field: str | None = None  # the reference column; copied to `answer` (what rewards read) if named otherwise
     columns: dict[str, str] = field(default_factory=dict)  # rename map: {source column: new name}
@@ -232,6 +238,7 @@ LIMITS: dict[tuple[str, str], tuple[float | None, float | None]] = {
     ("data", "eval_size"): (0, BIG),
     ("data", "seed"): (0, 2**64 - 1),
     ("data", "limit"): (1, None),
+    ("data", "shuffle_buffer"): (1, BIG),
     ("generation", "num_generations"): (2, 65536),
     ("generation", "max_completion_length"): (1, 10**7),
     ("generation", "temperature"): (1e-6, 100),

@@ -72,6 +72,9 @@ def grpo_config_kwargs(cfg: RunConfig) -> dict[str, Any]:
     if o.loss_type not in TRL_LOSS_TYPES:
         raise ConfigError([Problem(cfg.path, None, "grpo.loss_type", f"the trl trainer backend runs TRL's loss types "
                                    f"({', '.join(TRL_LOSS_TYPES)}), not {o.loss_type!r}")])
+    if cfg.data.streaming:
+        raise ConfigError([Problem(cfg.path, None, "data.streaming", "the trl trainer backend trains on a "
+                                   "datasets.Dataset of every row; set streaming = false")])
     mu = o.num_iterations
     vllm = g.backend == "vllm"
     kwargs: dict[str, Any] = {
