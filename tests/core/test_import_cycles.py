@@ -55,8 +55,17 @@ def import_graph(known: dict[str, Path]) -> dict[str, set[str]]:
                     base = ".".join([*anchor, base] if base else anchor)
                 targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
             edges |= {t for t in targets if t in known and t != name}
+        # importing a.b.c runs a.b's __init__ too: an edge to each package on the way that is not this
+        # module's own (a module's own packages are already importing or imported when it runs)
+        own = {".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 2)}
+        edges |= {p for t in list(edges) for p in _packages_of(t) if p in known and p not in own}
         graph[name] = edges
     return graph
+
+
+def _packages_of(module: str) -> list[str]:
+    parts = module.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -102,6 +111,20 @@ def test_the_finder_finds_a_circle_through_a_function_level_import(tmp_path: Pat
     (tmp_path / "pkg" / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import pkg.d\n")
     (tmp_path / "pkg" / "d.py").write_text("from . import c\n")
     assert cycles(import_graph(modules("pkg", tmp_path))) == [["pkg.a", "pkg.b"]]
+
+
+def test_the_finder_finds_a_circle_through_a_package_init(tmp_path: Path) -> None:
+    """``from pkg.out.trackers import x`` runs ``pkg/out/__init__.py``, which imports ``pkg.out.hub``, which
+    imports the first module: a circle no single import line shows."""
+    for folder in ("pkg", "pkg/out", "pkg/run"):
+        (tmp_path / folder).mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "out" / "__init__.py").write_text("from pkg.out.hub import push\n")
+    (tmp_path / "pkg" / "out" / "hub.py").write_text("from pkg.run.metrics import read\n")
+    (tmp_path / "pkg" / "out" / "trackers.py").write_text("")
+    (tmp_path / "pkg" / "run" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "run" / "metrics.py").write_text("from pkg.out.trackers import x\n")
+    assert cycles(import_graph(modules("pkg", tmp_path))) == [["pkg.out", "pkg.out.hub", "pkg.run.metrics"]]
 
 
 def test_grpo_core_is_in_no_import_cycle() -> None:
