@@ -108,6 +108,7 @@ class GenerationConfig:
     vllm_gpu_memory_utilization: float = 0.3
     vllm_sleep_level: int = 0  # 0 off; 1 weights offloaded, KV cache freed while training; 2 both freed
     vllm_max_model_len: int | None = None  # None -> max_prompt_length + max_completion_length
+    vllm_lora_push: str = "merged"  # LoRA: "merged" (W + scale * B @ A sent as weights) or "adapter" (served as LoRA)
 
 
 @dataclass

@@ -58,6 +58,9 @@ def no_trl_equivalent(cfg: RunConfig) -> dict[str, str]:
     if cfg.data.overlong_prompts == "truncate" and cfg.data.max_prompt_length:
         out["data.overlong_prompts"] = ("\"truncate\": TRL 1.x has no prompt length limit; over-long prompts "
                                         "are kept whole")
+    if cfg.generation.vllm_lora_push == "adapter":
+        out["generation.vllm_lora_push"] = ("\"adapter\": TRL merges the adapter into the weights it sends to "
+                                            "vLLM (\"merged\")")
     return out
 
 

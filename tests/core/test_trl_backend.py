@@ -318,6 +318,21 @@ def test_no_trl_equivalent_names_only_the_keys_the_user_set(core_registry: Any) 
                                       ("model.mlp_chunk_tokens", "grpo.share_prompts", "logging.sample_every")}
 
 
+def test_an_adapter_push_is_said_to_have_no_trl_equivalent(core_registry: Any, monkeypatch: Any) -> None:
+    import grpo_core.generation.vllm.support as support
+    from grpo_core.config import config_from_dict
+    from grpo_core.trainer_backends.trl_mapping import no_trl_equivalent
+
+    monkeypatch.setattr(support, "vllm_available", lambda: True)
+    base = {"model": {"name_or_path": "m"}, "data": {"source": "hub/x"}, "trainer": {"backend": "trl"},
+            "rewards": {"a": {"use": "core_len"}}, "lora": {"enabled": True}}
+    for push, said in (("merged", {}), ("adapter", {"generation.vllm_lora_push": "\"adapter\": TRL merges the "
+                                                    "adapter into the weights it sends to vLLM (\"merged\")"})):
+        cfg = config_from_dict({**base, "generation": {"backend": "vllm", "vllm_lora_push": push}},
+                               registry=core_registry)
+        assert no_trl_equivalent(cfg) == said
+
+
 def test_trainer_backends_are_registered_and_checked(core_registry: Any) -> None:
     from grpo_core.config import config_from_dict
     from grpo_rewards import ConfigError

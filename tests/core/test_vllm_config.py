@@ -148,3 +148,65 @@ def test_server_url(fields: dict[str, Any], url: str) -> None:
     from grpo_core.config import GenerationConfig
 
     assert support.server_url(GenerationConfig(**fields)) == url
+
+
+@pytest.mark.parametrize("extra, expected", [
+    ("", '9: generation.vllm_lora_push: "adapter" serves a LoRA adapter, and this run trains every weight '
+         '([lora] enabled = false): set it to "merged" (the default)'),
+    ("[lora]\nenabled = true\nr = 1024\n",
+     '9: generation.vllm_lora_push: "adapter": vLLM cannot serve this adapter (rank 1024 is above vLLM\'s largest '
+     'LoRA rank (512)); set it to "merged"'),
+], ids=["full-fine-tuning", "rank"])
+def test_adapter_push_needs_an_adapter_vllm_serves(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                   monkeypatch: pytest.MonkeyPatch, extra: str, expected: str) -> None:
+    monkeypatch.setattr(support, "vllm_available", lambda: True)
+    path = tmp_path / "run.toml"
+    path.write_text(BASE.format(generation='backend = "vllm"\nvllm_lora_push = "adapter"', quantization="") + extra)
+    assert main(["config", "validate", str(path)]) == 2
+    assert capsys.readouterr().err.splitlines() == [f"{path}:{expected}"]
+
+
+def test_adapter_push_choices_and_combinations(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(support, "vllm_available", lambda: True)
+    lora = "[lora]\nenabled = true\n"
+    for generation, expected in [
+        ('vllm_lora_push = "adapters"', "generation.vllm_lora_push: must be one of merged, adapter, got 'adapters'; "
+                                        "did you mean 'adapter'?"),
+        ('vllm_lora_push = "adapter"\nvllm_mode = "server"',
+         'generation.vllm_lora_push: "adapter" is the colocated engine\'s; a server gets merged weights: set it to '
+         '"merged" or vllm_mode = "colocate"'),
+        ('vllm_lora_push = "adapter"\nvllm_sleep_level = 2',
+         'generation.vllm_lora_push: "adapter" keeps the checkpoint\'s base weights in the engine, which sleep level '
+         '2 drops: set vllm_sleep_level to 0 or 1'),
+    ]:
+        path = tmp_path / "run.toml"
+        path.write_text(BASE.format(generation=f'backend = "vllm"\n{generation}', quantization="") + lora)
+        assert main(["config", "validate", str(path)]) == 2
+        err = capsys.readouterr().err.splitlines()
+        assert [line.split(": ", 1)[1] for line in err] == [expected], err
+    path.write_text(BASE.format(generation='backend = "vllm"\nvllm_lora_push = "adapter"', quantization="") + lora)
+    assert main(["config", "validate", str(path)]) == 0
+
+
+def test_adapter_push_reads_a_saved_adapters_config(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    monkeypatch.setattr(support, "vllm_available", lambda: True)
+    saved = tmp_path / "adapter"
+    saved.mkdir()
+    (saved / "adapter_model.safetensors").write_bytes(b"")
+    (saved / "adapter_config.json").write_text(json.dumps({
+        "peft_type": "LORA", "r": 8, "lora_alpha": 16, "lora_dropout": 0.0, "target_modules": ["q_proj"],
+        "use_dora": True, "modules_to_save": ["lm_head"]}))
+    path = tmp_path / "run.toml"
+    path.write_text(BASE.format(generation='backend = "vllm"\nvllm_lora_push = "adapter"', quantization="")
+                    .replace('name_or_path = "some/model"', f'name_or_path = "some/model"\nadapter = "{saved}"'))
+    assert main(["config", "validate", str(path)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f'{path}:10: generation.vllm_lora_push: "adapter": vLLM cannot serve this adapter '
+                   "(modules_to_save = ['lm_head']: vLLM serves LoRA layers only (those modules are trained whole)); "
+                   'set it to "merged"',
+                   f'{path}:10: generation.vllm_lora_push: "adapter": vLLM cannot serve this adapter '
+                   '(use_dora: vLLM does not serve DoRA); set it to "merged"']

@@ -13,11 +13,15 @@ Greedy calls use ``temperature = 0`` with one request per completion (vLLM's gre
 
 Before every call the engine gets the policy's changed tensors in place (``weights.WeightSync``:
 full fine-tuning, or LoRA merged on the fly), then its prefix cache is reset; nothing goes through
-disk after the engine's first load. With ``vllm_sleep_level`` 1 or 2 (CUDA only) the engine
+disk after the engine's first load. With ``vllm_lora_push = "adapter"`` the engine is started with LoRA
+on and keeps the checkpoint's base weights; what changes is the adapter, written as a new version to
+shared memory (``adapter_files.AdapterFiles``) and loaded as a ``LoRARequest`` that every request of
+the call names (a new name per version, so no cached prefix of an older version is reused). With ``vllm_sleep_level`` 1 or 2 (CUDA only) the engine
 sleeps between calls, releasing its KV cache (level 2 also its weights, which the next call pushes
 again) while the trainer runs.
 
-The backend talks to an engine through four calls: ``load_weights`` (``(name, tensor)`` pairs),
+The backend talks to an engine through four calls (five with ``load_adapter``, a folder holding the
+adapter to use from now on): ``load_weights`` (``(name, tensor)`` pairs),
 ``generate`` (prompt token ids and one sampling dict per request, vLLM's ``SamplingParams`` names ->
 :class:`Completion` lists), ``wake`` and ``sleep``. ``vllm_mode = "colocate"``: :class:`ColocatedEngine`,
 in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, set here unless the caller set it), sharing the
@@ -34,10 +38,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from grpo_core.generation.backend import Generation, TokenizerBackend
+from grpo_core.generation.vllm.adapter_files import AdapterFiles, peft_config_dict
 from grpo_core.generation.vllm.completion import Completion
 from grpo_core.generation.vllm.server import ServerEngine
+from grpo_core.generation.vllm.support import engine_lora_rank, unservable_adapter
 from grpo_core.generation.vllm.weights import WeightSync
-from grpo_core.policy.models import compute_dtype
+from grpo_core.policy.models import compute_dtype, is_peft
+from grpo_rewards.errors import ConfigError
 
 if TYPE_CHECKING:
     from grpo_core.config import RunConfig
@@ -81,9 +88,10 @@ def refresh_tied_head(model: Any) -> None:
 
 
 class ColocatedEngine:
-    """A ``vllm.LLM`` in this process, loaded once from ``[model] name_or_path``."""
+    """A ``vllm.LLM`` in this process, loaded once from ``[model] name_or_path``; with ``lora_rank``, started
+    with LoRA on for adapters up to that rank (``load_adapter``)."""
 
-    def __init__(self, config: RunConfig, model: Any):
+    def __init__(self, config: RunConfig, model: Any, lora_rank: int | None = None):
         _prepare_environment()
         from vllm import LLM
 
@@ -100,6 +108,8 @@ class ColocatedEngine:
             # vLLM's CPU build counts this whole process (the policy, its optimizer) against its memory
             # share; a colocated engine gets an explicit KV cache instead, sized for one step's sequences
             extra["kv_cache_memory_bytes"] = cpu_kv_cache_bytes(model, config.sequences_per_step, max_len)
+        if lora_rank:  # one adapter in use at a time; the previous version stays cached while the next loads
+            extra.update(enable_lora=True, max_lora_rank=lora_rank, max_loras=1, max_cpu_loras=2)
         self.llm = LLM(
             model=m.name_or_path, revision=m.revision, trust_remote_code=m.trust_remote_code,
             dtype=_dtype_name(model), seed=config.grpo.seed, max_model_len=max_len,
@@ -108,6 +118,7 @@ class ColocatedEngine:
             enforce_eager=os.environ.get("GRPO_VLLM_EAGER", "") == "1", **extra,
         )
         self.asleep = False
+        self.lora_request: Any = None
         if self.sleep_level:
             self.sleep()
 
@@ -122,12 +133,26 @@ class ColocatedEngine:
             self.llm.reset_prefix_cache()
         return len(batch)
 
+    def load_adapter(self, folder: str | os.PathLike[str]) -> None:
+        """Load the adapter in ``folder`` (peft's layout) and use it for every later request, in place of the
+        one used so far (which is dropped)."""
+        from vllm.lora.request import LoRARequest
+
+        previous = self.lora_request
+        number = previous.lora_int_id + 1 if previous else 1
+        request = LoRARequest(f"policy-{number}", number, os.fspath(folder))
+        self.llm.llm_engine.add_lora(request)  # loads it now: a refused adapter fails here, not mid-generation
+        self.lora_request = request
+        if previous is not None:
+            self.llm.llm_engine.remove_lora(previous.lora_int_id)
+
     def generate(self, prompts: list[list[int]], params: list[dict[str, Any]]) -> list[list[Completion]]:
         """One list of completions (in index order) per prompt, sampled with its ``SamplingParams`` fields."""
         from vllm import SamplingParams
 
         sampling = [SamplingParams(**p, flat_logprobs=True, detokenize=bool(p.get("stop"))) for p in params]
-        outputs = self.llm.generate([{"prompt_token_ids": ids} for ids in prompts], sampling, use_tqdm=False)
+        outputs = self.llm.generate([{"prompt_token_ids": ids} for ids in prompts], sampling, use_tqdm=False,
+                                    lora_request=self.lora_request)
         return [[Completion(list(c.token_ids), _sampled_logprobs(c), c.finish_reason)
                  for c in sorted(out.outputs, key=lambda c: c.index)] for out in outputs]
 
@@ -150,20 +175,57 @@ class VLLMBackend(TokenizerBackend):
 
     def __init__(self, config: RunConfig, model: Any, tokenizer: Any, engine: Any = None):
         super().__init__(config, model, tokenizer)
+        self.config_path = config.path
         self.weights = WeightSync(model)
+        self.adapter = self._adapter_files(config, model) if self.gen.vllm_lora_push == "adapter" else None
+        self._served: Any = None  # the adapter folder the engine reads now
         if engine is None:
             if self.gen.vllm_mode == "server":
                 engine = ServerEngine(config, dtype=_dtype_name(model))
             else:
-                engine = ColocatedEngine(config, model)
+                rank = engine_lora_rank(_largest_rank(self.adapter.config)) if self.adapter else None
+                engine = ColocatedEngine(config, model, lora_rank=rank)
         self.engine = engine
         self.pushed = 0  # tensors sent to the engine so far (a metric for tests and logs)
 
+    @staticmethod
+    def _adapter_files(config: RunConfig, model: Any) -> AdapterFiles:
+        """The adapter export of ``vllm_lora_push = "adapter"``, or a ConfigError naming the key when the policy
+        has no adapter vLLM can serve (a model object or peft config from the Python API gets here unchecked)."""
+        key = "generation.vllm_lora_push"
+        if not is_peft(model):
+            raise ConfigError('"adapter" serves a LoRA adapter, and the policy has none: set it to "merged"',
+                              file=config.path, key=key)
+        why = unservable_adapter(peft_config_dict(model))
+        if why:
+            raise ConfigError(f'"adapter": vLLM cannot serve this adapter ({"; ".join(why)}); set it to "merged"',
+                              file=config.path, key=key)
+        return AdapterFiles(model)
+
     def sync_weights(self) -> int:
         """Send what changed in the policy since the last sync; returns how many tensors went."""
+        if self.adapter is not None:
+            return self._sync_adapter()
         sent = self.engine.load_weights(self.weights.changed())
         self.pushed += sent
         return sent
+
+    def _sync_adapter(self) -> int:
+        """A new version of the adapter when a LoRA tensor changed (the base weights never do)."""
+        if not self.adapter.changed():
+            return 0
+        folder = self.adapter.write()
+        try:
+            self.engine.load_adapter(folder)
+        except (ValueError, RuntimeError) as exc:  # vLLM's refusal of an adapter (a module it cannot adapt)
+            self.adapter.remove(folder)
+            raise ConfigError(f'"adapter": vLLM refused the adapter: {str(exc).splitlines()[0]}; set it to '
+                              '"merged"', file=self.config_path, key="generation.vllm_lora_push") from None
+        if self._served is not None:
+            self.adapter.remove(self._served)
+        self._served = folder
+        self.pushed += len(self.adapter.tensors)
+        return len(self.adapter.tensors)
 
     def _prompt_token_lists(self, prompts: list[str]) -> tuple[list[list[int]], torch.Tensor, torch.Tensor]:
         self.tokenizer.padding_side = "left"
@@ -192,6 +254,8 @@ class VLLMBackend(TokenizerBackend):
     def generate(self, prompts: list[str], num_generations: int, *, greedy: bool = False) -> Generation:
         if self.engine.wake():
             self.weights.reset()  # the engine dropped its weights: everything goes again
+            if self.adapter is not None:
+                self.adapter.reset()
         self.sync_weights()
         token_lists, prompt_ids, prompt_mask = self._prompt_token_lists(prompts)
         params, copies = self._params(len(prompts), num_generations, greedy)
@@ -219,6 +283,10 @@ class VLLMBackend(TokenizerBackend):
         return Generation(prompt_ids.to(device), prompt_mask.to(device), completion_ids.to(device),
                           completion_mask.to(device), texts, truncated.to(device),
                           sampling_logps=sampling_logps.to(device))
+
+
+def _largest_rank(peft: dict[str, Any]) -> int:
+    return max([int(peft.get("r", 1)), *(peft.get("rank_pattern") or {}).values()])
 
 
 def _sampled_logprobs(completion: Any) -> list[float]:

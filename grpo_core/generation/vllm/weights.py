@@ -25,7 +25,8 @@ import torch
 _WRAPPERS = ("_checkpoint_wrapped_module.", "_orig_mod.")
 
 
-def _clean(name: str) -> str:
+def clean_name(name: str) -> str:
+    """``name`` without the wrappers' parts (activation checkpointing, ``torch.compile``)."""
     for wrapper in _WRAPPERS:
         name = name.replace(wrapper, "")
     return name
@@ -55,7 +56,7 @@ class WeightSync:
         """``(vllm name, tensors whose versions decide "changed", producer of the value)``."""
         if not self.peft:
             for name, p in self.model.named_parameters():
-                yield _clean(name), [p], p.detach
+                yield clean_name(name), [p], p.detach
             return
         base = self.model.get_base_model()
         layers = _lora_layers(base)
@@ -64,16 +65,16 @@ class WeightSync:
             adapter = layer.active_adapters[0] if layer.active_adapters else None
             weight = layer.get_base_layer().weight
             if adapter is None or adapter not in layer.lora_A or layer.merged:
-                yield _clean(f"{path}.weight"), [weight], weight.detach
+                yield clean_name(f"{path}.weight"), [weight], weight.detach
                 continue
             lora = [layer.lora_A[adapter].weight, layer.lora_B[adapter].weight]
-            yield _clean(f"{path}.weight"), [weight, *lora], _merged(layer, adapter, weight)
+            yield clean_name(f"{path}.weight"), [weight, *lora], _merged(layer, adapter, weight)
             bias = getattr(layer.get_base_layer(), "bias", None)
             if bias is not None:
-                yield _clean(f"{path}.bias"), [bias], bias.detach
+                yield clean_name(f"{path}.bias"), [bias], bias.detach
         for name, p in base.named_parameters():
             if name not in inside:
-                yield _clean(name), [p], p.detach
+                yield clean_name(name), [p], p.detach
 
     @torch.no_grad()
     def changed(self) -> list[tuple[str, torch.Tensor]]:
