@@ -29,17 +29,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from generation import QUESTIONS  # benchmarks/generation.py: the same GSM8K questions
+
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 
-QUESTIONS = [
-    "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
-    "How many clips did Natalia sell altogether in April and May?",
-    "Weng earns $12 an hour for babysitting. Yesterday, she just did 50 minutes of babysitting. How much did she earn?",
-    "Betty is saving money for a new wallet which costs $100. She has only half of the money she needs. "
-    "How much more money does Betty need to buy the wallet?",
-    "James writes a 3-page letter to 2 different friends twice a week. How many pages does he write a year?",
-]
 MODES = ("merged", "adapter")
 
 

@@ -25,7 +25,7 @@ from typing import Any, BinaryIO, Protocol
 import numpy as np
 
 from grpo_rewards.errors import Problem, UserError
-from grpo_rewards.files import BOM
+from grpo_rewards.files import BOM, json_value
 
 MAX_LISTED = 20  # bad rows listed one per line; the rest are counted
 
@@ -118,13 +118,9 @@ def index_json_lines(path: Path, error: type[UserError], visit: Visit | None = N
                 start, raw = start + len(BOM), raw[len(BOM):]
             if not raw.strip():
                 continue
-            try:
-                row = json.loads(_decoded(raw, path, number, error))
-            except json.JSONDecodeError as exc:
-                problems.append(Problem(str(path), number, "", f"invalid JSON: {exc.msg} (column {exc.colno})"))
-                continue
-            except RecursionError:
-                problems.append(Problem(str(path), number, "", "invalid JSON: nested too deeply"))
+            row, why_not = json_value(_decoded(raw, path, number, error))
+            if why_not:
+                problems.append(Problem(str(path), number, "", why_not))
                 continue
             if not isinstance(row, dict):
                 problems.append(Problem(str(path), number, "", f"expected a JSON object, got {kind_of(row)}"))

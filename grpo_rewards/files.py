@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -75,6 +76,17 @@ def text_lines(data: bytes) -> Iterator[tuple[int, str | None, str]]:
             yield number, chunk.decode("utf-8"), ""
         except UnicodeDecodeError as exc:
             yield number, None, _undecodable(chunk, exc)
+
+
+def json_value(text: str) -> tuple[Any, str | None]:
+    """``(value, None)`` for JSON text, else ``(None, why)``: the one wording of a JSON problem (the decoder's
+    message and column; nesting too deep for the parser) for every reader of JSON lines."""
+    try:
+        return json.loads(text), None
+    except json.JSONDecodeError as exc:
+        return None, f"invalid JSON: {exc.msg} (column {exc.colno})"
+    except RecursionError:
+        return None, "invalid JSON: nested too deeply"
 
 
 def _same(a: Path, b: Path) -> bool:

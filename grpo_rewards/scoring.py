@@ -33,7 +33,7 @@ from typing import Any, TextIO
 from grpo_rewards.columns import Need, count_gaps, needs, reference_columns, reference_problem
 from grpo_rewards.compose import ComposedReward
 from grpo_rewards.errors import Problem, RewardInputError
-from grpo_rewards.files import read_bytes, text_lines
+from grpo_rewards.files import json_value, read_bytes, text_lines
 
 MAX_BAD_SHARE = 0.5  # more malformed rows than this share of the non-blank lines: the file is refused
 MAX_LISTED = 10  # malformed rows listed when a file is refused
@@ -81,13 +81,9 @@ def _parse(path: str | Path, data: bytes, problems: list[Problem],
             continue
         if not line.strip():
             continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            problems.append(Problem(str(path), number, "", f"invalid JSON: {exc.msg} (column {exc.colno})"))
-            continue
-        except RecursionError:
-            problems.append(Problem(str(path), number, "", "invalid JSON: nested too deeply"))
+        row, why_not = json_value(line)
+        if why_not:
+            problems.append(Problem(str(path), number, "", why_not))
             continue
         if why := _row_problem(row, references):
             problems.append(Problem(str(path), number, *why))
