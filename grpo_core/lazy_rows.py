@@ -20,12 +20,13 @@ import os
 from array import array
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, BinaryIO, Protocol
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
 from grpo_rewards.errors import Problem, UserError
 from grpo_rewards.files import BOM, json_value
+
+if TYPE_CHECKING:
+    import numpy as np
 
 MAX_LISTED = 20  # bad rows listed one per line; the rest are counted
 
@@ -129,6 +130,7 @@ def index_json_lines(path: Path, error: type[UserError], visit: Visit | None = N
             offsets.append(start)
             lines.append(number)
     raise_all(problems, error)
+    import numpy as np  # numpy (and ctypes) load when a file is indexed, not when the CLI registers
     return JsonLinesSource(path, np.frombuffer(offsets, dtype=np.int64), np.frombuffer(lines, dtype=lines.typecode))
 
 
@@ -193,6 +195,7 @@ def index_csv(path: Path, error: type[UserError], visit: Visit | None = None) ->
         dupes = sorted({f for f in header if header.count(f) > 1})
         problems.insert(0, Problem(str(path), 1, "", f"duplicate column name(s) in the header: {', '.join(dupes)}"))
     raise_all(problems, error)
+    import numpy as np  # numpy (and ctypes) load when a file is indexed, not when the CLI registers
     return CsvSource(path, header, np.frombuffer(offsets, dtype=np.int64), np.frombuffer(lines, dtype=lines.typecode))
 
 
@@ -260,6 +263,7 @@ class Rows(Sequence[Any]):
 
     def pick(self, index: Sequence[int] | np.ndarray) -> Rows:
         """The rows at positions ``index`` of this sequence (still lazy)."""
+        import numpy as np  # numpy (and ctypes) load when a file is indexed, not when the CLI registers
         return Rows(self.source, np.asarray(self.index)[np.asarray(index, dtype=np.int64)], self.fn)
 
     def mapped(self, fn: Callable[[Any], Any]) -> Rows:
@@ -284,4 +288,5 @@ def split_ranges(split: str, num_rows: int, error: type[UserError], where: str) 
         raise error(f"data.split: {split!r}: {why}") from None
     if len(parts) == 1:
         return range(parts[0].from_, parts[0].to)
+    import numpy as np  # numpy (and ctypes) load when a file is indexed, not when the CLI registers
     return np.concatenate([np.arange(p.from_, p.to, dtype=np.int64) for p in parts])

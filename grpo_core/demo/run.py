@@ -98,7 +98,7 @@ def run_demo(
     # 1. build: tokenizer + tiny model, from nothing
     warm_rows = load_rows(cfg.data, split="warmup")
     train_rows = load_rows(cfg.data)
-    corpus = [r[cfg.data.prompt_field] + completion(r) for r in train_rows + warm_rows]
+    corpus = [r[cfg.data.prompt_field] + completion(r) for r in [*train_rows, *warm_rows]]
     spec = TinySpec(hidden=settings.hidden, layers=settings.layers, intermediate=3 * settings.hidden,
                     seed=settings.seed)
     build_tiny_model(base_dir, corpus, spec)
