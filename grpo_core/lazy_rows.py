@@ -255,6 +255,12 @@ class Rows(Sequence[Any]):
 
     __hash__ = None  # type: ignore[assignment]
 
+    def __add__(self, other: Sequence[Any]) -> list[Any]:  # rows were a list: joining them still gives one
+        return [*self, *other]
+
+    def __radd__(self, other: Sequence[Any]) -> list[Any]:
+        return [*other, *self]
+
     def __repr__(self) -> str:
         return f"<{len(self)} rows of {getattr(self.source, 'path', type(self.source).__name__)}>"
 

@@ -194,6 +194,15 @@ class _NoLogger:
         return None
 
 
+def _totals(total: list[float | None]) -> torch.Tensor:
+    """The total reward per completion as a tensor, NaN where no reward scored it."""
+    return torch.tensor([math.nan if t is None else t for t in total], dtype=torch.float32)
+
+
+def _rows_in(parts: list[Generation]) -> int:
+    return sum(len(p.completions_text) for p in parts)
+
+
 def _check_handed(handed: list[Generation], batch: Generation, backend: str) -> None:
     """The groups a backend handed over must be its batch's rows (what was scored is what trains)."""
     start = 0
@@ -420,7 +429,7 @@ class Trainer:
         handed: list[Generation] = []
         with StreamingScore(self.cfg.rewards) as stream:
             def on_groups(first: int, part: Generation) -> None:
-                done = sum(len(p.completions_text) for p in handed) // k
+                done = _rows_in(handed) // k
                 if first != done or len(part.completions_text) % k:
                     raise RuntimeError(f"generation backend {self.cfg.generation.backend!r} handed over groups "
                                        f"from {first} ({len(part.completions_text)} rows) after {done} groups")
@@ -431,7 +440,7 @@ class Trainer:
 
             with self.engine.whole_model():
                 batch = self.backend.generate(prompts, k, on_groups=on_groups)
-            done = sum(len(p.completions_text) for p in handed)
+            done = _rows_in(handed)
             _check_handed(handed, batch, self.cfg.generation.backend)
             if done < len(batch.completions_text):  # what the backend did not hand over: scored now
                 rest = Generation(batch.prompt_ids[done:], batch.prompt_mask[done:], batch.completion_ids[done:],
@@ -439,8 +448,7 @@ class Trainer:
                 completions, columns = self._reward_inputs(data[done // k:], rest, k)
                 stream.add(completions, **columns)
             scores = stream.result()
-        total = torch.tensor([math.nan if t is None else t for t in scores.total], dtype=torch.float32)
-        return batch, total, scores.columns
+        return batch, _totals(scores.total), scores.columns
 
     def _reward_inputs(self, rows: list[dict[str, Any]], batch: Generation, k: int
                        ) -> tuple[list[Any], dict[str, list]]:
@@ -465,8 +473,7 @@ class Trainer:
         completions per row (default: ``num_generations``)."""
         completions, columns = self._reward_inputs(rows, batch, k or self.cfg.generation.num_generations)
         scores = self.cfg.rewards.score(completions, **columns)
-        total = torch.tensor([math.nan if t is None else t for t in scores.total], dtype=torch.float32)
-        return total, scores.columns
+        return _totals(scores.total), scores.columns
 
     def _gather_rewards(self, rewards: torch.Tensor, columns: dict[str, list]
                         ) -> tuple[torch.Tensor, dict[str, list]]:

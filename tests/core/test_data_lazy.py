@@ -306,3 +306,12 @@ def test_the_trl_backend_refuses_a_stream(jsonl: Path, tmp_path: Path, use_core_
     cfg["model"]["name_or_path"] = "gpt2"
     with pytest.raises(ConfigError, match="data.streaming: the trl trainer backend trains on a datasets.Dataset"):
         grpo_config_kwargs(as_run_config(cfg))
+
+
+def test_lazily_read_rows_still_join_like_the_lists_they_were(jsonl: Path) -> None:
+    """``load_rows`` returned a list; code that joins two of them (as ``grpo demo`` does) keeps working."""
+    d = DataConfig(source=str(jsonl), prompt_field="question", answer_field="answer")
+    first, second = load_rows(d, split="train[:3]"), load_rows(d, split="train[-2:]")
+    joined = first + second
+    assert isinstance(joined, list) and questions(joined) == questions(ROWS[:3] + ROWS[-2:])
+    assert questions([ROWS[0]] + second) == questions([ROWS[0], *ROWS[-2:]])
