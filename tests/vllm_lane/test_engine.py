@@ -102,6 +102,51 @@ def test_sampling_follows_the_config(full: Setup) -> None:
     assert torch.equal(first.completion_ids, again.completion_ids)  # seeds come from torch's RNG
 
 
+@pytest.mark.parametrize("greedy", [False, True])
+def test_finished_groups_are_handed_over_while_the_rest_generates(full: Setup, greedy: bool) -> None:
+    """Each run of finished groups reaches ``on_groups`` in order, as the rows of the batch ``generate`` returns,
+    and the batch is the one generated without a hand-over (same seeds)."""
+    assert full.vllm.hands_over_groups
+    prompts = full.prompts * 2  # 6 groups: some finish before others
+    torch.manual_seed(11)
+    plain = full.vllm.generate(prompts, 4, greedy=greedy)
+    handed: list[tuple[int, Any]] = []
+    steps_at: list[int] = []
+    engine = full.vllm.engine.llm.llm_engine
+
+    def on_groups(first: int, part: Any) -> None:
+        handed.append((first, part))
+        steps_at.append(engine.get_num_unfinished_requests())
+
+    torch.manual_seed(11)
+    batch = full.vllm.generate(prompts, 4, greedy=greedy, on_groups=on_groups)
+    assert torch.equal(batch.completion_ids, plain.completion_ids)
+    assert batch.completions_text == plain.completions_text
+    assert [first for first, _ in handed] == [sum(len(p.completions_text) for _, p in handed[:i]) // 4
+                                               for i in range(len(handed))]
+    start = 0
+    for _, part in handed:
+        end, width = start + len(part.completions_text), part.completion_ids.size(1)
+        assert part.completions_text == batch.completions_text[start:end]
+        assert torch.equal(part.completion_ids * part.completion_mask,
+                           (batch.completion_ids * batch.completion_mask)[start:end, :width])
+        assert torch.equal(part.sampling_logps, batch.sampling_logps[start:end, :width])
+        assert torch.equal(part.prompt_ids, batch.prompt_ids[start:end])
+        start = end
+    assert start == len(batch.completions_text)
+    assert len(handed) >= 2 and steps_at[0] > 0  # the first groups came while others still generated
+
+
+def test_a_failing_hand_over_leaves_the_engine_clean(full: Setup) -> None:
+    def on_groups(first: int, part: Any) -> None:
+        raise ValueError("scoring failed")
+
+    with pytest.raises(ValueError, match="scoring failed"):
+        full.vllm.generate(full.prompts * 2, 4, on_groups=on_groups)
+    assert not full.vllm.engine.llm.llm_engine.has_unfinished_requests()
+    assert full.vllm.generate(full.prompts, 2).completion_ids.shape[0] == len(full.prompts) * 2
+
+
 def test_temperature_is_in_the_logprobs(full: Setup) -> None:
     full.vllm.gen.temperature = 0.7  # the backend reads [generation] at every call
     try:

@@ -11,6 +11,12 @@ Sampling parameters map one to one: ``n = num_generations``, ``temperature``, ``
 ``seed`` per prompt drawn from torch's RNG (so a seeded run, and a resumed one, samples the same).
 Greedy calls use ``temperature = 0`` with one request per completion (vLLM's greedy ``n`` is 1).
 
+Given ``on_groups`` (:data:`grpo_core.generation.backend.OnGroups`) and an engine that passes each prompt's
+completions on as they finish (the colocated one: ``LLM.enqueue``, then the engine stepped here, as
+``LLM.generate`` steps it), requests finishing in any order are collected and each run of groups complete
+in order is handed over (:class:`_GroupRuns`), so the trainer scores them while the rest generates; the
+server engine returns the whole batch, scored afterwards.
+
 Before every call the engine gets the policy's changed tensors in place (``weights.WeightSync``:
 full fine-tuning, or LoRA merged on the fly), then its prefix cache is reset; nothing goes through
 disk after the engine's first load. With ``vllm_lora_push = "adapter"`` the engine is started with LoRA
@@ -32,12 +38,12 @@ a ``vllm serve`` server over HTTP.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import torch
 
-from grpo_core.generation.backend import Generation, TokenizerBackend
+from grpo_core.generation.backend import Generation, OnGroups, TokenizerBackend
 from grpo_core.generation.vllm.adapter_files import AdapterFiles, peft_config_dict
 from grpo_core.generation.vllm.completion import Completion
 from grpo_core.generation.vllm.server import ServerEngine
@@ -119,6 +125,7 @@ class ColocatedEngine:
         )
         self.asleep = False
         self.lora_request: Any = None
+        self.hands_over = True  # generate takes on_finished
         if self.sleep_level:
             self.sleep()
 
@@ -146,15 +153,36 @@ class ColocatedEngine:
         if previous is not None:
             self.llm.llm_engine.remove_lora(previous.lora_int_id)
 
-    def generate(self, prompts: list[list[int]], params: list[dict[str, Any]]) -> list[list[Completion]]:
-        """One list of completions (in index order) per prompt, sampled with its ``SamplingParams`` fields."""
+    def generate(self, prompts: list[list[int]], params: list[dict[str, Any]],
+                 on_finished: Callable[[int, list[Completion]], None] | None = None) -> list[list[Completion]]:
+        """One list of completions (in index order) per prompt, sampled with its ``SamplingParams`` fields; with
+        ``on_finished``, each prompt's list is also passed to it (with the prompt's index) as soon as all its
+        completions are done, on this thread, while the engine goes on with the others."""
         from vllm import SamplingParams
 
         sampling = [SamplingParams(**p, flat_logprobs=True, detokenize=bool(p.get("stop"))) for p in params]
-        outputs = self.llm.generate([{"prompt_token_ids": ids} for ids in prompts], sampling, use_tqdm=False,
-                                    lora_request=self.lora_request)
-        return [[Completion(list(c.token_ids), _sampled_logprobs(c), c.finish_reason)
-                 for c in sorted(out.outputs, key=lambda c: c.index)] for out in outputs]
+        inputs = [{"prompt_token_ids": ids} for ids in prompts]
+        if on_finished is None:
+            outputs = self.llm.generate(inputs, sampling, use_tqdm=False, lora_request=self.lora_request)
+            return [_completions(out) for out in outputs]
+        # what LLM.generate does (enqueue, then step the engine until nothing is left), each finished prompt
+        # passed on when it finishes
+        request_ids = [str(r) for r in self.llm.enqueue(inputs, sampling, use_tqdm=False,
+                                                        lora_request=self.lora_request)]
+        index = {r: i for i, r in enumerate(request_ids)}
+        results: list[list[Completion] | None] = [None] * len(prompts)
+        engine = self.llm.llm_engine
+        try:
+            while engine.has_unfinished_requests():
+                for out in engine.step():
+                    if out.finished:
+                        i = index[str(out.request_id)]
+                        results[i] = _completions(out)
+                        on_finished(i, results[i])
+        except BaseException:
+            engine.abort_request([r for r, done in zip(request_ids, results, strict=True) if done is None])
+            raise
+        return results  # type: ignore[return-value]
 
     def wake(self) -> bool:
         """Wake a sleeping engine; True when its weights were dropped (level 2) and must be pushed again."""
@@ -186,6 +214,9 @@ class VLLMBackend(TokenizerBackend):
                 rank = engine_lora_rank(_largest_rank(self.adapter.config)) if self.adapter else None
                 engine = ColocatedEngine(config, model, lora_rank=rank)
         self.engine = engine
+        # the colocated engine passes each prompt's completions on as they finish: runs of finished groups are
+        # handed over (grpo_core.generation.backend.OnGroups) and scored while the rest generates
+        self.hands_over_groups = bool(getattr(engine, "hands_over", False))
         self.pushed = 0  # tensors sent to the engine so far (a metric for tests and logs)
 
     @staticmethod
@@ -251,7 +282,8 @@ class VLLMBackend(TokenizerBackend):
                 for seed in seeds], 1
 
     @torch.no_grad()
-    def generate(self, prompts: list[str], num_generations: int, *, greedy: bool = False) -> Generation:
+    def generate(self, prompts: list[str], num_generations: int, *, greedy: bool = False,
+                 on_groups: OnGroups | None = None) -> Generation:
         if self.engine.wake():
             self.weights.reset()  # the engine dropped its weights: everything goes again
             if self.adapter is not None:
@@ -261,13 +293,26 @@ class VLLMBackend(TokenizerBackend):
         params, copies = self._params(len(prompts), num_generations, greedy)
         requests = [ids for ids in token_lists for _ in range(copies)]
         try:
-            outputs = self.engine.generate(requests, params)
+            if on_groups is not None and self.hands_over_groups:
+                def hand_over(first: int, end: int, done: list[Completion]) -> None:
+                    on_groups(first, self._batch(prompt_ids[first:end], prompt_mask[first:end], num_generations,
+                                                 done))
+
+                groups = _GroupRuns(len(prompts), copies, hand_over)
+                outputs = self.engine.generate(requests, params, on_finished=groups.finished)
+            else:
+                outputs = self.engine.generate(requests, params)
         finally:
             self.engine.sleep()
         completions = [c for out in outputs for c in out]
         if len(completions) != len(prompts) * num_generations:
             raise RuntimeError(f"vLLM returned {len(completions)} completions for {len(prompts)} prompts x "
                                f"{num_generations}")
+        return self._batch(prompt_ids, prompt_mask, num_generations, completions)
+
+    def _batch(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, num_generations: int,
+               completions: list[Completion]) -> Generation:
+        """The :class:`Generation` of ``completions``, ``num_generations`` per row of ``prompt_ids``, in order."""
         pad = self.tokenizer.pad_token_id
         ids = [torch.tensor(c.token_ids, dtype=torch.long) for c in completions]
         logps = [torch.tensor(c.logprobs, dtype=torch.float32) for c in completions]
@@ -285,8 +330,37 @@ class VLLMBackend(TokenizerBackend):
                           sampling_logps=sampling_logps.to(device))
 
 
+class _GroupRuns:
+    """Requests finish in any order; ``finished(i, completions)`` collects them and calls
+    ``hand_over(first, end, completions)`` for each run of groups ``first .. end - 1`` complete in order (a group:
+    ``copies`` consecutive requests, the completions of one prompt), so the trainer scores groups while the rest
+    generates."""
+
+    def __init__(self, groups: int, copies: int, hand_over: Callable[[int, int, list[Completion]], None]):
+        self.copies, self.hand_over = copies, hand_over
+        self.results: list[list[Completion] | None] = [None] * (groups * copies)
+        self.next = 0  # the first group not handed over yet
+
+    def finished(self, index: int, completions: list[Completion]) -> None:
+        self.results[index] = completions
+        first, end = self.next, self.next
+        while end * self.copies < len(self.results) and all(
+                r is not None for r in self.results[end * self.copies:(end + 1) * self.copies]):
+            end += 1
+        if end > first:
+            self.next = end
+            self.hand_over(first, end, [c for out in self.results[first * self.copies:end * self.copies]
+                                        for c in out])  # type: ignore[union-attr]
+
+
 def _largest_rank(peft: dict[str, Any]) -> int:
     return max([int(peft.get("r", 1)), *(peft.get("rank_pattern") or {}).values()])
+
+
+def _completions(output: Any) -> list[Completion]:
+    """The completions of one vLLM ``RequestOutput``, in index order."""
+    return [Completion(list(c.token_ids), _sampled_logprobs(c), c.finish_reason)
+            for c in sorted(output.outputs, key=lambda c: c.index)]
 
 
 def _sampled_logprobs(completion: Any) -> list[float]:
