@@ -107,19 +107,25 @@ def test_finished_groups_are_handed_over_while_the_rest_generates(full: Setup, g
     """Each run of finished groups reaches ``on_groups`` in order, as the rows of the batch ``generate`` returns,
     and the batch is the one generated without a hand-over (same seeds)."""
     assert full.vllm.hands_over_groups
-    prompts = full.prompts * 2  # 6 groups: some finish before others
-    torch.manual_seed(11)
-    plain = full.vllm.generate(prompts, 4, greedy=greedy)
+    prompts = full.prompts * 2  # 6 groups
+    backend, saved = full.vllm, full.vllm.eos_ids
+    third = backend.generate(prompts[:1], 1, greedy=True).completion_ids[0, 2].item()
+    backend.eos_ids = [*saved, third]  # the first prompt's greedy completion now ends at its third token
     handed: list[tuple[int, Any]] = []
-    steps_at: list[int] = []
-    engine = full.vllm.engine.llm.llm_engine
+    unfinished: list[int] = []
+    engine = backend.engine.llm.llm_engine
 
     def on_groups(first: int, part: Any) -> None:
         handed.append((first, part))
-        steps_at.append(engine.get_num_unfinished_requests())
+        unfinished.append(engine.get_num_unfinished_requests())
 
-    torch.manual_seed(11)
-    batch = full.vllm.generate(prompts, 4, greedy=greedy, on_groups=on_groups)
+    try:
+        torch.manual_seed(11)
+        plain = backend.generate(prompts, 4, greedy=greedy)
+        torch.manual_seed(11)
+        batch = backend.generate(prompts, 4, greedy=greedy, on_groups=on_groups)
+    finally:
+        backend.eos_ids = saved
     assert torch.equal(batch.completion_ids, plain.completion_ids)
     assert batch.completions_text == plain.completions_text
     assert [first for first, _ in handed] == [sum(len(p.completions_text) for _, p in handed[:i]) // 4
@@ -134,7 +140,8 @@ def test_finished_groups_are_handed_over_while_the_rest_generates(full: Setup, g
         assert torch.equal(part.prompt_ids, batch.prompt_ids[start:end])
         start = end
     assert start == len(batch.completions_text)
-    assert len(handed) >= 2 and steps_at[0] > 0  # the first groups came while others still generated
+    if greedy:  # the first group ended at its third token: handed over while the others still generated
+        assert handed[0][1].completion_mask.sum(1).tolist() == [3] * 4 and unfinished[0] > 0
 
 
 def test_a_failing_hand_over_leaves_the_engine_clean(full: Setup) -> None:

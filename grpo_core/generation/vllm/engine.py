@@ -167,8 +167,10 @@ class ColocatedEngine:
             return [_completions(out) for out in outputs]
         # what LLM.generate does (enqueue, then step the engine until nothing is left), each finished prompt
         # passed on when it finishes
-        request_ids = [str(r) for r in self.llm.enqueue(inputs, sampling, use_tqdm=False,
-                                                        lora_request=self.lora_request)]
+        # enqueue answers the engine's internal ids ("<id>-<8 random characters>"); outputs carry the id given
+        internal = [str(r) for r in self.llm.enqueue(inputs, sampling, use_tqdm=False,
+                                                     lora_request=self.lora_request)]
+        request_ids = [_external_id(r) for r in internal]
         index = {r: i for i, r in enumerate(request_ids)}
         results: list[list[Completion] | None] = [None] * len(prompts)
         engine = self.llm.llm_engine
@@ -355,6 +357,13 @@ class _GroupRuns:
 
 def _largest_rank(peft: dict[str, Any]) -> int:
     return max([int(peft.get("r", 1)), *(peft.get("rank_pattern") or {}).values()])
+
+
+def _external_id(internal: str) -> str:
+    """The id a request was given (``LLM``'s counter: digits), from the one ``LLM.enqueue`` answers: vLLM
+    appends ``-`` and 8 random characters to make it unique (unless told not to: then the two are the same)."""
+    head, _, tail = internal.rpartition("-")
+    return head if head and len(tail) == 8 else internal
 
 
 def _completions(output: Any) -> list[Completion]:
