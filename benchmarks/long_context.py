@@ -213,6 +213,7 @@ def main() -> None:
     ap.add_argument("--child", choices=SIDES, help=argparse.SUPPRESS)
     ap.add_argument("--model", help=argparse.SUPPRESS)
     ap.add_argument("--length", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--plot", default="", help="also draw peak memory against length to this PNG (matplotlib)")
     args = ap.parse_args()
     if args.child:
         print(json.dumps(one_pass(args.child, args.model, args.length)), flush=True)
@@ -226,6 +227,7 @@ def main() -> None:
         ap.error(f"--sides: choose among {', '.join(SIDES)}")
     print(f"{'length':>7} | " + " | ".join(f"{s + ' peak':>14} {'s/1k tok':>9} {'fits':>5}" for s in sides), flush=True)
     longest = dict.fromkeys(sides, 0)
+    points: dict[str, list[tuple[int, float, bool]]] = {side: [] for side in sides}  # (length, peak GiB, fits)
     with tempfile.TemporaryDirectory(prefix="long_context_") as tmp:
         model_dir = Path(tmp) / "model"
         build_model(model_dir, args.hidden, args.layers, PROMPT + args.max_length + 1)
@@ -237,6 +239,8 @@ def main() -> None:
                 r = run_side(cap, side, model_dir, length, args.timeout) if alive[side] else \
                     {"fits": False, "why": "failed at a shorter length", "peak": None}
                 alive[side] = r["fits"]
+                if r.get("peak"):
+                    points[side].append((length, r["peak"] / 2**30, r["fits"]))
                 if r["fits"]:
                     longest[side] = length
                 peak = f"{r['peak'] / 2**30:.2f} GiB" if r.get("peak") else "-"
@@ -252,6 +256,36 @@ def main() -> None:
         parts.append(f"{side} {tokens}{ratio}")
     print(f"longest that trains under the cap: {', '.join(parts)}; lengths tried up to "
           f"{min(length // 2, args.max_length)}")
+    if args.plot:
+        plot(points, args.cap_gib, args.plot)
+
+
+LABELS = {"ours": "ours (chunked LM head)", "trl": "TRL 1.16 (fused LM head)", "trl_logits": "TRL, full logits"}
+
+
+def plot(points: dict[str, list[tuple[int, float, bool]]], cap_gib: float, path: str) -> None:
+    """Peak memory against completion length per side, a cross where the side was killed at the cap."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for side, pts in points.items():
+        fits = [(n, gib) for n, gib, ok in pts if ok]
+        line = ax.plot([n for n, _ in fits], [gib for _, gib in fits], marker="o", label=LABELS.get(side, side))[0]
+        for n, _, ok in pts:
+            if not ok:
+                ax.plot([n], [cap_gib], marker="x", markersize=10, color=line.get_color())
+    ax.axhline(cap_gib, color="grey", linestyle="--", linewidth=1, label=f"{cap_gib:g} GiB cap")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("completion tokens (one training pass, LoRA, real 151,936-token vocabulary)")
+    ax.set_ylabel("peak memory (GiB)")
+    ax.set_title("The longest completion that trains under a fixed memory cap")
+    ax.legend(loc="upper right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"plot: {path}")
 
 
 if __name__ == "__main__":

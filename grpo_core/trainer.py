@@ -104,6 +104,7 @@ from grpo_core.parallel.distributed import (
 from grpo_core.parallel.engine import engine_class
 from grpo_core.policy.logprobs import check_chunked_head, check_shared_prompts, completion_logprobs
 from grpo_core.policy.models import (
+    has_active_dropout,
     load_model_and_tokenizer,
     reference_model,
     save_model,
@@ -238,6 +239,31 @@ def reduce_weighted(parts: list[tuple[dict[str, float], dict[str, int]]]) -> dic
         else:
             out[key] = sum(v * w for v, w in pairs) / sum(w for _, w in pairs)
     return out
+
+
+class _Correction:
+    """The sampler correction of one batch computed slice by slice from the training forwards' own log-probs
+    (the old policy being the policy: one optimizer step, no dropout): ``ratio(lp, rows)`` for each slice, then
+    ``metrics()``, those of the whole batch (over the ranks), as one ``importance_ratio`` call gives them."""
+
+    def __init__(self, batch: Generation, gen: Any, world: Any):
+        self.batch, self.gen, self.world = batch, gen, world
+        self.parts: list[tuple[dict[str, float], dict[str, int]]] = []
+
+    def ratio(self, logps: torch.Tensor, rows: torch.Tensor) -> torch.Tensor | None:
+        mask = self.batch.completion_mask[rows]
+        rho, metrics = importance_ratio(logps, self.batch.sampling_logps[rows], mask,  # type: ignore[index]
+                                        self.gen.importance_sampling, self.gen.importance_sampling_min,
+                                        self.gen.importance_sampling_max)
+        self.parts.append((metrics, metric_weights(metrics, self.gen.importance_sampling, int(mask.sum()),
+                                                   len(rows))))
+        return rho
+
+    def metrics(self) -> dict[str, float]:
+        parts = self.parts
+        if self.world.enabled:
+            parts = _concat(all_gather_objects(parts, self.world))
+        return reduce_weighted(parts) if parts else {}
 
 
 @dataclass
@@ -496,16 +522,24 @@ class Trainer:
         plan = self._plan(batch)
         # a sampler other than the policy that reports its log-probs (vLLM) is corrected against the trainer's own
         sampled = batch.sampling_logps is not None and not batch.sampler_is_policy and gen.importance_sampling != "none"
-        old, ref = self._fixed_logps(plan, need_old=g.num_iterations > 1 or sampled, need_ref=g.beta != 0.0)
-        is_ratio, is_metrics = self._importance_ratio(batch, old) if sampled else (None, {})
+        # one optimizer step on the batch and a forward that draws no random numbers: the old policy's log-probs
+        # are the training forward's own, and the correction is read off each forward (no extra pass; TRL runs one)
+        correction = (_Correction(batch, gen, self.world) if sampled and g.num_iterations == 1
+                      and not has_active_dropout(self.model) else None)
+        old, ref = self._fixed_logps(plan, need_old=g.num_iterations > 1 or (sampled and correction is None),
+                                     need_ref=g.beta != 0.0)
+        is_ratio, is_metrics = self._importance_ratio(batch, old) if sampled and correction is None else (None, {})
         # FSDP2 and ZeRO: each forward/backward is a collective; a rank with fewer passes adds passes that
         # contribute nothing
         idle = self.engine.idle_passes(plan.passes)
         records: list[dict[str, float]] = []  # per (iteration, micro-batch): this rank's share of its metrics
         grad_norms: list[float] = []
         for iteration in range(g.num_iterations):
-            records += self._accumulate(plan, advantages, old, ref, is_ratio, idle, with_entropy=iteration == 0)
+            records += self._accumulate(plan, advantages, old, ref, is_ratio, idle, with_entropy=iteration == 0,
+                                        correction=correction)
             grad_norms.append(self.engine.optimizer_step())
+        if correction is not None:
+            is_metrics = correction.metrics()
         sums: dict[str, float] = {}
         counts_of: dict[str, int] = {}
         for record in self._reduce_records(records):
@@ -582,9 +616,11 @@ class Trainer:
         return is_ratio, is_metrics
 
     def _accumulate(self, plan: _Plan, advantages: torch.Tensor, old: torch.Tensor | None, ref: torch.Tensor | None,
-                    is_ratio: torch.Tensor | None, idle: int, with_entropy: bool) -> list[dict[str, float]]:
+                    is_ratio: torch.Tensor | None, idle: int, with_entropy: bool,
+                    correction: _Correction | None = None) -> list[dict[str, float]]:
         """The forward/backwards of one optimizer step (every slice, then ``idle`` passes that contribute
-        nothing); returns each micro-batch's metrics, this rank's share."""
+        nothing); returns each micro-batch's metrics, this rank's share. With ``correction``, each slice's
+        sampler correction comes from its own forward's log-probs."""
         g, cfg = self.cfg.grpo, self.cfg
         loss_type = self.registry.get("loss_types", g.loss_type)(cfg)  # registered through grpo_register_loss_types
         records: list[dict[str, float]] = []
@@ -595,6 +631,9 @@ class Trainer:
                 done += 1
                 with self.engine.accumulating(done == plan.passes + idle):
                     lp, entropy = self._logps(None, plan, part, with_entropy=with_entropy)
+                    ratio = is_ratio[part] if is_ratio is not None else None
+                    if correction is not None:
+                        ratio = correction.ratio(lp, part)
                     loss, m = grpo_loss(
                         lp, plan.mask[part], advantages[part],
                         old_per_token_logps=None if old is None else old[part],
@@ -603,7 +642,7 @@ class Trainer:
                         beta=g.beta, max_completion_length=cfg.generation.max_completion_length,
                         num_items_in_batch=plan.num_items, grad_accum_steps=g.gradient_accumulation_steps,
                         group_rows=group_rows, group_tokens=group_tokens,
-                        importance_sampling_ratio=None if is_ratio is None else is_ratio[part],
+                        importance_sampling_ratio=ratio,
                     )
                     self.engine.backward(loss)
                 if entropy is not None:

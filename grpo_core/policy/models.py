@@ -235,6 +235,16 @@ def disable_dropout(model: Any) -> int:
     return count
 
 
+def has_active_dropout(model: Any) -> bool:
+    """Whether a train-mode forward of ``model`` draws random numbers: a ``torch.nn.Dropout`` (LoRA's
+    included) or an attention module with a dropout probability above 0."""
+    import torch
+
+    return any((isinstance(m, torch.nn.Dropout) and m.p > 0)
+               or (isinstance(getattr(m, "attention_dropout", None), float) and m.attention_dropout > 0)
+               for m in model.modules())
+
+
 def _enable_checkpointing(model: Any, cfg: RunConfig) -> None:
     try:
         from grpo_core.policy.activations import enable_gradient_checkpointing  # torch: when a model loads

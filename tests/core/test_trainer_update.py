@@ -148,7 +148,8 @@ def _counting(forward, sizes):
 def test_the_policy_as_sampler_needs_no_old_policy_pass_or_correction(model_dir, tmp_path):
     """The transformers backend samples from the training model itself (its log-probs are the trainer's to 1e-4):
     with ``num_iterations = 1`` the update runs the policy pass alone, no importance correction. The same batch
-    from another sampler (vLLM) costs an old-policy pass and is corrected."""
+    from another sampler (vLLM) is corrected, from the training pass's own log-probs (one pass); with a dropout
+    in the forward the old policy is not the training pass, and an old-policy pass comes first."""
     import dataclasses
 
     import grpo_core.trainer as trainer_module
@@ -158,10 +159,57 @@ def test_the_policy_as_sampler_needs_no_old_policy_pass_or_correction(model_dir,
     batch = trainer.backend.generate([trainer.prompts[0], trainer.prompts[1]], 4)
     assert batch.sampler_is_policy and batch.sampling_logps is not None
     advantages = torch.tensor([1.0, -0.5, 0.3, -0.8, 0.2, 1.1, -1.2, 0.0])
-    for is_policy, passes in ((True, 1), (False, 2)):
+    attention = next(m for m in trainer.model.modules() if isinstance(getattr(m, "attention_dropout", None), float))
+    for is_policy, p, passes in ((True, 0.0, 1), (False, 0.0, 1), (False, 0.1, 2)):
         sizes: list[int] = []
+        attention.attention_dropout = p
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(trainer_module, "completion_logprobs", _counting(trainer_module.completion_logprobs, sizes))
             metrics = trainer._update(dataclasses.replace(batch, sampler_is_policy=is_policy), advantages)
         assert len(sizes) == passes
         assert ("sampling/importance_sampling_ratio/mean" in metrics) is not is_policy
+
+
+@pytest.mark.parametrize("mode", ["sequence_mask", "token_mask", "sequence_truncate", "token_truncate"])
+@pytest.mark.parametrize(("accumulation", "budget"), [(1, 0), (2, 1)])
+def test_the_correction_from_the_training_pass_is_the_old_pass_correction(model_dir, tmp_path, mode, accumulation,
+                                                                          budget):
+    """Another sampler's batch, one optimizer step: reading the correction off each training forward gives the
+    gradients and metrics of an old-policy pass first (the same weights, no dropout), every rule, with
+    micro-batches and one-row slices."""
+    import dataclasses
+
+    import grpo_core.trainer as trainer_module
+
+    common = dict(gradient_accumulation_steps=accumulation, micro_batch_tokens=budget, max_grad_norm=1e9,
+                  loss_type="dapo")
+    trainer = make_trainer(model_dir, tmp_path, **common)
+    trainer.cfg.generation.importance_sampling = mode
+    trainer.cfg.generation.importance_sampling_min = 0.5 if mode.startswith("token") else None
+    trainer.cfg.generation.importance_sampling_max = 1.5
+    torch.manual_seed(0)
+    batch = trainer.backend.generate([trainer.prompts[0], trainer.prompts[1]], 4)
+    g = torch.Generator().manual_seed(5)
+    noisy = (batch.sampling_logps + 0.3 * torch.randn(batch.sampling_logps.shape, generator=g)) * batch.completion_mask
+    other = dataclasses.replace(batch, sampler_is_policy=False, sampling_logps=noisy)
+    advantages = torch.tensor([1.0, -0.5, 0.3, -0.8, 0.2, 1.1, -1.2, 0.4])
+    def update(old_pass: bool) -> tuple[list[torch.Tensor], dict[str, float], int]:
+        seen: list[list[torch.Tensor]] = []
+        sizes: list[int] = []
+        trainer.optimizer.step = lambda: seen.append([p.grad.clone() for p in trainer.params])
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(trainer_module, "completion_logprobs", _counting(trainer_module.completion_logprobs, sizes))
+            mp.setattr(trainer_module, "has_active_dropout", lambda model: old_pass)  # forces the old-policy pass
+            metrics = trainer._update(other, advantages)
+        return seen[0], metrics, len(sizes)
+
+    runs = {old_pass: update(old_pass) for old_pass in (False, True)}
+    (fused, fused_metrics, fused_passes), (separate, separate_metrics, separate_passes) = runs[False], runs[True]
+    assert separate_passes == 2 * fused_passes
+    assert any(g.abs().sum() > 0 for g in fused)
+    for a, b in zip(fused, separate, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
+    assert set(fused_metrics) == set(separate_metrics)
+    assert any(k.startswith("rollout_corr/rollout_") and v > 0 for k, v in fused_metrics.items())  # the rule bites
+    for key, value in separate_metrics.items():
+        assert fused_metrics[key] == pytest.approx(value, rel=1e-4, abs=1e-6), key
