@@ -90,11 +90,28 @@ class RaggedBackend(SeededBackend):
                           sampler_is_policy=batch.sampler_is_policy)
 
 
+class OtherSamplerBackend(SeededBackend):
+    """The ``seeded`` backend posing as another sampler (vLLM): not the policy, its log-probs the policy's plus
+    noise drawn from each completion's text (the same on any rank), so the trainer corrects the batch."""
+
+    def generate(self, prompts: list[str], num_generations: int, *, greedy: bool = False,
+                 on_groups: Any = None) -> Any:
+        import dataclasses
+
+        batch = super().generate(prompts, num_generations, greedy=greedy, on_groups=on_groups)
+        width = batch.completion_ids.size(1)
+        noise = torch.stack([torch.randn(64, generator=torch.Generator().manual_seed(zlib.crc32(text.encode())))
+                             [:width] for text in batch.completions_text])
+        logps = (batch.sampling_logps + 0.3 * noise) * batch.completion_mask
+        return dataclasses.replace(batch, sampling_logps=logps, sampler_is_policy=False)
+
+
 class _Plugin:
     @hookimpl
     def grpo_register_generation_backends(self, register: Any) -> None:
         register("seeded", SeededBackend)
         register("ragged", RaggedBackend)
+        register("other_sampler", OtherSamplerBackend)
 
     @hookimpl
     def grpo_register_rewards(self, register: Any) -> None:
