@@ -13,7 +13,8 @@ band and whether every vLLM seed's last-steps mean lies inside it::
 
     summary exact_band=[..,..] vllm=[..] inside=yes|no
 
-Runs in the vLLM environment (``bash scripts/setup.sh --vllm``). Sequential, about 5 minutes a run on 2 cores.
+Runs in the vLLM environment (``bash scripts/setup.sh --vllm``), one run after another; give it the machine
+alone (an exact-sampling step of this example takes about 14 s on 2 idle cores: some 15 minutes a run).
 """
 
 from __future__ import annotations
