@@ -109,7 +109,8 @@ def main() -> int:
     exact = [r["last_mean"] for r in results if r["sampler"] == "exact"]
     other = [r["last_mean"] for r in results if r["sampler"] == "vllm"]
     if len(exact) != len(seeds) or len(other) != len(seeds):
-        print("summary incomplete: a run failed")
+        print(f"summary incomplete: {len(exact)} exact and {len(other)} vllm runs of {len(seeds)} seeds each "
+              "(a sampler not run, or a run failed)")
         return 1
     lo, hi = min(exact), max(exact)
     inside = all(lo <= v <= hi for v in other)
