@@ -242,9 +242,10 @@ def reduce_weighted(parts: list[tuple[dict[str, float], dict[str, int]]]) -> dic
 
 
 class _Correction:
-    """The sampler correction of one batch computed slice by slice from the training forwards' own log-probs
-    (the old policy being the policy: one optimizer step, no dropout): ``ratio(lp, rows)`` for each slice, then
-    ``metrics()``, those of the whole batch (over the ranks), as one ``importance_ratio`` call gives them."""
+    """The sampler correction of one batch (grpo_core.algorithm.sampler_correction): ``ratio(logps, rows)`` for
+    the whole batch against the old-policy pass, or slice by slice from the training forwards' own log-probs
+    (the old policy being the policy: one optimizer step, no dropout); then ``metrics()``, those of the whole
+    batch over the ranks, as one ``importance_ratio`` call over every rank's rows gives them."""
 
     def __init__(self, batch: Generation, gen: Any, world: Any):
         self.batch, self.gen, self.world = batch, gen, world
@@ -263,6 +264,8 @@ class _Correction:
         parts = self.parts
         if self.world.enabled:
             parts = _concat(all_gather_objects(parts, self.world))
+        if len(parts) == 1:  # one call's metrics, as it gave them
+            return parts[0][0]
         return reduce_weighted(parts) if parts else {}
 
 
@@ -524,11 +527,13 @@ class Trainer:
         sampled = batch.sampling_logps is not None and not batch.sampler_is_policy and gen.importance_sampling != "none"
         # one optimizer step on the batch and a forward that draws no random numbers: the old policy's log-probs
         # are the training forward's own, and the correction is read off each forward (no extra pass; TRL runs one)
-        correction = (_Correction(batch, gen, self.world) if sampled and g.num_iterations == 1
-                      and not has_active_dropout(self.model) else None)
-        old, ref = self._fixed_logps(plan, need_old=g.num_iterations > 1 or (sampled and correction is None),
+        correction = _Correction(batch, gen, self.world) if sampled else None
+        fused = correction is not None and g.num_iterations == 1 and not has_active_dropout(self.model)
+        old, ref = self._fixed_logps(plan, need_old=g.num_iterations > 1 or (sampled and not fused),
                                      need_ref=g.beta != 0.0)
-        is_ratio, is_metrics = self._importance_ratio(batch, old) if sampled and correction is None else (None, {})
+        is_ratio = None
+        if correction is not None and not fused:  # against the old-policy pass, the whole batch at once
+            is_ratio = correction.ratio(old, torch.arange(old.size(0)))  # type: ignore[union-attr]
         # FSDP2 and ZeRO: each forward/backward is a collective; a rank with fewer passes adds passes that
         # contribute nothing
         idle = self.engine.idle_passes(plan.passes)
@@ -536,10 +541,9 @@ class Trainer:
         grad_norms: list[float] = []
         for iteration in range(g.num_iterations):
             records += self._accumulate(plan, advantages, old, ref, is_ratio, idle, with_entropy=iteration == 0,
-                                        correction=correction)
+                                        correction=correction if fused else None)
             grad_norms.append(self.engine.optimizer_step())
-        if correction is not None:
-            is_metrics = correction.metrics()
+        is_metrics = correction.metrics() if correction is not None else {}
         sums: dict[str, float] = {}
         counts_of: dict[str, int] = {}
         for record in self._reduce_records(records):
@@ -602,18 +606,6 @@ class Trainer:
         finally:
             self.model.train(was_training)
         return old, ref
-
-    def _importance_ratio(self, batch: Generation, old: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
-        """The sampler's correction (grpo_core.algorithm.sampler_correction) and its metrics over the ranks."""
-        gen = self.cfg.generation
-        is_ratio, is_metrics = importance_ratio(old, batch.sampling_logps, batch.completion_mask,
-                                                gen.importance_sampling, gen.importance_sampling_min,
-                                                gen.importance_sampling_max)
-        if self.world.enabled:
-            weights = metric_weights(is_metrics, gen.importance_sampling, int(batch.completion_mask.sum()),
-                                     batch.completion_mask.size(0))
-            is_metrics = reduce_weighted(all_gather_objects((is_metrics, weights), self.world))
-        return is_ratio, is_metrics
 
     def _accumulate(self, plan: _Plan, advantages: torch.Tensor, old: torch.Tensor | None, ref: torch.Tensor | None,
                     is_ratio: torch.Tensor | None, idle: int, with_entropy: bool,

@@ -215,34 +215,33 @@ def uses_fp16(model: Any) -> bool:
     return any(p.dtype == torch.float16 for p in model.parameters() if p.is_floating_point())
 
 
+def _dropouts(model: Any) -> Any:
+    """``(name, module, attribute)`` of every dropout probability above 0 in ``model``: a ``torch.nn.Dropout``'s
+    ``p``, or the ``attention_dropout`` float an attention module hands to its kernel."""
+    import torch
+
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.Dropout) and module.p:
+            yield name, module, "p"
+        value = getattr(module, "attention_dropout", None)
+        if isinstance(value, float) and value:
+            yield name, module, "attention_dropout"
+
+
 def disable_dropout(model: Any) -> int:
     """Dropout probability 0 in every ``torch.nn.Dropout`` and attention module of the base model (not
     LoRA's), the config left as it is (a saved model keeps its own); returns how many were changed."""
-    import torch
-
     count = 0
-    for name, module in model.named_modules():
-        if "lora_dropout" in name:
-            continue
-        if isinstance(module, torch.nn.Dropout) and module.p:
-            module.p = 0.0
-            count += 1
-        # attention modules keep the probability they hand to the attention kernel as a float
-        value = getattr(module, "attention_dropout", None)
-        if isinstance(value, float) and value:
-            module.attention_dropout = 0.0
+    for name, module, attribute in list(_dropouts(model)):
+        if "lora_dropout" not in name:
+            setattr(module, attribute, 0.0)
             count += 1
     return count
 
 
 def has_active_dropout(model: Any) -> bool:
-    """Whether a train-mode forward of ``model`` draws random numbers: a ``torch.nn.Dropout`` (LoRA's
-    included) or an attention module with a dropout probability above 0."""
-    import torch
-
-    return any((isinstance(m, torch.nn.Dropout) and m.p > 0)
-               or (isinstance(getattr(m, "attention_dropout", None), float) and m.attention_dropout > 0)
-               for m in model.modules())
+    """Whether a train-mode forward of ``model`` draws random numbers (a dropout above 0, LoRA's included)."""
+    return next(_dropouts(model), None) is not None
 
 
 def _enable_checkpointing(model: Any, cfg: RunConfig) -> None:
