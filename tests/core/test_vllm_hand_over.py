@@ -1,7 +1,7 @@
 """The vLLM backend's hand-over of finished groups, without vLLM: an engine whose requests finish out of order
 gives ``on_groups`` each run of groups complete in order, as the rows of the batch ``generate`` returns; an
-engine that cannot pass finished requests on is scored afterwards. The real engine is exercised in
-``tests/vllm_lane/test_engine.py``."""
+engine that cannot pass finished requests on is scored afterwards; the server engine hands each answer over.
+The real engines are exercised in ``tests/vllm_lane/test_engine.py`` and ``tests/vllm_lane/test_server.py``."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import torch
 from grpo_core.config import config_from_dict
 from grpo_core.generation.vllm.completion import Completion
 from grpo_core.generation.vllm.engine import VLLMBackend, _GroupRuns
+from tests.core.completions_server import FakeCompletions
 
 
 class OutOfOrderEngine:
@@ -112,3 +113,27 @@ def test_group_runs_with_several_requests_per_group() -> None:
     for i in (1, 3, 2, 0, 5, 4):
         groups.finished(i, [Completion([i], [0.0], f"r{i}")])
     assert runs == [(0, 2, ["r0", "r1", "r2", "r3"]), (2, 3, ["r4", "r5"])]
+
+
+
+def test_a_server_engine_hands_its_answers_over(backend_parts: Any) -> None:
+    """``vllm_mode = "server"``: each request's answer is handed over as it arrives; the parts are the batch's
+    rows (tests/core/completions_server.py stands in for the server)."""
+    cfg, model, tokenizer = backend_parts
+    with FakeCompletions() as server:
+        backend = VLLMBackend(cfg, model, tokenizer, engine=server.engine())
+        assert backend.hands_over_groups
+        handed: list[tuple[int, Any]] = []
+        batch = backend.generate([f"question {i}" for i in range(6)], 3,
+                                 on_groups=lambda first, part: handed.append((first, part)))
+    covered = 0
+    for first, part in handed:
+        assert first == covered  # runs in order, each starting where the last ended
+        rows = slice(first * 3, first * 3 + len(part.completions_text))
+        width = part.completion_ids.size(1)
+        assert part.completions_text == batch.completions_text[rows]
+        assert torch.equal(part.completion_ids, batch.completion_ids[rows, :width])
+        assert torch.equal(part.sampling_logps, batch.sampling_logps[rows, :width])
+        covered += len(part.completions_text) // 3
+    assert covered == 6 and batch.completion_ids.size(0) == 18
+    assert sum(server.pushed) == sum(1 for _ in model.state_dict())  # the first call pushes every weight

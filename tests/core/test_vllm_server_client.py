@@ -1,6 +1,6 @@
 """The ``vllm_mode = "server"`` client without vLLM: what a run says when the server is missing or cannot take
-weights (one line naming the config key, after ``vllm_server_timeout``), and how pushed weights are cut
-into files. The real server is exercised in ``tests/vllm_lane/test_server.py``."""
+weights (one line naming the config key, after ``vllm_server_timeout``), how pushed weights are cut
+into files, and how each answer is handed over as it arrives (tests/core/completions_server.py). The real server is exercised in ``tests/vllm_lane/test_server.py``."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import torch
 
 from grpo_core.config import GenerationConfig
 from grpo_core.generation.vllm.server import ServerEngine, _chunks
+from tests.core.completions_server import FakeCompletions, expected_token_ids
 
 
 def free_port() -> int:
@@ -124,3 +125,49 @@ def test_a_server_that_stops_answering_mid_run_is_one_line_and_exit_1(monkeypatc
     err = capsys.readouterr().err
     assert err.startswith("error: /v1/completions: no answer from the vLLM server at http://127.0.0.1:")
     assert err.count("\n") == 1 and "a bug" not in err
+
+
+@pytest.fixture
+def completions_server() -> Iterator[FakeCompletions]:
+    with FakeCompletions() as server:
+        yield server
+
+
+def test_each_answer_is_handed_over_while_other_requests_are_out(completions_server: FakeCompletions) -> None:
+    """The first prompt's request is held until the others were handed over: they come first, each with its own
+    index, and the held one is handed over last, after it was released."""
+    completions_server.held.append([1, 1])
+    engine = completions_server.engine()
+    assert engine.hands_over
+    prompts = [[1, 1], [2, 5], [3, 3], [4]]
+    handed: list[tuple[int, list[Any]]] = []
+
+    def on_finished(i: int, completions: list[Any]) -> None:
+        assert threading.current_thread() is threading.main_thread()
+        handed.append((i, completions))
+        if len(handed) == 3:
+            completions_server.release.set()
+
+    start = time.monotonic()
+    results = engine.generate(prompts, [{"n": 2, "max_tokens": 3}] * 4, on_finished=on_finished)
+    assert time.monotonic() - start < 5  # released by the hand-over, not by the server's 10 s limit
+    assert sorted(i for i, _ in handed[:3]) == [1, 2, 3] and handed[3][0] == 0
+    assert [results[i] for i, _ in handed] == [c for _, c in handed]
+    for prompt, completions in zip(prompts, results, strict=True):
+        assert [c.token_ids for c in completions] == [expected_token_ids(prompt, j) for j in range(2)]  # in order
+        assert completions[1].logprobs == pytest.approx([-0.2, -0.3, -0.4])
+    assert engine.generate(prompts, [{"n": 2, "max_tokens": 3}] * 4) == results  # without hand-over: the same
+
+
+def test_a_failing_hand_over_is_raised_without_waiting_for_the_other_requests(
+        completions_server: FakeCompletions) -> None:
+    completions_server.held.append([7])
+    engine = completions_server.engine()
+
+    def on_finished(i: int, completions: list[Any]) -> None:
+        raise RuntimeError(f"scoring failed at {i}")
+
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match="scoring failed at 1"):
+        engine.generate([[7], [8]], [{"n": 1, "max_tokens": 3}] * 2, on_finished=on_finished)
+    assert time.monotonic() - start < 5  # the held request is still out (10 s): not waited for

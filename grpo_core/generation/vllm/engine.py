@@ -13,9 +13,9 @@ Greedy calls use ``temperature = 0`` with one request per completion (vLLM's gre
 
 Given ``on_groups`` (:data:`grpo_core.generation.backend.OnGroups`) and an engine that passes each prompt's
 completions on as they finish (the colocated one: ``LLM.enqueue``, then the engine stepped here, as
-``LLM.generate`` steps it), requests finishing in any order are collected and each run of groups complete
-in order is handed over (:class:`_GroupRuns`), so the trainer scores them while the rest generates; the
-server engine returns the whole batch, scored afterwards.
+``LLM.generate`` steps it; the server one: each request's answer as it arrives), requests finishing in any
+order are collected and each run of groups complete in order is handed over (:class:`_GroupRuns`), so the
+trainer scores them while the rest generates.
 
 Before every call the engine gets the policy's changed tensors in place (``weights.WeightSync``:
 full fine-tuning, or LoRA merged on the fly), then its prefix cache is reset; nothing goes through

@@ -10,7 +10,9 @@
   policy's forwards is a warning (its log-probs drift from the policy's).
 * **Generation:** one ``POST /v1/completions`` per request, sent concurrently: prompt token ids in, the
   ``SamplingParams`` fields the backend built (``n``, ``seed``, ``stop_token_ids``, ``logprobs = 0``, ...),
-  and ``return_tokens_as_token_ids`` so each sampled token comes back as its id with its log-prob.
+  and ``return_tokens_as_token_ids`` so each sampled token comes back as its id with its log-prob. Each
+  prompt's answer is passed on as it arrives (``generate(..., on_finished=...)``), so the trainer scores the
+  groups that finished first while the server still generates the others.
 * **Weights:** the changed tensors are written as safetensors files to a folder in shared memory
   (``/dev/shm`` where there is one), whole blocks per file, at most :data:`PUSH_BYTES` each; each file is
   loaded by ``POST /collective_rpc`` calling the worker's ``grpo_load_weights`` (vLLM's in-place
@@ -32,8 +34,8 @@ import urllib.error
 import urllib.request
 import warnings
 import weakref
-from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
@@ -73,6 +75,8 @@ def _shm_folder() -> str:
 
 class ServerEngine:
     """A ``vllm serve`` server at ``[generation] vllm_server_url`` (or host and port); see the module docs."""
+
+    hands_over = True  # generate takes on_finished
 
     def __init__(self, config: RunConfig, *, dtype: str = "auto", push_bytes: int = PUSH_BYTES):
         g = config.generation
@@ -184,12 +188,25 @@ class ServerEngine:
             time.sleep(0.1)
         raise ServerError(f"the vLLM server at {self.url} kept its prefix cache (blocks still held) after a weight push")
 
-    def generate(self, prompts: list[list[int]], params: list[dict[str, Any]]) -> list[list[Completion]]:
-        """One ``/v1/completions`` request per prompt, concurrently; the completions of each in index order."""
+    def generate(self, prompts: list[list[int]], params: list[dict[str, Any]],
+                 on_finished: Callable[[int, list[Completion]], None] | None = None) -> list[list[Completion]]:
+        """One ``/v1/completions`` request per prompt, concurrently; the completions of each in index order. With
+        ``on_finished``, each prompt's list is also passed to it (with the prompt's index) as soon as its answer
+        arrives, on this thread, while the other requests are still out. The first failure (a request's or
+        ``on_finished``'s) is raised at once; requests not sent yet are dropped."""
         bodies = [self._body(ids, p) for ids, p in zip(prompts, params, strict=True)]
-        with ThreadPoolExecutor(max_workers=max(1, min(_MAX_CONCURRENT, len(bodies)))) as pool:
-            answers = list(pool.map(lambda body: self._call("/v1/completions", body), bodies))
-        return [[_completion(c) for c in sorted(a["choices"], key=lambda c: c["index"])] for a in answers]
+        results: list[list[Completion] | None] = [None] * len(bodies)
+        pool = ThreadPoolExecutor(max_workers=max(1, min(_MAX_CONCURRENT, len(bodies))))
+        try:
+            pending = {pool.submit(self._call, "/v1/completions", body): i for i, body in enumerate(bodies)}
+            for answer in as_completed(pending):
+                i = pending[answer]
+                results[i] = [_completion(c) for c in sorted(answer.result()["choices"], key=lambda c: c["index"])]
+                if on_finished is not None:
+                    on_finished(i, results[i])
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+        return results  # type: ignore[return-value]
 
     def _body(self, prompt: list[int], params: dict[str, Any]) -> dict[str, Any]:
         body = {"model": self.model, "prompt": prompt, "return_token_ids": True, "return_tokens_as_token_ids": True,
