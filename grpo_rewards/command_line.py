@@ -4,7 +4,9 @@ Every command (ours included) is added through the ``grpo_register_commands`` ho
 so a plugin can add ``grpo <its-command>`` the same way. This is the one place errors are
 printed: bad input (any :class:`~grpo_rewards.errors.UserError`, a :class:`PluginError`) prints
 one ``file:line: key: what is wrong`` line per problem and exits with status 2; anything
-else is a bug, printed as one line (``--debug`` shows the traceback) with status 1. A plugin
+else is a bug, printed as one line naming where it was raised (the innermost frame of the project's code,
+else of the caller's: ``at grpo_core/trainer.py:651 in _accumulate``, so a bug seen once in a log can be
+found) with status 1; ``--debug`` shows the traceback. A plugin
 that fails to load is a one-line warning with its file:line; ``--debug`` prints its traceback.
 """
 
@@ -13,8 +15,10 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import logging
+import os
 import platform
 import sys
+import sysconfig
 import traceback
 
 from grpo_rewards.errors import ServiceError, UserError
@@ -83,9 +87,42 @@ def main(argv: list[str] | None = None) -> int:
         if "--debug" in argv:
             traceback.print_exc()
         text = str(exc).strip().splitlines()
-        print(f"internal error: {type(exc).__name__}: {text[0] if text else ''} "
+        print(f"internal error: {type(exc).__name__}: {text[0] if text else ''}{raised_at(exc)} "
               "(a bug: please report it; run again with --debug for the traceback)", file=sys.stderr)
         return 1
+
+
+_PROJECT = ("grpo_core", "grpo_rewards")
+_LIBRARIES = ("site-packages", "dist-packages")
+
+
+def _project_frame(path: str) -> bool:
+    """The project's own code, or code that is neither the standard library nor an installed library."""
+    parts = os.path.normpath(path).split(os.sep)
+    if any(name in parts for name in _PROJECT):
+        return True
+    stdlib = os.path.normpath(sysconfig.get_paths()["stdlib"])
+    return not any(name in parts for name in _LIBRARIES) and not path.startswith(stdlib) and not path.startswith("<")
+
+
+def _short(path: str) -> str:
+    """``path`` from the import root it was found under (``grpo_core/trainer.py``), else as it is."""
+    roots = sorted((os.path.abspath(r or os.getcwd()) for r in sys.path), key=len, reverse=True)
+    for root in roots:
+        if path.startswith(root + os.sep):
+            return os.path.relpath(path, root)
+    return path
+
+
+def raised_at(exc: BaseException) -> str:
+    """`` at FILE:LINE in FUNCTION``: the innermost frame of ``exc``'s traceback in the project's code (else the
+    innermost frame); empty without a traceback."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    ours = [f for f in frames if _project_frame(f.filename)]
+    if not frames:
+        return ""
+    frame = (ours or frames)[-1]
+    return f" at {_short(frame.filename)}:{frame.lineno} in {frame.name}"
 
 
 if __name__ == "__main__":

@@ -4,7 +4,9 @@ the traceback only with --debug)."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -69,11 +71,23 @@ def test_one_handler_bad_input_exit_2_bug_exit_1(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(commands, "cmd_rewards_list", bug)
     assert main(["rewards", "list"]) == 1
     err = capsys.readouterr().err
-    assert err.splitlines() == ["internal error: KeyError: 'oops' (a bug: please report it; run again with --debug "
-                                "for the traceback)"]
+    line = bug.__code__.co_firstlineno + 1  # where it raised
+    assert len(err.splitlines()) == 1
+    assert re.fullmatch(rf"internal error: KeyError: 'oops' at (\S+/)?test_files_and_handler\.py:{line} in bug \(a bug: "
+                        r"please report it; run again with --debug for the traceback\)\n", err), err
+
     assert main(["--debug", "rewards", "list"]) == 1
     err = capsys.readouterr().err
     assert "Traceback (most recent call last)" in err and err.splitlines()[-1].startswith("internal error: KeyError")
+
+    def library_bug(args: object) -> int:
+        return json.loads("{")  # raised inside the standard library: the line named is this one, its caller
+
+    monkeypatch.setattr(commands, "cmd_rewards_list", library_bug)
+    assert main(["rewards", "list"]) == 1
+    err = capsys.readouterr().err
+    line = library_bug.__code__.co_firstlineno + 1
+    assert re.search(rf" at (\S+/)?test_files_and_handler\.py:{line} in library_bug \(a bug", err), err
 
 
 def test_atomic_write_follows_links_and_never_replaces_a_device(tmp_path: Path) -> None:
