@@ -191,6 +191,33 @@ def test_eos_ends_a_completion_and_stays_in_it(full: Setup) -> None:
     assert eos in saved
 
 
+def test_a_partial_push_does_not_log_the_layers_it_leaves(full: Setup) -> None:
+    """A push naming one block keeps every other layer as it is; vLLM's own reload logs each kept layer
+    ("<Layer>: Failed to load weights", the control), the engine's push does not, and the engine stays the policy."""
+    import logging
+
+    from grpo_core.generation.vllm.quiet_reload import RELOAD_LOGGER
+
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    logger = logging.getLogger(RELOAD_LOGGER)
+    logger.addHandler(handler)
+    block = [(n, p.detach()) for n, p in full.model.named_parameters() if ".layers.0.mlp." in n]
+    assert block
+    try:
+        full.vllm.engine.load_weights(block)
+        quiet = [r.getMessage() for r in records]
+        full.vllm.engine.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": block,
+                                                                      "is_checkpoint_format": True})
+        loud = [r.getMessage() for r in records[len(quiet):]]
+    finally:
+        logger.removeHandler(handler)
+    assert not any("Failed to load weights" in m for m in quiet), quiet
+    assert any(m.endswith("Failed to load weights") for m in loud), loud
+    assert_engine_is_policy(full)
+
+
 def test_weights_follow_full_fine_tuning(full: Setup) -> None:
     before = full.vllm.generate(full.prompts, 1, greedy=True).completion_ids
     saved = {n: p.detach().clone() for n, p in full.model.named_parameters()}

@@ -46,6 +46,7 @@ import torch
 from grpo_core.generation.backend import Generation, OnGroups, TokenizerBackend
 from grpo_core.generation.vllm.adapter_files import AdapterFiles, peft_config_dict
 from grpo_core.generation.vllm.completion import Completion
+from grpo_core.generation.vllm.quiet_reload import quiet_partial_reload
 from grpo_core.generation.vllm.server import ServerEngine
 from grpo_core.generation.vllm.support import engine_lora_rank, unservable_adapter
 from grpo_core.generation.vllm.weights import WeightSync
@@ -133,8 +134,9 @@ class ColocatedEngine:
         """Copy ``(hf_name, tensor)`` pairs into the engine's model in place; returns how many."""
         batch = list(weights)
         if batch:  # vLLM's in-place reload: its fused and repacked layers are rebuilt from these
-            self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": batch,
-                                                              "is_checkpoint_format": True})
+            with quiet_partial_reload():
+                self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": batch,
+                                                                  "is_checkpoint_format": True})
             if any(name.endswith("embed_tokens.weight") for name, _ in batch):
                 self.llm.apply_model(refresh_tied_head)
             self.llm.reset_prefix_cache()

@@ -32,10 +32,12 @@ class WeightLoader:
 
         # torch: this module loads light in vLLM's workers
         from grpo_core.generation.vllm.engine import refresh_tied_head
+        from grpo_core.generation.vllm.quiet_reload import quiet_partial_reload
 
         batch = list(load_file(path).items())
         if batch:
-            self.reload_weights(weights_iterator=batch, is_checkpoint_format=True)
+            with quiet_partial_reload():
+                self.reload_weights(weights_iterator=batch, is_checkpoint_format=True)
             if any(name.endswith("embed_tokens.weight") for name, _ in batch):
                 refresh_tied_head(self.get_model())
         return len(batch)
