@@ -192,17 +192,18 @@ def test_eos_ends_a_completion_and_stays_in_it(full: Setup) -> None:
 
 
 def test_a_partial_push_does_not_log_the_layers_it_leaves(full: Setup) -> None:
-    """A push naming one block keeps every other layer as it is; vLLM's own reload logs each kept layer
-    ("<Layer>: Failed to load weights", the control), the engine's push does not, and the engine stays the policy."""
+    """A push naming one block keeps every other layer as it is; vLLM's own reload logs each kept layer and then
+    lists them all (the control), the engine's push logs neither, and the engine stays the policy."""
     import logging
 
-    from grpo_core.generation.vllm.quiet_reload import RELOAD_LOGGER
+    from grpo_core.generation.vllm.quiet_reload import KEPT_LAYER_MESSAGES
 
     records: list[logging.LogRecord] = []
     handler = logging.Handler()
     handler.emit = records.append  # type: ignore[method-assign]
-    logger = logging.getLogger(RELOAD_LOGGER)
-    logger.addHandler(handler)
+    loggers = [logging.getLogger(name) for name in KEPT_LAYER_MESSAGES]
+    for logger in loggers:
+        logger.addHandler(handler)
     block = [(n, p.detach()) for n, p in full.model.named_parameters() if ".layers.0.mlp." in n]
     assert block
     try:
@@ -212,9 +213,11 @@ def test_a_partial_push_does_not_log_the_layers_it_leaves(full: Setup) -> None:
                                                                       "is_checkpoint_format": True})
         loud = [r.getMessage() for r in records[len(quiet):]]
     finally:
-        logger.removeHandler(handler)
-    assert not any("Failed to load weights" in m for m in quiet), quiet
+        for logger in loggers:
+            logger.removeHandler(handler)
+    assert not any(text in m for m in quiet for text in KEPT_LAYER_MESSAGES.values()), quiet
     assert any(m.endswith("Failed to load weights") for m in loud), loud
+    assert any(m.startswith("Following weights were not loaded from checkpoint") and "norm" in m for m in loud), loud
     assert_engine_is_policy(full)
 
 

@@ -1,11 +1,12 @@
 """Pushes that name only the blocks that changed, without vLLM warning about every block they leave alone.
 
 vLLM's in-place reload (``reload_weights``) keeps the tensors of every layer the reload names no weights for,
-and logs ``<Layer>: Failed to load weights`` for each of them: with LoRA merged on the fly, every step's push
+and says so: ``<Layer>: Failed to load weights`` for each such layer, then one ``Following weights were not
+loaded from checkpoint: {...}`` line listing them all. With LoRA merged on the fly, every step's push
 (:mod:`grpo_core.generation.vllm.weights`) leaves the norms, the embeddings, the rotary cache and a tied head as
-they are, which is what it means to do, so each push would log a line per such layer (61 norms on
-SmolLM2-135M). :func:`quiet_partial_reload` drops that one message from vLLM's reload logger while a push
-loads; every other message passes.
+they are, which is what it means to do: on SmolLM2-135M that was 64 lines and one very long line per step.
+:func:`quiet_partial_reload` drops those two messages from vLLM's reload loggers while a push loads; every
+other message passes.
 """
 
 from __future__ import annotations
@@ -14,20 +15,27 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-RELOAD_LOGGER = "vllm.model_executor.model_loader.reload.layerwise"
-_KEPT = "Failed to load weights"
+_RELOAD = "vllm.model_executor.model_loader.reload"
+KEPT_LAYER_MESSAGES = {  # logger -> the start or end of the message that reports a kept layer
+    f"{_RELOAD}.layerwise": "Failed to load weights",
+    f"{_RELOAD}.inplace": "Following weights were not loaded from checkpoint",
+}
 
 
-def _not_kept_layer(record: logging.LogRecord) -> bool:
-    return not str(record.msg).endswith(_KEPT)
+def _reports_kept_layers(record: logging.LogRecord) -> bool:
+    text = KEPT_LAYER_MESSAGES.get(record.name, "")
+    message = str(record.msg)
+    return not (text and (message.startswith(text) or message.endswith(text)))
 
 
 @contextmanager
 def quiet_partial_reload() -> Iterator[None]:
     """While open, vLLM's reload does not log the layers a push left alone (see the module docs)."""
-    logger = logging.getLogger(RELOAD_LOGGER)
-    logger.addFilter(_not_kept_layer)
+    loggers = [logging.getLogger(name) for name in KEPT_LAYER_MESSAGES]
+    for logger in loggers:
+        logger.addFilter(_reports_kept_layers)
     try:
         yield
     finally:
-        logger.removeFilter(_not_kept_layer)
+        for logger in loggers:
+            logger.removeFilter(_reports_kept_layers)
