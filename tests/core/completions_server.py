@@ -5,7 +5,8 @@ the pushed file and counts its tensors into ``pushed``), ``POST /reset_prefix_ca
 
 Each request gets ``n`` choices of 3 tokens, ``10 + (sum(prompt) + 3 * index + t) % 40``, with log-probs
 ``-0.1 * (index + t + 1)``, listed last index first (the client must order them). A request whose prompt is in
-``held`` waits until ``release`` is set (at most ``hold_s`` seconds), so a test decides which answer comes last.
+``held`` waits until ``release`` is set (at most ``hold_s`` seconds), so a test decides which answer comes last;
+one in ``short`` gets one completion fewer than it asked for (a broken server).
 """
 
 from __future__ import annotations
@@ -53,9 +54,10 @@ class _Handler(BaseHTTPRequestHandler):
         prompt = body["prompt"]
         if prompt in self.server.held:
             self.server.release.wait(self.server.hold_s)
+        n = body.get("n", 1) - (prompt in self.server.short)
         choices = [{"index": j, "token_ids": expected_token_ids(prompt, j),
                     "logprobs": {"tokens": ["x"] * 3, "token_logprobs": [-0.1 * (j + t + 1) for t in range(3)]},
-                    "finish_reason": "length"} for j in reversed(range(body.get("n", 1)))]
+                    "finish_reason": "length"} for j in reversed(range(n))]
         return self._send({"choices": choices})
 
     def log_message(self, *args: Any) -> None:
@@ -70,6 +72,7 @@ class FakeCompletions(ThreadingHTTPServer):
     def __init__(self, hold_s: float = 10.0):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.held: list[list[int]] = []
+        self.short: list[list[int]] = []  # prompts answered with one completion fewer than asked for
         self.pushed: list[int] = []  # tensors per pushed file
         self.release = threading.Event()
         self.hold_s = hold_s

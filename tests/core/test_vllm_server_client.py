@@ -171,3 +171,15 @@ def test_a_failing_hand_over_is_raised_without_waiting_for_the_other_requests(
     with pytest.raises(RuntimeError, match="scoring failed at 1"):
         engine.generate([[7], [8]], [{"n": 1, "max_tokens": 3}] * 2, on_finished=on_finished)
     assert time.monotonic() - start < 5  # the held request is still out (10 s): not waited for
+
+
+def test_an_answer_with_too_few_completions_is_refused_before_it_is_handed_over(
+        completions_server: FakeCompletions) -> None:
+    from grpo_core.generation.vllm.server import ServerError
+
+    completions_server.short.append([9])
+    handed: list[int] = []
+    with pytest.raises(ServerError, match=r"returned 2 completions for a request of n=3"):
+        completions_server.engine().generate([[9]], [{"n": 3, "max_tokens": 3}],
+                                             on_finished=lambda i, c: handed.append(i))
+    assert handed == []

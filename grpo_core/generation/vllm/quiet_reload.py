@@ -16,16 +16,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 _RELOAD = "vllm.model_executor.model_loader.reload"
-KEPT_LAYER_MESSAGES = {  # logger -> the start or end of the message that reports a kept layer
+KEPT_LAYER_MESSAGES = {  # logger -> the text of its message that reports kept layers
     f"{_RELOAD}.layerwise": "Failed to load weights",
     f"{_RELOAD}.inplace": "Following weights were not loaded from checkpoint",
 }
 
 
 def _reports_kept_layers(record: logging.LogRecord) -> bool:
-    text = KEPT_LAYER_MESSAGES.get(record.name, "")
-    message = str(record.msg)
-    return not (text and (message.startswith(text) or message.endswith(text)))
+    text = KEPT_LAYER_MESSAGES.get(record.name)
+    return text is None or text not in str(record.msg)
 
 
 @contextmanager

@@ -201,7 +201,11 @@ class ServerEngine:
             pending = {pool.submit(self._call, "/v1/completions", body): i for i, body in enumerate(bodies)}
             for answer in as_completed(pending):
                 i = pending[answer]
-                results[i] = [_completion(c) for c in sorted(answer.result()["choices"], key=lambda c: c["index"])]
+                choices = answer.result().get("choices") or []
+                if len(choices) != bodies[i].get("n", 1):  # checked before anything is handed over or scored
+                    raise ServerError(f"/v1/completions: the server returned {len(choices)} completions for a "
+                                      f"request of n={bodies[i].get('n', 1)}")
+                results[i] = [_completion(c) for c in sorted(choices, key=lambda c: c["index"])]
                 if on_finished is not None:
                     on_finished(i, results[i])
         finally:
