@@ -31,8 +31,17 @@ class CISPO(LossType):
     normalise = DAPO.normalise
 
     @classmethod
+    def config_warnings(cls, sections: Any) -> list[str]:
+        lines = super().config_warnings(sections)
+        if sections["grpo"].epsilon_high < 1:
+            lines.append(f'grpo.epsilon_high = {sections["grpo"].epsilon_high:g} with loss_type = "cispo": it is the '
+                         "clipped weight's upper bound, below an on-policy ratio of 1, so every token is clipped "
+                         "(ScaleRL uses 5)")
+        return lines
+
+    @classmethod
     def config_problems(cls, sections: Any) -> list[tuple[tuple[str, str], str]]:
-        if sections.grpo.delta is not None:
+        if sections["grpo"].delta is not None:
             return [(("grpo", "delta"), "does not apply to loss_type = \"cispo\" (its only bound is epsilon_high, "
                                         "the ε_max of the clipped weight): remove it")]
         return []

@@ -26,7 +26,7 @@ class LUSPO(LossType):
 
     @classmethod
     def config_warnings(cls, sections: Any) -> list[str]:
-        if sections.grpo.importance_sampling_level != "sequence":
+        if sections["grpo"].importance_sampling_level != "sequence":
             return ['grpo.loss_type = "luspo" is meant for importance_sampling_level = "sequence" (the paper\'s '
                     "setup); it runs at token level"]
         return []

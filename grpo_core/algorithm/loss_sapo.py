@@ -40,7 +40,7 @@ class SAPO(LossType):
 
 def _no_clipping_bounds(sections: Any, name: str) -> list[tuple[tuple[str, str], str]]:
     """A loss type without hard clipping refuses the keys that set clipping bounds (TRL ignores them)."""
-    g, problems = sections.grpo, []
+    g, problems = sections["grpo"], []
     if g.delta is not None:
         problems.append((("grpo", "delta"), f"does not apply to loss_type = \"{name}\" (it has no clipping): "
                                             "remove it"))

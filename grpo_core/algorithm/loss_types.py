@@ -42,8 +42,9 @@ class (its own factory, called with the run config)::
 
 A loss type with parameters of its own (SAPO's temperatures, VESPO's gamma shape) reads them from the run
 config it is built with (:meth:`LossType.option`, ``[grpo]`` keys); one that refuses other settings says so
-with a ``config_problems(sections) -> [(key, message)]`` classmethod (run by ``grpo_core.config``), and one
-that only advises against them with ``config_warnings(sections) -> [message]`` (printed before the run).
+with a ``config_problems(sections) -> [(key, message)]`` classmethod (run by ``grpo_core.config``; ``sections``
+maps each section's name to its dataclass, ``sections["grpo"].beta``), and one that only advises against them
+with ``config_warnings(sections) -> [message]`` (printed before the run).
 The trainer does not change: it builds the registered loss type and hands it to ``grpo_loss``. The ``trl``
 trainer backend runs TRL's own loss of the same name, and refuses a name TRL does not have.
 
@@ -104,7 +105,7 @@ class LossType:
     @classmethod
     def config_warnings(cls, sections: Any) -> list[str]:
         """Settings this loss type accepts but advises against, one line each (printed before the run)."""
-        if cls.sums_tokens and sections.grpo.importance_sampling_level == "sequence":
+        if cls.sums_tokens and sections["grpo"].importance_sampling_level == "sequence":
             return [f'grpo.importance_sampling_level = "sequence" with loss_type = "{cls.name}": its normaliser '
                     "sums per-token terms, so each sequence weighs by its length instead of the per-sequence "
                     'objective (GSPO\'s setup is loss_type = "grpo")']

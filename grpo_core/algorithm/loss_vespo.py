@@ -1,4 +1,4 @@
-"""The ``vespo`` loss type: variance-reduced, smooth sequence-level soft clipping (as TRL 1.16 has it).
+"""The ``vespo`` loss type: smooth sequence-level soft clipping (arXiv 2602.10693, as TRL 1.16 has it).
 
 Each sequence gets one weight from its importance ratio ``w = exp(sum of its token log-ratios)`` (clamped in
 log space to [log 1e-8, 20], the sampler's token ratios folded in when there is one): the gamma shape
@@ -54,8 +54,8 @@ class VESPO(LossType):
     @classmethod
     def config_problems(cls, sections: Any) -> list[tuple[tuple[str, str], str]]:
         problems = _no_clipping_bounds(sections, cls.name)
-        rule = sections.generation.importance_sampling
-        if sections.generation.backend == "vllm" and rule not in ("none", "token_truncate", "token_mask"):
+        rule = sections["generation"].importance_sampling
+        if sections["generation"].backend == "vllm" and rule not in ("none", "token_truncate", "token_mask"):
             problems.append((("generation", "importance_sampling"),
                              f'loss_type = "vespo" folds the sampler\'s per-token ratios into its sequence weight: '
                              f'use "token_truncate" or "token_mask", not {rule!r}'))
@@ -63,7 +63,7 @@ class VESPO(LossType):
 
     @classmethod
     def config_warnings(cls, sections: Any) -> list[str]:
-        if sections.grpo.importance_sampling_level != "token":
+        if sections["grpo"].importance_sampling_level != "token":
             return ['grpo.loss_type = "vespo" computes its sequence-level weights itself: '
                     'importance_sampling_level should be "token" (the default)']
         return []

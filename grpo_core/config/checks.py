@@ -331,4 +331,5 @@ def repo_id_problem(repo_id: str) -> str | None:
 def loss_type_warnings(cfg: Any, registry: Registry | None = None) -> list[str]:
     """What the run's loss type advises against in ``cfg`` (its factory's ``config_warnings``), one line each."""
     factory = getattr(registry or get_registry(), "loss_types", {}).get(cfg.grpo.loss_type)
-    return [f"{cfg.path}: {line}" for line in getattr(factory, "config_warnings", lambda sections: [])(cfg)]
+    sections = {name: getattr(cfg, name) for name in SECTIONS}  # as its config_problems gets them
+    return [f"{cfg.path}: {line}" for line in getattr(factory, "config_warnings", lambda sections: [])(sections)]
