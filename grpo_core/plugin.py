@@ -15,7 +15,11 @@ from typing import Any
 import pluggy
 
 from grpo_core import hookspecs
+from grpo_core.algorithm.loss_cispo import CISPO
+from grpo_core.algorithm.loss_luspo import LUSPO
+from grpo_core.algorithm.loss_sapo import SAPO
 from grpo_core.algorithm.loss_types import BUILTIN_LOSS_TYPES
+from grpo_core.algorithm.loss_vespo import VESPO
 from grpo_core.demo.task import load_source
 from grpo_core.generation.transformers_support import transformers_problems
 from grpo_core.generation.vllm.support import vllm_problems
@@ -89,7 +93,7 @@ def grpo_register_engines(register: Callable[..., None]) -> None:
 
 @hookimpl
 def grpo_register_loss_types(register: Callable[..., None]) -> None:
-    for loss_type in BUILTIN_LOSS_TYPES:  # a class is its own factory: loss_type(config)
+    for loss_type in (*BUILTIN_LOSS_TYPES, CISPO, SAPO, LUSPO, VESPO):  # a class is its own factory: cls(config)
         register(loss_type.name, loss_type)
 
 

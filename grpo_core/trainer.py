@@ -280,6 +280,7 @@ class _Plan:
     num_items: torch.Tensor  # the whole step's count of them
     slices: list[Any]  # per micro-batch: this rank's rows, in slices of one forward/backward each
     group_sizes: list[tuple[int, torch.Tensor]]  # per micro-batch: its global rows and tokens
+    sampling_logps: torch.Tensor | None = None  # [rows, K] the sampler's own log-probs, when it reports them
 
     @property
     def passes(self) -> int:
@@ -575,7 +576,7 @@ class Trainer:
         slices = [idx.split(rows_per_slice(input_ids.size(1), g.micro_batch_tokens)) if len(idx) else ()
                   for idx in micro]
         return _Plan(input_ids, attention_mask, batch.completion_ids.size(1), mask, counts.sum(), slices,
-                     group_sizes)
+                     group_sizes, batch.sampling_logps)
 
     def _logps(self, model: Any, plan: _Plan, idx: torch.Tensor, with_entropy: bool = False
                ) -> tuple[torch.Tensor, Any]:
@@ -634,7 +635,10 @@ class Trainer:
                         beta=g.beta, max_completion_length=cfg.generation.max_completion_length,
                         num_items_in_batch=plan.num_items, grad_accum_steps=g.gradient_accumulation_steps,
                         group_rows=group_rows, group_tokens=group_tokens,
-                        importance_sampling_ratio=ratio,
+                        importance_sampling_ratio=ratio, importance_sampling_level=g.importance_sampling_level,
+                        kl_bias_correction=g.use_bias_correction_kl,
+                        off_policy_mask_threshold=g.off_policy_mask_threshold,
+                        sampling_per_token_logps=None if plan.sampling_logps is None else plan.sampling_logps[part],
                     )
                     self.engine.backward(loss)
                 if entropy is not None:

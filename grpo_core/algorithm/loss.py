@@ -1,8 +1,9 @@
 """The GRPO policy loss: the importance ratio, a loss type's surrogate and normaliser, the optional k3 KL.
 
-Matches ``trl.GRPOTrainer._compute_loss`` (token-level importance sampling, the ``sum_then_normalize``
-path) for the built-in loss types grpo | bnpo | dr_grpo | dapo; the parity test in
-``tests/core/test_loss_parity.py`` checks loss and gradients against it. What differs between loss types
+Matches ``trl.GRPOTrainer._compute_loss`` (token- and sequence-level importance sampling, the off-policy
+sequence mask, the ``sum_then_normalize`` path) for the built-in loss types grpo | bnpo | dr_grpo | dapo | cispo |
+sapo | luspo | vespo; the parity tests in ``tests/core/test_loss_parity.py`` and
+``tests/core/test_loss_types_parity.py`` check loss, gradients and metrics against it. What differs between loss types
 (the per-token surrogate and the normaliser) is the loss type's, :mod:`grpo_core.algorithm.loss_types`;
 this function holds what they share, in TRL's order: the ratio, the KL term (bias-corrected by the ratio),
 the surrogate, the sampler's correction, the KL added, the normaliser, the metrics.
@@ -16,9 +17,14 @@ from __future__ import annotations
 
 import torch
 
+from grpo_core.algorithm.loss_cispo import CISPO
+from grpo_core.algorithm.loss_luspo import LUSPO
+from grpo_core.algorithm.loss_sapo import SAPO
 from grpo_core.algorithm.loss_types import BUILTIN_LOSS_TYPES, LossInputs, LossType
+from grpo_core.algorithm.loss_vespo import VESPO
+from grpo_core.config import IMPORTANCE_SAMPLING_LEVELS
 
-BUILTIN = {cls.name: cls for cls in BUILTIN_LOSS_TYPES}
+BUILTIN = {cls.name: cls for cls in (*BUILTIN_LOSS_TYPES, CISPO, SAPO, LUSPO, VESPO)}
 
 
 def grpo_loss(
@@ -40,6 +46,9 @@ def grpo_loss(
     group_rows: int | None = None,
     group_tokens: torch.Tensor | int | None = None,
     importance_sampling_ratio: torch.Tensor | None = None,
+    importance_sampling_level: str = "token",
+    off_policy_mask_threshold: float | None = None,
+    sampling_per_token_logps: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Loss of one micro-batch ``[B, K]`` and detached metrics (``kl``, ``policy_loss``, the loss type's own:
     ``clip_ratio/*`` for the clipped surrogate).
@@ -55,6 +64,11 @@ def grpo_loss(
     the KL term by the (differentiable) ratio, as TRL's ``use_bias_correction_kl`` (its default).
     ``importance_sampling_ratio`` (``[B, K]`` or ``[B, 1]``, grpo_core.algorithm.sampler_correction) multiplies the
     surrogate (unless the loss type's ``corrects_sampler`` is False) before the KL term is added, as TRL's vLLM importance-sampling correction.
+    ``importance_sampling_level``: ``"token"`` (a ratio per token) or ``"sequence"`` (GSPO: one ratio per
+    sequence, the exp of its masked mean log-ratio, ``[B, 1]``). ``off_policy_mask_threshold`` (DeepSeek-V3.2's
+    off-policy sequence mask): a sequence with a negative advantage whose mean ``sampling - policy`` log-prob
+    gap exceeds it is left out of the surrogate; ``sampling_per_token_logps`` is the sampler's log-probs (default
+    the old policy's).
     """
     if isinstance(loss_type, str):
         if loss_type not in BUILTIN:
@@ -66,7 +80,14 @@ def grpo_loss(
         advantages = advantages.unsqueeze(1)
     old = per_token_logps.detach() if old_per_token_logps is None else old_per_token_logps
 
-    coef_1 = torch.exp(per_token_logps - old)  # token-level importance ratio (value 1 when on-policy)
+    log_ratio = per_token_logps - old
+    if importance_sampling_level == "token":
+        coef_1 = torch.exp(log_ratio)  # value 1 when on-policy, with the policy gradient
+    elif importance_sampling_level == "sequence":  # GSPO: one ratio per sequence
+        coef_1 = torch.exp(((log_ratio * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).unsqueeze(-1))
+    else:
+        raise ValueError(f"importance_sampling_level must be one of {', '.join(IMPORTANCE_SAMPLING_LEVELS)}, "
+                         f"got {importance_sampling_level!r}")
 
     metrics: dict[str, torch.Tensor] = {}
     per_token_kl = None
@@ -80,11 +101,15 @@ def grpo_loss(
         metrics["kl"] = _masked_mean(per_token_kl.detach(), mask)
 
     inputs = LossInputs(
-        per_token_logps=per_token_logps, ratio=coef_1, advantages=advantages, mask=mask, epsilon=epsilon,
+        per_token_logps=per_token_logps, ratio=coef_1, log_ratio=log_ratio, advantages=advantages, mask=mask, epsilon=epsilon,
         epsilon_high=epsilon_high, delta=delta, importance_sampling_ratio=importance_sampling_ratio,
         rows=per_token_logps.size(0) if group_rows is None else group_rows, tokens=group_tokens,
         items=num_items_in_batch, max_completion_length=max_completion_length, grad_accum_steps=grad_accum_steps)
     per_token_loss, indicators = loss_type.surrogate(inputs)
+    if off_policy_mask_threshold is not None:
+        per_token_loss = per_token_loss * off_policy_mask(
+            advantages, per_token_logps, old if sampling_per_token_logps is None else sampling_per_token_logps,
+            mask, off_policy_mask_threshold)
     if importance_sampling_ratio is not None and loss_type.corrects_sampler:  # the trainer/sampler mismatch
         per_token_loss = per_token_loss * importance_sampling_ratio
     if per_token_kl is not None:
@@ -100,5 +125,18 @@ def grpo_loss(
     return loss, metrics
 
 
+def off_policy_mask(advantages: torch.Tensor, per_token_logps: torch.Tensor, sampling_logps: torch.Tensor,
+                    mask: torch.Tensor, threshold: float) -> torch.Tensor:
+    """``[B, 1]``: 0 for a sequence with a negative advantage whose mean ``sampling - policy`` log-prob gap over
+    its tokens exceeds ``threshold`` (DeepSeek-V3.2, eq. 9; TRL's ``get_off_policy_mask``), else 1. Tokens the
+    sampler could not score (NaN) count as no gap."""
+    gap = torch.nan_to_num(sampling_logps - per_token_logps.detach(), nan=0.0)
+    mean_gap = (gap * mask).sum(-1, keepdim=True) / mask.sum(-1, keepdim=True).clamp(min=1.0)
+    return ((advantages >= 0) | (mean_gap <= threshold)).to(mask.dtype)
+
+
 def _masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The mean over the completion tokens; a ``[B, 1]`` value (one per sequence) is a mean over sequences."""
+    if x.size(-1) == 1 and mask.size(-1) != 1:
+        return x.mean()
     return (x * mask).sum() / mask.sum().clamp(min=1.0)

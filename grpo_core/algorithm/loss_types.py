@@ -13,11 +13,11 @@ TRL's loss types differ (``GRPOTrainer._compute_loss``, TRL 1.16):
                        multiplies the surrogate (True); one that folds that ratio into its own weights says False
 
 What stays with ``grpo_loss``, the same for every loss type as in TRL: the importance ratio ``exp(logp - old)``
-(token level; TRL's ``importance_sampling_level = "sequence"``, GSPO, is a choice of the run that combines with
-any loss type, so it would be computed there and reach ``surrogate`` as a ``[B, 1]`` ratio), the k3 KL term
-added after the surrogate, and the logged metrics (the indicators' masked means, ``kl``, ``policy_loss``).
+(``[grpo] importance_sampling_level``: per token, or GSPO's one ratio per sequence, which reaches ``surrogate`` as
+a ``[B, 1]`` tensor and combines with any loss type), the off-policy sequence mask, the k3 KL term added after the
+surrogate, and the logged metrics (the indicators' masked means, ``kl``, ``policy_loss``).
 
-The built-ins, for one micro-batch of a generation batch split into ``grad_accum_steps``:
+The built-ins here, for one micro-batch of a generation batch split into ``grad_accum_steps``:
 
 ``grpo``     mean over sequences of (masked token mean per sequence), / grad_accum_steps
 ``bnpo``     masked token mean over the micro-batch, / grad_accum_steps
@@ -25,31 +25,26 @@ The built-ins, for one micro-batch of a generation batch split into ``grad_accum
 ``dapo``     masked token sum / ``items`` (completion tokens of the whole generation batch, so the accumulated
              loss is a global token mean)
 
+TRL's newer loss types are one module each, registered the same way: ``loss_cispo``, ``loss_sapo``,
+``loss_luspo``, ``loss_vespo`` (``docs/algorithms.md`` has their formulas and papers).
+
 A micro-batch may itself be run as several row slices (the trainer's ``micro_batch_tokens`` memory budget):
 ``rows`` and ``tokens`` are the whole micro-batch's, so each slice's loss is its exact share and the slices'
 losses (and gradients) sum to the micro-batch's.
 
-*Adding a loss type* (TRL's ``cispo``, ``sapo``, ``luspo`` and ``vespo`` are each one): a subclass of
-:class:`LossType` with a ``name``, its ``normalise`` and, where its objective is not the clipped one, its
-``surrogate``; a plugin registers the class (its own factory, called with the run config)::
-
-    class CISPO(LossType):
-        name = "cispo"
-
-        def surrogate(self, x):  # the clipped ratio, detached, weighs the log-probs' gradient
-            weight = x.ratio.clamp(max=x.epsilon_high).detach()
-            clipped = ((x.ratio > x.epsilon_high) & (x.advantages > 0)).to(x.mask.dtype)
-            return -weight * x.advantages * x.per_token_logps, {"cispo_clip_ratio": clipped}
-
-        normalise = DAPO.normalise
+*Adding a loss type* (``loss_cispo`` is a complete example): a subclass of :class:`LossType` with a ``name``,
+its ``normalise`` and, where its objective is not the clipped one, its ``surrogate``; a plugin registers the
+class (its own factory, called with the run config)::
 
     @hookimpl
     def grpo_register_loss_types(register):
         register("cispo", CISPO)
 
 A loss type with parameters of its own (SAPO's temperatures, VESPO's gamma shape) reads them from the run
-config it is built with (``self.config``, new ``[grpo]`` keys); one that needs other settings (LUSPO: a
-sequence-level ratio) refuses the rest with ``config_problems`` on its factory, as a generation backend does.
+config it is built with (:meth:`LossType.option`, ``[grpo]`` keys); one that refuses other settings says so
+with a ``config_problems(sections) -> [(key, message)]`` classmethod (run by ``grpo_core.config``; ``sections``
+maps each section's name to its dataclass, ``sections["grpo"].beta``), and one that only advises against them
+with ``config_warnings(sections) -> [message]`` (printed before the run).
 The trainer does not change: it builds the registered loss type and hands it to ``grpo_loss``. The ``trl``
 trainer backend runs TRL's own loss of the same name, and refuses a name TRL does not have.
 
@@ -71,7 +66,9 @@ class LossInputs:
     """What a loss type sees of one micro-batch (or row slice of one), ``[B, K]`` tensors."""
 
     per_token_logps: torch.Tensor  # the policy's log-probs of the completion tokens (differentiable)
-    ratio: torch.Tensor  # exp(per_token_logps - old): 1 on-policy, with the policy gradient (differentiable)
+    ratio: torch.Tensor  # the importance ratio, 1 on-policy with the policy gradient (differentiable): [B, K] at
+    # token level, exp(per_token_logps - old); [B, 1] at sequence level (GSPO), exp of the masked mean log-ratio
+    log_ratio: torch.Tensor  # per_token_logps - old, [B, K], whatever the level (VESPO's sequence weight sums it)
     advantages: torch.Tensor  # [B, 1] (one per sequence) or [B, K]
     mask: torch.Tensor  # the completion mask, in the log-probs' dtype
     epsilon: float  # the lower clipping bound, 1 - epsilon
@@ -90,9 +87,29 @@ class LossType:
 
     name: ClassVar[str] = ""
     corrects_sampler: ClassVar[bool] = True
+    #: the normaliser sums per-token terms: with one ratio per sequence (GSPO) a sequence then weighs by its length
+    sums_tokens: ClassVar[bool] = False
 
     def __init__(self, config: Any = None) -> None:
         self.config = config  # the run's RunConfig (None outside a run): where a loss type reads its own keys
+
+    def option(self, key: str, default: Any) -> Any:
+        """``[grpo] key`` of the run this loss type was built for (``default`` outside a run)."""
+        return default if self.config is None else getattr(self.config.grpo, key, default)
+
+    @classmethod
+    def config_problems(cls, sections: Any) -> list[tuple[tuple[str, str], str]]:
+        """``[(key, message)]``: settings this loss type refuses (exit 2 before the run)."""
+        return []
+
+    @classmethod
+    def config_warnings(cls, sections: Any) -> list[str]:
+        """Settings this loss type accepts but advises against, one line each (printed before the run)."""
+        if cls.sums_tokens and sections["grpo"].importance_sampling_level == "sequence":
+            return [f'grpo.importance_sampling_level = "sequence" with loss_type = "{cls.name}": its normaliser '
+                    "sums per-token terms, so each sequence weighs by its length instead of the per-sequence "
+                    'objective (GSPO\'s setup is loss_type = "grpo")']
+        return []
 
     def surrogate(self, x: LossInputs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Per-token losses ``[B, K]`` and per-token indicators (no gradient) whose masked means are logged."""
@@ -133,6 +150,7 @@ class BNPO(LossType):
     """The token mean over the micro-batch."""
 
     name = "bnpo"
+    sums_tokens = True
 
     def normalise(self, per_token_loss: torch.Tensor, x: LossInputs) -> torch.Tensor:
         mask = x.mask
@@ -144,6 +162,7 @@ class DrGRPO(LossType):
     """The token sum over a constant: rows times the longest completion."""
 
     name = "dr_grpo"
+    sums_tokens = True
 
     def normalise(self, per_token_loss: torch.Tensor, x: LossInputs) -> torch.Tensor:
         if x.max_completion_length is None:
@@ -155,6 +174,7 @@ class DAPO(LossType):
     """The token sum over the generation batch's tokens: the accumulated loss is a global token mean."""
 
     name = "dapo"
+    sums_tokens = True
 
     def normalise(self, per_token_loss: torch.Tensor, x: LossInputs) -> torch.Tensor:
         mask = x.mask

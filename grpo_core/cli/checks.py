@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from grpo_core.config import SOURCE_SCHEME, looks_local
+from grpo_core.config import SOURCE_SCHEME, looks_local, loss_type_warnings
 from grpo_core.data import is_builder, missing_reward_columns, train_eval_rows
 from grpo_core.outputs import check_outputs, deprecations
 from grpo_core.row_stream import StreamedRows
@@ -108,7 +108,7 @@ def preflight(cfg: Any, *, resume: bool = False, overwrite: bool = False, all_so
     Raises the layer's error; returns the training rows when they were loaded."""
 
     if outputs:
-        for line in deprecations(cfg):
+        for line in deprecations(cfg) + loss_type_warnings(cfg):
             print(f"warning: {line}", file=sys.stderr)
         check_outputs(cfg)
     if run_folder:

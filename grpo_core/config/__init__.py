@@ -26,6 +26,7 @@ from grpo_core.config.checks import (
     HUB_STRATEGIES,
     POSITION_KEYS,
     looks_local,
+    loss_type_warnings,
     model_positions,
     repo_id_problem,
     resolve_local_path,
@@ -46,6 +47,7 @@ from grpo_core.config.sections import (
     DTYPES,
     IMPORTANCE_SAMPLING,
     IMPORTANCE_SAMPLING_ALIASES,
+    IMPORTANCE_SAMPLING_LEVELS,
     LIMITS,
     LOCAL_DATA_SUFFIXES,
     LR_SCHEDULERS,
@@ -75,11 +77,11 @@ from grpo_rewards.tomlfile import ConfigError
 
 __all__ = [
     "BIG", "COMPUTE_DTYPES", "DATASET_BUILDERS", "DISTRIBUTED_BACKENDS", "DTYPES", "HUB_STRATEGIES", "IMPORTANCE_SAMPLING",
-    "IMPORTANCE_SAMPLING_ALIASES", "LIMITS", "LOCAL_DATA_SUFFIXES", "LR_SCHEDULERS", "MULTI_OBJECTIVE_AGGREGATIONS",
+    "IMPORTANCE_SAMPLING_ALIASES", "IMPORTANCE_SAMPLING_LEVELS", "LIMITS", "LOCAL_DATA_SUFFIXES", "LR_SCHEDULERS", "MULTI_OBJECTIVE_AGGREGATIONS",
     "OFFLOAD_DEVICES", "OVERLONG_PROMPTS", "POSITION_KEYS", "QUANT_TYPES", "REQUIRED", "SCALE_REWARDS", "SECTIONS",
     "SOURCE_SCHEME", "TRACKERS", "CheckpointConfig", "ConfigError", "DataConfig", "DistributedConfig",
     "GRPOConfig", "GenerationConfig", "HubConfig", "LoggingConfig", "LoraConfig", "ModelConfig",
     "QuantizationConfig", "RunConfig", "TrainerConfig", "apply_overrides", "as_run_config", "config_from_dict",
-    "config_from_doc", "load_config", "looks_local", "model_positions", "parse_override", "repo_id_problem",
+    "config_from_doc", "load_config", "looks_local", "loss_type_warnings", "model_positions", "parse_override", "repo_id_problem",
     "resolve_local_path",
 ]

@@ -24,6 +24,7 @@ from grpo_core.config.sections import (
     DTYPES,
     IMPORTANCE_SAMPLING,
     IMPORTANCE_SAMPLING_ALIASES,
+    IMPORTANCE_SAMPLING_LEVELS,
     LOCAL_DATA_SUFFIXES,
     LR_SCHEDULERS,
     MULTI_OBJECTIVE_AGGREGATIONS,
@@ -38,7 +39,7 @@ from grpo_core.config.sections import (
     HubConfig,
     LoggingConfig,
 )
-from grpo_rewards.plugins import Registry
+from grpo_rewards.plugins import Registry, get_registry
 from grpo_rewards.suggest import did_you_mean
 from grpo_rewards.tomlfile import TomlDoc
 
@@ -231,6 +232,7 @@ def cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None:
     _choice(doc, ("grpo", "loss_type"), o.loss_type, tuple(loss_types) or (GRPOConfig.loss_type,))
     for key, message in getattr(loss_types.get(o.loss_type), "config_problems", lambda sections: [])(cfg):
         doc.problem(key, message)
+    _choice(doc, ("grpo", "importance_sampling_level"), o.importance_sampling_level, IMPORTANCE_SAMPLING_LEVELS)
     _choice(doc, ("grpo", "scale_rewards"), o.scale_rewards, SCALE_REWARDS)
     _choice(doc, ("grpo", "multi_objective_aggregation"), o.multi_objective_aggregation, MULTI_OBJECTIVE_AGGREGATIONS)
     _choice(doc, ("grpo", "lr_scheduler"), o.lr_scheduler, LR_SCHEDULERS)
@@ -324,3 +326,10 @@ def repo_id_problem(repo_id: str) -> str | None:
     except HFValidationError as exc:
         return str(exc).strip().splitlines()[0]
     return None
+
+
+def loss_type_warnings(cfg: Any, registry: Registry | None = None) -> list[str]:
+    """What the run's loss type advises against in ``cfg`` (its factory's ``config_warnings``), one line each."""
+    factory = getattr(registry or get_registry(), "loss_types", {}).get(cfg.grpo.loss_type)
+    sections = {name: getattr(cfg, name) for name in SECTIONS}  # as its config_problems gets them
+    return [f"{cfg.path}: {line}" for line in getattr(factory, "config_warnings", lambda sections: [])(sections)]

@@ -25,6 +25,7 @@ COMPUTE_DTYPES = ("float32", "bfloat16", "float16")
 # registered, through grpo_register_loss_types)
 SCALE_REWARDS = ("group", "batch", "none")
 MULTI_OBJECTIVE_AGGREGATIONS = ("sum_then_normalize", "normalize_then_sum")
+IMPORTANCE_SAMPLING_LEVELS = ("token", "sequence")  # [grpo] importance_sampling_level (sequence: GSPO)
 QUANT_TYPES = ("nf4", "fp4")
 IMPORTANCE_SAMPLING = ("none", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 # verl's rollout-correction names for the same rules (``rollout_is`` truncates, ``rollout_rs`` rejects): accepted
@@ -123,6 +124,15 @@ class GRPOConfig:
     epsilon_high: float | None = None  # None -> epsilon (resolved at load)
     delta: float | None = None
     loss_type: str = "dapo"
+    importance_sampling_level: str = "token"  # or "sequence" (GSPO): one importance ratio per sequence
+    off_policy_mask_threshold: float | None = None  # DeepSeek-V3.2's off-policy sequence mask (None: off)
+    use_bias_correction_kl: bool = True  # the KL term multiplied by the importance ratio (unbiased reverse KL)
+    sapo_temperature_pos: float = 1.0  # loss_type = "sapo": the gate's temperature where the advantage is > 0
+    sapo_temperature_neg: float = 1.05  # ... and where it is <= 0
+    vespo_k_pos: float = 2.0  # loss_type = "vespo": the gamma weight's power, advantage >= 0
+    vespo_lambda_pos: float = 3.0  # ... its decay, advantage >= 0
+    vespo_k_neg: float = 3.0  # ... its power, advantage < 0
+    vespo_lambda_neg: float = 2.0  # ... its decay, advantage < 0
     scale_rewards: str = "group"
     multi_objective_aggregation: str = "sum_then_normalize"  # or "normalize_then_sum" (GDPO)
     mask_truncated_completions: bool = False
@@ -254,6 +264,13 @@ LIMITS: dict[tuple[str, str], tuple[float | None, float | None]] = {
     ("grpo", "beta"): (0, None),
     ("grpo", "epsilon"): (0, None),
     ("grpo", "epsilon_high"): (0, None),
+    ("grpo", "off_policy_mask_threshold"): (1e-12, None),
+    ("grpo", "sapo_temperature_pos"): (1e-6, None),
+    ("grpo", "sapo_temperature_neg"): (1e-6, None),
+    ("grpo", "vespo_k_pos"): (0, None),
+    ("grpo", "vespo_lambda_pos"): (0, None),
+    ("grpo", "vespo_k_neg"): (0, None),
+    ("grpo", "vespo_lambda_neg"): (0, None),
     ("grpo", "max_grad_norm"): (1e-12, None),
     ("grpo", "weight_decay"): (0, None),
     ("grpo", "seed"): (0, 2**64 - 1),

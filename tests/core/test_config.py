@@ -83,7 +83,7 @@ def test_every_problem_at_once_with_lines_and_suggestions(tmp_path: Path, core_r
     p = str(path)
     assert f"{p}:3: model.dtyp: unknown key; did you mean 'dtype'?" in got
     assert f"{p}:19: grpo.max_steps: expected int, got str 'ten'" in got
-    assert f"{p}:20: grpo.loss_type: must be one of grpo, bnpo, dr_grpo, dapo, got 'dapoo'; did you mean 'dapo'?" in got
+    assert f"{p}:20: grpo.loss_type: must be one of grpo, bnpo, dr_grpo, dapo, cispo, sapo, luspo, vespo, got 'dapoo'; did you mean 'dapo'?" in got
     assert f"{p}:21: grpo.scale_rewards: must be one of group, batch, none, got 'groups'; did you mean 'group'?" in got
     assert f"{p}:23: lroa: unknown section; did you mean 'lora'?" in got
     assert f"{p}:32: rewards.right.use: unknown reward 'core_mtch'; did you mean 'core_match'?" in got

@@ -72,7 +72,11 @@ RIDERS: dict[tuple[str, bool], dict[str, Any]] = {
                         "generation.importance_sampling": "token_mask", "generation.importance_sampling_min": 0.5,
                         "generation.importance_sampling_max": 1.5},
 }
+# two of TRL's newer loss types at sequence level (GSPO's one ratio per sequence), one with the off-policy mask
+RIDERS |= {("luspo", True): {"grpo.importance_sampling_level": "sequence", "grpo.off_policy_mask_threshold": 0.05},
+           ("sapo", False): {"grpo.importance_sampling_level": "sequence"}}
 CASES = [(loss, lora, RIDERS.get((loss, lora), {})) for loss in LOSS_TYPES for lora in (True, False)]
+CASES += [("luspo", True, RIDERS[("luspo", True)]), ("sapo", False, RIDERS[("sapo", False)])]
 
 
 def case_name(loss: str, lora: bool) -> str:

@@ -179,7 +179,7 @@ def test_a_loss_types_own_config_checks_run_and_an_unregistered_one_is_refused(m
     toy = load_file(tmp_path / "toy_loss.py", TOY_LOSS)
     with pytest.raises(ConfigError, match=r"grpo\.beta: seq_mean has no KL term"):
         one_step(model_dir, tmp_path, [("toy_loss", toy)], grpo={"loss_type": "seq_mean", "beta": 0.04})
-    with pytest.raises(ConfigError, match=r"grpo\.loss_type: must be one of grpo, bnpo, dr_grpo, dapo, "
+    with pytest.raises(ConfigError, match=r"grpo\.loss_type: must be one of grpo, bnpo, dr_grpo, dapo, cispo, sapo, luspo, vespo, "
                                           r"got 'seq_mean'$"):
         one_step(model_dir, tmp_path, [], grpo={"loss_type": "seq_mean"})
     assert toy.SequenceMean.returned == []

@@ -295,9 +295,17 @@ def test_a_loss_type_trl_does_not_have_is_refused_naming_the_key(core_registry: 
 
     base = {"model": {"name_or_path": "m"}, "data": {"source": "hub/x"}, "trainer": {"backend": "trl"},
             "rewards": {"a": {"use": "core_len"}}}
-    for name in ("grpo", "bnpo", "dr_grpo", "dapo"):  # every built-in loss type runs as TRL's own
+    for name in TRL_LOSS_TYPES:  # every built-in loss type runs as TRL's own
         cfg = config_from_dict({**base, "grpo": {"loss_type": name}}, registry=core_registry)
         assert trl.GRPOConfig(**grpo_config_kwargs(cfg)).loss_type == name
+    # each loss option reaches TRL under its own name, with a value other than TRL's default
+    options = {"importance_sampling_level": "sequence", "off_policy_mask_threshold": 0.5,
+               "use_bias_correction_kl": False, "sapo_temperature_pos": 0.7, "sapo_temperature_neg": 1.2,
+               "vespo_k_pos": 1.5, "vespo_lambda_pos": 2.5, "vespo_k_neg": 2.5, "vespo_lambda_neg": 1.5}
+    cfg = config_from_dict({**base, "grpo": {"loss_type": "grpo", **options}}, registry=core_registry)
+    args, defaults = trl.GRPOConfig(**grpo_config_kwargs(cfg)), trl.GRPOConfig(output_dir="x", use_cpu=True, bf16=False)
+    for key, value in options.items():
+        assert getattr(args, key) == value != getattr(defaults, key), key
     cfg.grpo.loss_type = "seq_mean"  # a plugin's loss type: TRL has no such loss
     with pytest.raises(ConfigError, match=r"^<dict>: grpo\.loss_type: the trl trainer backend runs TRL's loss types "
                                           r"\(grpo, .*\), not 'seq_mean'$"):
