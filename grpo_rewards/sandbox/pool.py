@@ -8,9 +8,13 @@ At start-up it probes the kernel, starts the zygotes (empty environment, ``pytho
 refuses untrusted code below the ``default`` profile unless ``allow_unsafe=True``.
 A program's code, stdin, stdout and stderr are memfds made here and passed to the
 zygote, which hands them to its child unread; the output is read back here. C and C++
-sources are compiled in the jail first (once per source) and their binary, a sealed
-memfd, is executed under the same layers. A zygote that dies or hangs during a run
-makes that run the program's failure; only a slot that cannot start is a sandbox error.
+sources are compiled in the jail first (once per source, under the program's own time and
+memory limits) and their binary, copied into a sealed memfd of the pool's own (so its pages
+are the pool's, never a slot's), is executed under the same layers; the cache of binaries is
+bounded by count and by bytes. A zygote that dies or hangs during a run makes that run the
+program's failure; a slot that cannot run a program before it starts (its cgroup cannot be
+set, its template is gone) restarts and runs it; only a slot that cannot start is a sandbox
+error.
 """
 
 from __future__ import annotations
@@ -54,19 +58,21 @@ DEFAULT_SLOTS_PER_CORE = 2
 BASE_PREFIX = "grpo-sandbox-"  # + owner pid: a pool killed before close() leaves its folder to the next one
 HANG_MARGIN = 30.0  # seconds past a program's wall limit before its zygote counts as hung
 START_TIMEOUT = 60.0  # seconds for a zygote's hello (its self-test included)
-# compiled languages (grpo_rewards.sandbox.languages: C, C++, and any registered) are compiled in the jail with
-# COMPILE_LIMITS, once per source
+# compiled languages (grpo_rewards.sandbox.languages: C, C++, and any registered) are compiled in the jail, once per
+# source, under the program's own CPU, wall-clock and memory limits and at most COMPILE_LIMITS
 COMPILE_LIMITS = Limits(cpu_seconds=20.0, wall_seconds=40.0, memory_mb=2048, output_bytes=1 << 16, file_size_mb=64,
                         open_files=256)
 COMPILE_CACHE = 256  # binaries kept (sealed memfds): every test of a completion shares one compile
+COMPILE_CACHE_MB = 256  # and at most this many bytes of them (least recently used evicted first)
 
 
 class _Compiled:
-    """One source's compile: its binary memfd (or None) and the compile's result."""
+    """One source's compile: its binary memfd (or None), its size and the compile's result."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.fd: int | None = None
+        self.size = 0
         self.result: RunResult | None = None
 
     def close(self) -> None:
@@ -244,6 +250,7 @@ class LocalSandbox:
         preload: Sequence[str] | None = None,
         read_only: Sequence[str] = (),
         disable: Sequence[str] = (),
+        compile_cache_mb: int = COMPILE_CACHE_MB,
     ):
         self.limits = limits or Limits()
         # two programs in flight per core: while one slot hands a result back, the core runs another (the cores of
@@ -301,7 +308,8 @@ class LocalSandbox:
         self._executor = ThreadPoolExecutor(self.slots, thread_name_prefix="sandbox")
         self.compilers = compilers()
         self.compile_limits = COMPILE_LIMITS
-        self._binaries: OrderedDict[tuple[str, str], _Compiled] = OrderedDict()
+        self.compile_cache_bytes = int(compile_cache_mb) << 20
+        self._binaries: OrderedDict[tuple[Any, ...], _Compiled] = OrderedDict()
         self._compile_lock = threading.Lock()
         self._counts: Counter[str] = Counter()
         self._count_lock = threading.Lock()
@@ -333,7 +341,7 @@ class LocalSandbox:
 
     def _run_compiled(self, program: Program, language: str, limits: Limits) -> RunResult:
         """Compile (once per source: cached) in the jail, then run the binary under the same layers."""
-        binary, compiled = self._compiled(program.code, language)
+        binary, compiled = self._compiled(program.code, language, self._compile_limits_for(limits))
         if binary is None:
             return compiled
         try:
@@ -348,14 +356,24 @@ class LocalSandbox:
         result.extra.update(compile_wall=compiled.wall, compile_cpu=compiled.cpu)
         return result
 
-    def _compiled(self, code: str, language: str) -> tuple[int | None, RunResult]:
+    def _compile_limits_for(self, limits: Limits) -> Limits:
+        """The compile step's limits: the program's own CPU, wall-clock and memory limits, at most
+        :data:`COMPILE_LIMITS` (a template bomb costs what a test may cost, not 20 s and 2 GB)."""
+        base = self.compile_limits
+        return Limits(**{**base.as_dict(), "cpu_seconds": min(base.cpu_seconds, limits.cpu_seconds),
+                         "wall_seconds": min(base.wall_seconds, limits.wall_seconds),
+                         "memory_mb": min(base.memory_mb, limits.memory_mb)})
+
+    def _compiled(self, code: str, language: str, limits: Limits | None = None) -> tuple[int | None, RunResult]:
         """``(a new fd of the sealed binary memfd, compile result)``, or ``(None, why)``: a compile error, limit or timeout
         is the program's (``compile_error``); a missing compiler is the machine's (``sandbox_error``)."""
+        limits = limits or self.compile_limits
         compiler = self.compilers.get(language) or languages.compilers().get(language)  # registered since start
         if compiler is None:
             return None, sandbox_error(f"no {languages.get(language).compiler} on this machine: "  # type: ignore[union-attr]
                                        "apt-get install gcc g++")
-        key = (language, hashlib.sha256(code.encode("utf-8", "surrogateescape")).hexdigest())
+        key = (language, hashlib.sha256(code.encode("utf-8", "surrogateescape")).hexdigest(), limits.cpu_seconds,
+               limits.wall_seconds, limits.memory_mb)  # a compile that hit small limits is not another's verdict
         with self._compile_lock:
             entry = self._binaries.get(key)
             if entry is None:
@@ -364,37 +382,50 @@ class LocalSandbox:
                 self._binaries.move_to_end(key)
         with entry.lock:  # the first run of a source compiles it; the others wait and share the binary
             if entry.result is None:
-                entry.fd, entry.result = self._compile(code, language, compiler)
+                entry.fd, entry.result = self._compile(code, language, compiler, limits)
+                entry.size = os.fstat(entry.fd).st_size if entry.fd is not None else 0
             result = entry.result
             if result.status == SANDBOX_ERROR:  # the machine's failure: try again next time, never cache it
                 entry.result = None
             binary = os.dup(entry.fd) if entry.fd is not None else None  # ours, even if the entry is evicted
+        self._evict()
+        return binary, result
+
+    def _evict(self) -> None:
+        """Bound the cache of binaries by count and by bytes, least recently used first (a binary being run
+        keeps its own fd: evicting closes the cache's)."""
         with self._compile_lock:
-            while len(self._binaries) > COMPILE_CACHE:
+            while self._binaries and (len(self._binaries) > COMPILE_CACHE or self.compile_cache_size() >
+                                      self.compile_cache_bytes):
                 _, old = self._binaries.popitem(last=False)
                 with old.lock:
                     old.close()
-        return binary, result
+                    old.size = 0
 
-    def _compile(self, code: str, language: str, compiler: str) -> tuple[int | None, RunResult]:
+    def compile_cache_size(self) -> int:
+        """Bytes of the binaries the compile cache holds (every one in a memfd of this process)."""
+        return sum(entry.size for entry in list(self._binaries.values()))
+
+    def _compile(self, code: str, language: str, compiler: str, limits: Limits) -> tuple[int | None, RunResult]:
         lang = languages.get(language)
         assert lang is not None
         flags, source_name = list(lang.flags), lang.source_name
         fds = _program_fds(Program(code, ""))
         try:
-            binary = _memfd("binary", sealable=True)
+            made = _memfd("made")  # written by the compile's child: its pages are the slot's until closed here
         except OSError:
             for fd in fds:
                 os.close(fd)
             raise
-        msg = {"op": "run", "mode": "compile", "limits": self.compile_limits.as_dict(),
+        msg = {"op": "run", "mode": "compile", "limits": limits.as_dict(),
                "compile": [compiler, *flags], "source_name": source_name}
-        result = self._run_fds([*fds, os.dup(binary)], msg, self.compile_limits)
-        if result.status == OK and os.fstat(binary).st_size > 0:
-            fcntl.fcntl(binary, fcntl.F_ADD_SEALS,
-                        fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
+        try:
+            result = self._run_fds([*fds, os.dup(made)], msg, limits)
+            binary = _own_copy(made) if result.status == OK and os.fstat(made).st_size > 0 else None
+        finally:
+            os.close(made)
+        if binary is not None:
             return binary, result
-        os.close(binary)
         if result.status != SANDBOX_ERROR:
             detail = result.error if result.status != RUNTIME_ERROR else "the compiler reported errors"
             result = RunResult(COMPILE_ERROR, stdout="", stderr=result.stderr, exit_code=result.exit_code,
@@ -404,15 +435,21 @@ class LocalSandbox:
 
     def _run_fds(self, fds: list[int], msg: dict[str, Any], limits: Limits) -> RunResult:
         """Send one run to a free slot; closes ``fds``. Whatever the program can cause is its failure:
-        a zygote that died or hung during its run is a ``runtime_error`` (the slot restarts); only a slot
-        that cannot start again is a sandbox error (infrastructure). The output is read and its memfds closed
-        before the slot takes its next run: their pages are charged to the slot's memory cgroup."""
+        a zygote that died or hung during its run is a ``runtime_error`` (the slot restarts); a slot that
+        could not run the program before it started restarts and runs it; only a slot that cannot start
+        again is a sandbox error (infrastructure). The output is read and its memfds closed before the slot
+        takes its next run: their pages are charged to the slot's memory cgroup."""
         try:
             slot = self._free.get()
             try:
-                reply = slot.call(msg, timeout=limits.wall_seconds + HANG_MARGIN, fds=fds)
-            except (OSError, probing.SandboxStartError) as exc:
-                reply = {"status": SANDBOX_ERROR, "error": f"the sandbox slot could not restart: {exc}"}
+                reply = self._call(slot, msg, limits, fds)
+                if reply is not None and reply.get("restart"):  # no program ran: a fresh slot runs it
+                    with self._count_lock:
+                        self._counts["slot_restarts"] += 1
+                    log.warning("sandbox slot %d restarts before a run (%s)", slot.index, reply.get("error"))
+                    if reply.get("new_cgroup"):
+                        self._renew_cgroup(slot)
+                    reply = self._call(slot, msg, limits, fds)
             except BaseException:
                 self._free.put(slot)
                 raise
@@ -435,6 +472,31 @@ class LocalSandbox:
             for fd in fds:
                 os.close(fd)
 
+    def _call(self, slot: Slot, msg: dict[str, Any], limits: Limits, fds: list[int]) -> dict[str, Any] | None:
+        try:
+            return slot.call(msg, timeout=limits.wall_seconds + HANG_MARGIN, fds=fds)
+        except (OSError, probing.SandboxStartError) as exc:
+            return {"status": SANDBOX_ERROR, "error": f"the sandbox slot could not restart: {exc}"}
+
+    def _renew_cgroup(self, slot: Slot) -> None:
+        """Fresh cgroup folders for a slot whose zygote has ended (its next start gets them)."""
+        if self._cgroups is None or not self._cgroups.version or not slot.cfg.get("cgroup"):
+            return
+        with slot.lock:
+            old = list(slot.cfg["cgroup"]["fds"].values())
+            try:
+                self._cgroups.renew(slot.index)
+                spec = self._cgroups.for_slot(slot.index)
+            except OSError as exc:
+                log.warning("sandbox slot %d: no fresh cgroup (%s); it keeps its own", slot.index, exc)
+                return
+            assert spec is not None
+            slot.cfg = {**slot.cfg, "cgroup": spec}
+            self._cgroup_fds = [fd for fd in self._cgroup_fds if fd not in old] + list(spec["fds"].values())
+            for fd in old:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+
     def _problems(self) -> list[str]:
         return sorted({p for s in self._slots for p in s.problems})
 
@@ -454,10 +516,12 @@ class LocalSandbox:
         with self._count_lock:
             counts = dict(self._counts)
         deaths = counts.pop("zygote_deaths", 0)
+        restarts = counts.pop("slot_restarts", 0)
         total = sum(counts.values())
         return {
             "backend": self.name, "profile": self.profile, "layers": list(self.layers), "slots": self.slots,
-            "runs": total, "status_counts": counts, "zygote_deaths": deaths,
+            "runs": total, "status_counts": counts, "zygote_deaths": deaths, "slot_restarts": restarts,
+            "compile_cache_bytes": self.compile_cache_size(),
             "sandbox_error_rate": counts.get(SANDBOX_ERROR, 0) / total if total else 0.0,
         }
 
@@ -547,6 +611,28 @@ def _memfd(name: str, data: bytes = b"", sealable: bool = False) -> int:
         os.close(fd)
         raise
     return fd
+
+
+def _own_copy(made: int) -> int:
+    """A sealed memfd of this process holding what the memfd ``made`` holds: its pages are charged to this
+    process's memory cgroup, not to the slot whose child wrote ``made``."""
+    binary = _memfd("binary", sealable=True)
+    try:
+        size, offset = os.fstat(made).st_size, 0
+        while offset < size:
+            chunk = os.pread(made, min(1 << 20, size - offset), offset)
+            if not chunk:
+                break
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(binary, view):]
+            offset += len(chunk)
+        fcntl.fcntl(binary, fcntl.F_ADD_SEALS,
+                    fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
+    except BaseException:
+        os.close(binary)
+        raise
+    return binary
 
 
 def _program_fds(program: Program) -> list[int]:
