@@ -38,6 +38,7 @@ from typing import Any
 
 from grpo_rewards.cpus import cpu_share
 from grpo_rewards.sandbox import languages
+from grpo_rewards.sandbox import packages as allowed
 from grpo_rewards.sandbox import probe as probing
 from grpo_rewards.sandbox.jail import cgroups, cleanup, wire
 from grpo_rewards.sandbox.program import (
@@ -86,7 +87,7 @@ def compilers() -> dict[str, str]:
     """Absolute paths of the compilers found through ``PATH``, by language (the zygote's environment is empty)."""
     return languages.compilers()
 JAIL_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jail")
-BOOT = (  # python -I -S: no site, no .pth files (a smaller zygote forks faster); site-packages added by hand
+BOOT = (  # python -I -S: no site, no .pth files (a smaller zygote forks faster); the allowed packages' folder, if any
     "import sys,importlib.util as u;d=sys.argv[2];sys.path+=[p for p in sys.argv[3].split(chr(10)) if p];"
     "s=u.spec_from_file_location('_grpo_jail',d+'/__init__.py',submodule_search_locations=[d]);"
     "m=u.module_from_spec(s);sys.modules['_grpo_jail']=m;s.loader.exec_module(m);"
@@ -137,11 +138,12 @@ class Slot:
     def _start(self) -> None:
         parent, child = socket.socketpair()
         cfg = {**self.cfg, "fd": child.fileno(), "parent_pid": os.getpid()}
-        site = "\n".join(p for p in sys.path if p.endswith(("site-packages", "dist-packages")))
-        command = [sys.executable, "-I", "-S", "-c", BOOT, json.dumps(cfg), JAIL_DIR, site]
+        packages = cfg.get("packages") or {}
+        command = [sys.executable, "-I", "-S", "-c", BOOT, json.dumps(cfg), JAIL_DIR, packages.get("dir", "")]
         cgroup_fds = list(cfg["cgroup"]["fds"].values()) if cfg.get("cgroup") else []
         if cfg.get("bwrap"):
-            command = bwrap_command(cfg["scratch_root"], _zygote_paths(site), cfg["bwrap"]) + command
+            needed = [*_zygote_paths(), *packages.get("entries", {}).values()]
+            command = bwrap_command(cfg["scratch_root"], needed, cfg["bwrap"], [packages["dir"]] if packages else []) + command
         try:
             self.proc = _spawner().submit(
                 subprocess.Popen, command,
@@ -207,7 +209,8 @@ def _start_failure(index: int, cfg: dict[str, Any], exc: OSError) -> str:
     return f"sandbox slot {index} could not start: {exc}"
 
 
-def bwrap_command(scratch_root: str, needed: Sequence[str] = (), bwrap: str = "bwrap") -> list[str]:
+def bwrap_command(scratch_root: str, needed: Sequence[str] = (), bwrap: str = "bwrap",
+                  read_only: Sequence[str] = ()) -> list[str]:
     """The bubblewrap prefix of the strict profile: new pid/net/ipc/uts/cgroup namespaces, a read-only
     root, a fresh /proc, /dev and /tmp, and the slot's scratch root; capabilities stay (the zygote needs
     them to switch uid and mount its tmpfs), every child drops them. ``needed`` paths that the fresh
@@ -216,16 +219,16 @@ def bwrap_command(scratch_root: str, needed: Sequence[str] = (), bwrap: str = "b
     under_tmp = sorted({"/tmp/" + os.path.realpath(p)[5:].split("/")[0] for p in needed
                         if os.path.realpath(p).startswith("/tmp/")})
     keep = [arg for path in under_tmp for arg in ("--ro-bind", path, path)]
+    keep += [arg for path in read_only for arg in ("--ro-bind", path, path)]  # the allowed packages' folder
     return [bwrap, "--die-with-parent", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
             "--unshare-cgroup-try", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
             *keep, "--perms", "0711", "--dir", os.path.dirname(scratch_root), "--bind", scratch_root, scratch_root,
             "--cap-add", "ALL", "--chdir", "/", "--"]
 
 
-def _zygote_paths(site: str) -> list[str]:
-    """What the zygote reads at start: the interpreter, its prefixes, the jail package, site-packages."""
-    return [os.path.dirname(sys.executable), sys.prefix, sys.base_prefix, os.path.dirname(os.path.dirname(JAIL_DIR)),
-            *site.split("\n")]
+def _zygote_paths() -> list[str]:
+    """What the zygote reads at start: the interpreter, its prefixes, the jail package."""
+    return [os.path.dirname(sys.executable), sys.prefix, sys.base_prefix, os.path.dirname(os.path.dirname(JAIL_DIR))]
 
 
 class LocalSandbox:
@@ -251,6 +254,7 @@ class LocalSandbox:
         read_only: Sequence[str] = (),
         disable: Sequence[str] = (),
         compile_cache_mb: int = COMPILE_CACHE_MB,
+        packages: Sequence[str] = (),
     ):
         self.limits = limits or Limits()
         # two programs in flight per core: while one slot hands a result back, the core runs another (the cores of
@@ -260,10 +264,19 @@ class LocalSandbox:
         found = probing.probe()
         wanted = probing.select_layers(profile, found, disable)  # dropping a default layer needs allow_unsafe
         probing.check_profile(tuple(wanted), allow_unsafe)
+        # programs import the standard library and the allow-list only: never the trainer's site-packages
+        self.packages = tuple(packages)
+        entries = allowed.resolve(self.packages)
         self._uids = UidClaim(self.slots, uid_base) if "uid" in wanted else None
         _remove_stale_bases()
         self._base = tempfile.mkdtemp(prefix=f"{BASE_PREFIX}{os.getpid()}-")
         os.chmod(self._base, 0o711)
+        if entries:
+            try:
+                allowed.link_folder(os.path.join(self._base, "packages"), entries)
+            except BaseException:
+                self.close()
+                raise
         # a memory and pids cgroup per slot where this process can make them (root, or a delegated tree);
         # without, the zygotes refuse memfd_create and cap a shared uid's tasks with RLIMIT_NPROC
         self._cgroups = cgroups.PoolCgroups(self.slots) if "cgroup" not in disable else None
@@ -274,6 +287,8 @@ class LocalSandbox:
             "namespaces": [n for n in probing.NAMESPACE_LAYERS if n in wanted], "landlock": "landlock-fs" in wanted, "seccomp": "seccomp" in wanted,
             "scratch_mb": scratch_mb, "scratch_inodes": scratch_inodes,
             "bwrap": found.bwrap if "bwrap" in wanted else "", "bwrap_optional": profile == "auto",
+            "packages": {"dir": os.path.join(self._base, "packages"), "entries": entries} if entries else {},
+            "hide": allowed.site_folders(),
         }
         if "landlock-scope" not in wanted:
             common["landlock_max_abi"] = 5 if "landlock-net" in wanted else 3 if "landlock-fs" in wanted else 0

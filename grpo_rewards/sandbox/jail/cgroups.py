@@ -268,9 +268,13 @@ class SlotCgroup:
             self._tasks = tasks
 
     def join(self) -> None:
-        """Move this process (the zygote) into the slot's cgroups."""
+        """Move this process (the zygote) into the slot's cgroups, where the OOM killer never picks it (nor the
+        template forked from it next): a program killed for holding memfd pages frees them only as it exits,
+        and an allocation meanwhile must wait, not kill the zygote."""
         for fd in self._procs:
             os.pwrite(fd, str(os.getpid()).encode(), 0)
+        with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as fh:
+            fh.write("-1000")
 
     def oom_kills(self) -> int:
         """How many processes the kernel's OOM killer has killed in this cgroup so far."""

@@ -105,7 +105,7 @@ class Zygote:
             self.ctx.seccomp = self._filters()
             if self.ctx.seccomp is not None:
                 self.layers.append("seccomp")
-        self.ctx.landlock_rules = landlock.open_rules(abi, cfg["read_only"], [], cfg["rw_files"]) if abi else []
+        self.ctx.landlock_rules = landlock.open_rules(abi, self._read_only(cfg), [], cfg["rw_files"]) if abi else []
         self._sweep()
         gc.collect()
         gc.freeze()  # children never scan (and so never copy) the zygote's objects in their GC
@@ -144,6 +144,15 @@ class Zygote:
         if self.ctx.seccomp is not None:
             self.ctx.seccomp = self._filters()
 
+    def _read_only(self, cfg: dict[str, Any]) -> list[str]:
+        """What programs may read: the system paths and the standard library, and the allowed packages'
+        folder (bind mounts inside the mount namespace; links to the packages themselves without one)."""
+        packages = cfg.get("packages") or {}
+        if not packages:
+            return list(cfg["read_only"])
+        extra = [packages["dir"]] if "mountns" in self.layers else [packages["dir"], *packages["entries"].values()]
+        return [*cfg["read_only"], *extra]
+
     def _namespaces(self, cfg: dict[str, Any]) -> None:
         wanted = cfg.get("namespaces") or []
         if wanted is True:
@@ -161,9 +170,13 @@ class Zygote:
             return
         try:
             mounts.make_private()
+            packages = cfg.get("packages") or {}
+            if packages:  # bound before the site-packages folders they live in are hidden
+                mounts.bind_packages(packages["dir"], packages["entries"])
             covered = mounts.expose(cfg["read_only"])
             if covered:
                 self.problems.append(f"exposed read-only inside the mount namespace: {', '.join(covered)}")
+            mounts.hide(list(cfg.get("hide", [])))
             if "tmpfs-scratch" in wanted:
                 mounts.tmpfs_scratch(self.root, cfg["scratch_mb"], cfg["scratch_inodes"])
                 self.layers.append("tmpfs-scratch")
