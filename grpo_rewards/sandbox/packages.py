@@ -82,7 +82,7 @@ def site_folders() -> list[str]:
 
 
 def _stdlib_folders() -> list[str]:
-    paths = sysconfig.get_paths()
+    paths = sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_exec_prefix})  # not a venv's
     return [os.path.realpath(p) for p in dict.fromkeys((paths.get("stdlib"), paths.get("platstdlib"))) if p]
 
 

@@ -137,8 +137,9 @@ def python_read_only_paths() -> list[str]:
     """The interpreter's standard library (what imports need), deduplicated: never a site-packages folder
     (programs get only the packages of their allow-list, :mod:`grpo_rewards.sandbox.packages`)."""
     paths = []
+    base = sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_exec_prefix})  # not a venv's
     for key in ("stdlib", "platstdlib"):
-        path = sysconfig.get_paths().get(key)
+        path = base.get(key)
         if path and os.path.isdir(path) and path not in paths:
             paths.append(path)
     for entry in sys.path:
