@@ -1,4 +1,6 @@
-"""Hostile programs that look for an earlier program's result in what their slot left them.
+"""Hostile programs for what a program must not reach beyond its own run: an earlier program's result in
+what its slot left it, test data in an installed package, and compile-cache memory and compile time that
+outlive it (the last two are below, with their limits).
 
 The first program of a slot ends in a way nobody could guess (``SIZE`` bytes of output, exit code ``CODE``);
 a probe run next in the same slot searches everything it inherited for either: live objects of its
@@ -12,6 +14,9 @@ their own code holds only halves, built apart at run time.
 from __future__ import annotations
 
 import json
+import os
+
+from grpo_rewards.sandbox.program import Limits
 
 SIZE = 40961  # output bytes of the first program
 CODE = 77  # its exit code
@@ -158,3 +163,58 @@ sizes += [o["out_size"] for o in gc.get_objects() if isinstance(o, dict) and "ou
 print(sizes[0] - 1 if sizes else "no idea")
 '''
 ORACLE_TESTS = {"language": "python", "test_cases": [{"input": "6 7\n", "output": "42\n"}]}
+
+
+# Test data in an installed package (see test_packages)
+ANSWER = "answer-7c41d9"
+
+
+def thief(site: str) -> str:
+    """Every way a Python program would reach the answers (and the trainer's own packages): one line each."""
+    import pluggy
+
+    venv_site = os.path.dirname(os.path.dirname(pluggy.__file__))
+    attempts = {
+        "import_pkg": "import answers_pkg; print(answers_pkg.EXPECTED)",
+        "import_mod": "import answers_mod; print(answers_mod.EXPECTED)",
+        "read_data": f"print(open({os.path.join(site, 'answers_pkg', 'expected.json')!r}).read())",
+        "list_site": f"print(os.listdir({site!r}))",
+        "path_append": f"sys.path.append({site!r}); import answers_pkg; print(answers_pkg.EXPECTED)",
+        "trainer_package": f"print(open({pluggy.__file__!r}).read()[:20])",
+        "list_trainer_site": f"print(os.listdir({venv_site!r}))",
+        "import_trainer_package": "import pluggy; print(pluggy.__name__)",
+        "stdlib": "import json, decimal, fractions; print(json.dumps([1]))",
+    }
+    lines = ["import os, sys"]
+    for name, code in attempts.items():
+        lines.append(f"try:\n    exec({code!r})\n    print({name!r}, 'reached')\nexcept Exception as exc:\n"
+                     f"    print({name!r}, 'refused', type(exc).__name__)")
+    return "\n".join(lines) + "\n"
+
+
+def outcome(stdout: str) -> dict[str, str]:
+    return {line.split()[0]: line.split()[1] for line in stdout.splitlines() if line.split()[1:2] in (["reached"],
+                                                                                                         ["refused"])}
+
+
+C_THIEF = r'''
+#include <stdio.h>
+int main(void) {
+    FILE *f = fopen("__PATH__", "r");
+    char buf[128] = {0};
+    if (!f) { puts("refused"); return 0; }
+    fread(buf, 1, sizeof buf - 1, f);
+    printf("reached %s\n", buf);
+    return 0;
+}
+'''
+
+
+# What outlives a program (see test_compile_cache)
+# a distinct source per n, each compiled into a binary of over 20 MB (initialised data)
+BIG = "#include <stdio.h>\nchar big[20 << 20] = {{{n}}};\nint main(void){{ printf(\"%d\\n\", big[0]); }}\n"
+BIG_LIMITS = Limits(cpu_seconds=20.0, wall_seconds=60.0, memory_mb=1024, output_bytes=1 << 20, file_size_mb=8)
+# 2^16 distinct instantiations: about 25 s and 400 MB to compile on the development VM
+BOMB = ("template<int D, long N> struct T { static const long v = T<D-1, 2*N>::v + T<D-1, 2*N+1>::v; };\n"
+        "template<long N> struct T<0, N> { static const long v = N; };\nint main(){ return (int)T<16, 0>::v; }\n")
+BOMB_LIMITS = Limits(cpu_seconds=2.0, wall_seconds=4.0, memory_mb=512, output_bytes=1 << 20, file_size_mb=8)

@@ -20,19 +20,11 @@ from grpo_rewards.sandbox.pool import LocalSandbox, compilers
 from grpo_rewards.sandbox.program import Program
 
 from .conftest import FAST, PROFILE_OPTIONS, needs_default
+from .hostile_state import BIG, BIG_LIMITS, BOMB, BOMB_LIMITS
 
 pytestmark = needs_default
 needs_c = pytest.mark.skipif("c" not in compilers(), reason="gcc is not installed")
 needs_cpp = pytest.mark.skipif("cpp" not in compilers(), reason="g++ is not installed")
-
-# a distinct source per n, each compiled into a binary of over 20 MB (initialised data)
-BIG = "#include <stdio.h>\nchar big[20 << 20] = {{{n}}};\nint main(void){{ printf(\"%d\\n\", big[0]); }}\n"
-BIG_LIMITS = FAST.with_(cpu_seconds=20.0, wall_seconds=60.0, memory_mb=1024)
-# 2^16 distinct instantiations: about 25 s and 400 MB to compile on the development VM
-BOMB = ("template<int D, long N> struct T { static const long v = T<D-1, 2*N>::v + T<D-1, 2*N+1>::v; };\n"
-        "template<long N> struct T<0, N> { static const long v = N; };\nint main(){ return (int)T<16, 0>::v; }\n")
-BOMB_LIMITS = FAST.with_(cpu_seconds=2.0, wall_seconds=4.0, memory_mb=512)
-
 
 @pytest.fixture(scope="module", params=list(PROFILE_OPTIONS))
 def profile(request):

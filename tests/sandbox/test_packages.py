@@ -10,7 +10,6 @@ import shutil
 import sys
 import tempfile
 
-import pluggy
 import pytest
 
 from grpo_rewards import reward
@@ -19,11 +18,9 @@ from grpo_rewards.sandbox.pool import LocalSandbox, compilers
 from grpo_rewards.sandbox.program import Program
 
 from .conftest import FAST, PROFILE_OPTIONS, needs_default
+from .hostile_state import ANSWER, C_THIEF, outcome, thief
 
 pytestmark = needs_default
-
-ANSWER = "answer-7c41d9"
-
 
 @pytest.fixture(scope="module")
 def answers_site():
@@ -52,45 +49,6 @@ def answers_site():
         for name in ("answers_pkg", "answers_mod"):
             sys.modules.pop(name, None)
         shutil.rmtree(top)
-
-
-def thief(site: str) -> str:
-    """Every way a Python program would reach the answers (and the trainer's own packages): one line each."""
-    venv_site = os.path.dirname(os.path.dirname(pluggy.__file__))
-    attempts = {
-        "import_pkg": "import answers_pkg; print(answers_pkg.EXPECTED)",
-        "import_mod": "import answers_mod; print(answers_mod.EXPECTED)",
-        "read_data": f"print(open({os.path.join(site, 'answers_pkg', 'expected.json')!r}).read())",
-        "list_site": f"print(os.listdir({site!r}))",
-        "path_append": f"sys.path.append({site!r}); import answers_pkg; print(answers_pkg.EXPECTED)",
-        "trainer_package": f"print(open({pluggy.__file__!r}).read()[:20])",
-        "list_trainer_site": f"print(os.listdir({venv_site!r}))",
-        "import_trainer_package": "import pluggy; print(pluggy.__name__)",
-        "stdlib": "import json, decimal, fractions; print(json.dumps([1]))",
-    }
-    lines = ["import os, sys"]
-    for name, code in attempts.items():
-        lines.append(f"try:\n    exec({code!r})\n    print({name!r}, 'reached')\nexcept Exception as exc:\n"
-                     f"    print({name!r}, 'refused', type(exc).__name__)")
-    return "\n".join(lines) + "\n"
-
-
-def outcome(stdout: str) -> dict[str, str]:
-    return {line.split()[0]: line.split()[1] for line in stdout.splitlines() if line.split()[1:2] in (["reached"],
-                                                                                                         ["refused"])}
-
-
-C_THIEF = r'''
-#include <stdio.h>
-int main(void) {
-    FILE *f = fopen("__PATH__", "r");
-    char buf[128] = {0};
-    if (!f) { puts("refused"); return 0; }
-    fread(buf, 1, sizeof buf - 1, f);
-    printf("reached %s\n", buf);
-    return 0;
-}
-'''
 
 
 @pytest.fixture(scope="module", params=list(PROFILE_OPTIONS))
