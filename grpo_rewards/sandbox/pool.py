@@ -20,7 +20,6 @@ error.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import logging
@@ -31,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -40,6 +39,13 @@ from grpo_rewards.cpus import cpu_share
 from grpo_rewards.sandbox import languages
 from grpo_rewards.sandbox import packages as allowed
 from grpo_rewards.sandbox import probe as probing
+from grpo_rewards.sandbox.compile_cache import (
+    COMPILE_CACHE_MB,
+    COMPILE_LIMITS,
+    CompileCache,
+    limits_for,
+    own_copy,
+)
 from grpo_rewards.sandbox.jail import cgroups, cleanup, wire
 from grpo_rewards.sandbox.program import (
     COMPILE_ERROR,
@@ -59,30 +65,6 @@ DEFAULT_SLOTS_PER_CORE = 2
 BASE_PREFIX = "grpo-sandbox-"  # + owner pid: a pool killed before close() leaves its folder to the next one
 HANG_MARGIN = 30.0  # seconds past a program's wall limit before its zygote counts as hung
 START_TIMEOUT = 60.0  # seconds for a zygote's hello (its self-test included)
-# compiled languages (grpo_rewards.sandbox.languages: C, C++, and any registered) are compiled in the jail, once per
-# source, under the program's own CPU, wall-clock and memory limits and at most COMPILE_LIMITS
-COMPILE_LIMITS = Limits(cpu_seconds=20.0, wall_seconds=40.0, memory_mb=2048, output_bytes=1 << 16, file_size_mb=64,
-                        open_files=256)
-COMPILE_CACHE = 256  # binaries kept (sealed memfds): every test of a completion shares one compile
-COMPILE_CACHE_MB = 256  # and at most this many bytes of them (least recently used evicted first)
-
-
-class _Compiled:
-    """One source's compile: its binary memfd (or None), its size and the compile's result."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.fd: int | None = None
-        self.size = 0
-        self.result: RunResult | None = None
-
-    def close(self) -> None:
-        if self.fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(self.fd)
-            self.fd = None
-
-
 def compilers() -> dict[str, str]:
     """Absolute paths of the compilers found through ``PATH``, by language (the zygote's environment is empty)."""
     return languages.compilers()
@@ -268,7 +250,8 @@ class LocalSandbox:
         self.packages = tuple(packages)
         entries = allowed.resolve(self.packages)
         self._uids = UidClaim(self.slots, uid_base) if "uid" in wanted else None
-        _remove_stale_bases()
+        for problem in cleanup.remove_stale(tempfile.gettempdir(), BASE_PREFIX):
+            log.warning("sandbox: %s", problem)
         self._base = tempfile.mkdtemp(prefix=f"{BASE_PREFIX}{os.getpid()}-")
         os.chmod(self._base, 0o711)
         if entries:
@@ -322,10 +305,8 @@ class LocalSandbox:
             self._free.put(s)
         self._executor = ThreadPoolExecutor(self.slots, thread_name_prefix="sandbox")
         self.compilers = compilers()
-        self.compile_limits = COMPILE_LIMITS
-        self.compile_cache_bytes = int(compile_cache_mb) << 20
-        self._binaries: OrderedDict[tuple[Any, ...], _Compiled] = OrderedDict()
-        self._compile_lock = threading.Lock()
+        self.compile_limits = COMPILE_LIMITS  # at most these; each compile runs under its program's limits
+        self._binaries = CompileCache(max_bytes=int(compile_cache_mb) << 20)
         self._counts: Counter[str] = Counter()
         self._count_lock = threading.Lock()
         log.info("sandbox local: profile=%s layers=%s slots=%d", self.profile, ",".join(self.layers), self.slots)
@@ -356,7 +337,7 @@ class LocalSandbox:
 
     def _run_compiled(self, program: Program, language: str, limits: Limits) -> RunResult:
         """Compile (once per source: cached) in the jail, then run the binary under the same layers."""
-        binary, compiled = self._compiled(program.code, language, self._compile_limits_for(limits))
+        binary, compiled = self._compiled(program.code, language, limits_for(limits, self.compile_limits))
         if binary is None:
             return compiled
         try:
@@ -371,14 +352,6 @@ class LocalSandbox:
         result.extra.update(compile_wall=compiled.wall, compile_cpu=compiled.cpu)
         return result
 
-    def _compile_limits_for(self, limits: Limits) -> Limits:
-        """The compile step's limits: the program's own CPU, wall-clock and memory limits, at most
-        :data:`COMPILE_LIMITS` (a template bomb costs what a test may cost, not 20 s and 2 GB)."""
-        base = self.compile_limits
-        return Limits(**{**base.as_dict(), "cpu_seconds": min(base.cpu_seconds, limits.cpu_seconds),
-                         "wall_seconds": min(base.wall_seconds, limits.wall_seconds),
-                         "memory_mb": min(base.memory_mb, limits.memory_mb)})
-
     def _compiled(self, code: str, language: str, limits: Limits | None = None) -> tuple[int | None, RunResult]:
         """``(a new fd of the sealed binary memfd, compile result)``, or ``(None, why)``: a compile error, limit or timeout
         is the program's (``compile_error``); a missing compiler is the machine's (``sandbox_error``)."""
@@ -389,12 +362,7 @@ class LocalSandbox:
                                        "apt-get install gcc g++")
         key = (language, hashlib.sha256(code.encode("utf-8", "surrogateescape")).hexdigest(), limits.cpu_seconds,
                limits.wall_seconds, limits.memory_mb)  # a compile that hit small limits is not another's verdict
-        with self._compile_lock:
-            entry = self._binaries.get(key)
-            if entry is None:
-                entry = self._binaries[key] = _Compiled()
-            else:
-                self._binaries.move_to_end(key)
+        entry = self._binaries.entry(key)
         with entry.lock:  # the first run of a source compiles it; the others wait and share the binary
             if entry.result is None:
                 entry.fd, entry.result = self._compile(code, language, compiler, limits)
@@ -403,23 +371,12 @@ class LocalSandbox:
             if result.status == SANDBOX_ERROR:  # the machine's failure: try again next time, never cache it
                 entry.result = None
             binary = os.dup(entry.fd) if entry.fd is not None else None  # ours, even if the entry is evicted
-        self._evict()
+        self._binaries.evict()
         return binary, result
 
-    def _evict(self) -> None:
-        """Bound the cache of binaries by count and by bytes, least recently used first (a binary being run
-        keeps its own fd: evicting closes the cache's)."""
-        with self._compile_lock:
-            while self._binaries and (len(self._binaries) > COMPILE_CACHE or self.compile_cache_size() >
-                                      self.compile_cache_bytes):
-                _, old = self._binaries.popitem(last=False)
-                with old.lock:
-                    old.close()
-                    old.size = 0
-
     def compile_cache_size(self) -> int:
-        """Bytes of the binaries the compile cache holds (every one in a memfd of this process)."""
-        return sum(entry.size for entry in list(self._binaries.values()))
+        """Bytes of the compiled binaries the pool keeps (in memfds of its own, never a slot's)."""
+        return self._binaries.size()
 
     def _compile(self, code: str, language: str, compiler: str, limits: Limits) -> tuple[int | None, RunResult]:
         lang = languages.get(language)
@@ -436,7 +393,7 @@ class LocalSandbox:
                "compile": [compiler, *flags], "source_name": source_name}
         try:
             result = self._run_fds([*fds, os.dup(made)], msg, limits)
-            binary = _own_copy(made) if result.status == OK and os.fstat(made).st_size > 0 else None
+            binary = own_copy(made) if result.status == OK and os.fstat(made).st_size > 0 else None
         finally:
             os.close(made)
         if binary is not None:
@@ -544,8 +501,8 @@ class LocalSandbox:
         executor = getattr(self, "_executor", None)
         if executor is not None:
             executor.shutdown(wait=True)
-        for entry in getattr(self, "_binaries", {}).values():
-            entry.close()
+        if getattr(self, "_binaries", None) is not None:
+            self._binaries.close()
         for s in getattr(self, "_slots", []):
             with s.lock:
                 s.stop()
@@ -581,40 +538,6 @@ def _layer_order(name: str) -> int:
     return _ORDER.index(name) if name in _ORDER else len(_ORDER)
 
 
-def _remove_stale_bases() -> None:
-    """Delete the scratch folders of pools whose process is gone (killed before ``close``).
-
-    Never stops a pool from starting: two pools starting at once (torchrun ranks) take
-    turns on a lock file, and a folder that cannot be removed (or vanished meanwhile)
-    is left with a warning.
-    """
-    root = tempfile.gettempdir()
-    try:
-        lock = os.open(os.path.join(root, f"{BASE_PREFIX}cleanup-{os.geteuid()}.lock"),
-                       os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-    except OSError as exc:
-        log.warning("sandbox: stale scratch folders not cleaned (no lock file: %s)", exc)
-        return
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        for name in os.listdir(root):
-            owner = name[len(BASE_PREFIX):].split("-", 1)[0]
-            if not name.startswith(BASE_PREFIX) or not owner.isdigit():
-                continue
-            path = os.path.join(root, name)
-            try:
-                if os.lstat(path).st_uid != os.geteuid():
-                    continue
-                os.kill(int(owner), 0)
-            except ProcessLookupError:
-                if not cleanup.remove_tree(path):
-                    log.warning("sandbox: could not remove the stale scratch folder %s", path)
-            except OSError:  # gone meanwhile, or another user's process
-                continue
-    finally:
-        os.close(lock)
-
-
 def _memfd(name: str, data: bytes = b"", sealable: bool = False) -> int:
     fd = os.memfd_create(name, os.MFD_CLOEXEC | (os.MFD_ALLOW_SEALING if sealable else 0))
     try:
@@ -626,28 +549,6 @@ def _memfd(name: str, data: bytes = b"", sealable: bool = False) -> int:
         os.close(fd)
         raise
     return fd
-
-
-def _own_copy(made: int) -> int:
-    """A sealed memfd of this process holding what the memfd ``made`` holds: its pages are charged to this
-    process's memory cgroup, not to the slot whose child wrote ``made``."""
-    binary = _memfd("binary", sealable=True)
-    try:
-        size, offset = os.fstat(made).st_size, 0
-        while offset < size:
-            chunk = os.pread(made, min(1 << 20, size - offset), offset)
-            if not chunk:
-                break
-            view = memoryview(chunk)
-            while view:
-                view = view[os.write(binary, view):]
-            offset += len(chunk)
-        fcntl.fcntl(binary, fcntl.F_ADD_SEALS,
-                    fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
-    except BaseException:
-        os.close(binary)
-        raise
-    return binary
 
 
 def _program_fds(program: Program) -> list[int]:
