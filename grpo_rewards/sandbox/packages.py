@@ -5,8 +5,9 @@ site-packages would hand it every installed package, and with them any expected
 outputs a dataset or benchmark package ships. So programs get the interpreter's
 standard library and, beyond it, only the packages named in the allow-list (empty by
 default): :func:`resolve` finds each one where this process would import it from (its
-folder or module file, and the ``<name>.libs`` folder of vendored libraries a wheel may
-carry beside it), and the pool lays them out in one folder of links that is the only
+folder or module file, the ``<name>.libs`` folder of vendored libraries a wheel may
+carry beside it, and its distribution's ``.dist-info`` folder, which some packages read
+at import to learn their own version), and the pool lays them out in one folder of links that is the only
 entry past the standard library on the programs' ``sys.path`` (inside a mount namespace
 the zygote bind-mounts them there instead, read-only). :func:`site_folders` names the
 site-packages folders of this interpreter, which the zygote hides where it has a mount
@@ -16,8 +17,10 @@ a system Python has, would otherwise stay readable).
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import os
+import re
 import site
 import sys
 import sysconfig
@@ -53,7 +56,23 @@ def resolve(names: Sequence[str]) -> dict[str, str]:
             libs = os.path.join(os.path.dirname(real), f"{name}.libs")
             if os.path.isdir(libs):
                 out[os.path.basename(libs)] = os.path.realpath(libs)
+            for info in _dist_infos(name, os.path.dirname(real)):
+                out[info] = os.path.realpath(os.path.join(os.path.dirname(real), info))
     return out
+
+
+def _dist_infos(name: str, folder: str) -> list[str]:
+    """The ``.dist-info`` folders in ``folder`` of the distributions that provide import name ``name``."""
+    try:
+        wanted = {_normal(d) for d in importlib.metadata.packages_distributions().get(name, [])}
+        entries = os.listdir(folder)
+    except Exception:  # metadata this interpreter cannot read: the package still imports
+        return []
+    return [e for e in entries if e.endswith(".dist-info") and _normal(e[:-10].rsplit("-", 1)[0]) in wanted]
+
+
+def _normal(dist: str) -> str:
+    return re.sub(r"[-_.]+", "_", dist).lower()
 
 
 def link_folder(folder: str, entries: dict[str, str]) -> None:
