@@ -115,3 +115,29 @@ def test_a_template_bomb_costs_the_reward_and_the_command_line_no_more(tmp_path,
     assert main(["sandbox", "run", str(source), "--cpu-seconds", "2", "--wall-seconds", "4", "--json"]) == 1
     assert time.monotonic() - t0 < 12.0
     assert json.loads(capsys.readouterr().out)["status"] == "compile_error"
+
+
+@needs_c
+def test_a_served_pool_keeps_binaries_out_of_its_slots():
+    """``grpo sandbox serve``: four 20 MB binaries compiled through the server, then a program under a 64 MB
+    limit on the same slot: it runs (before, the cached binaries were charged to the slot and it scored as a
+    sandbox error)."""
+    import re
+    import signal
+
+    from grpo_rewards.sandbox.backends.sandboxfusion import SandboxFusionBackend
+
+    proc = subprocess.Popen([sys.executable, "-m", "grpo_rewards", "sandbox", "serve", "--port", "0", "--slots", "1",
+                             "--cpu-seconds", "20", "--wall-seconds", "60", "--memory-mb", "1024"],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        url = re.search(r"http://\S+", proc.stdout.readline()).group(0)
+        with SandboxFusionBackend(url, retries=0) as client:
+            for n in range(1, 5):
+                r = client.run_one(Program(BIG.format(n=n), "", "c", BIG_LIMITS))
+                assert (r.status, r.stdout) == ("ok", f"{n}\n"), (r.status, r.error)
+            after = client.run_one(Program("print(6 * 7)", limits=BIG_LIMITS.with_(memory_mb=64)))
+            assert (after.status, after.stdout) == ("ok", "42\n"), (after.status, after.error)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
