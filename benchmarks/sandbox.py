@@ -32,6 +32,8 @@ CODE = "print(sum(range(100)))"
 CPP = "#include <cstdio>\nint main(){ long s = 0; for (int i = 0; i < 100; i++) s += i; printf(\"%ld\\n\", s); }\n"
 CPP_HEAVY = "#include <bits/stdc++.h>\nint main(){ std::vector<int> v(100); std::iota(v.begin(), v.end(), 0);\n" \
             "std::cout << std::accumulate(v.begin(), v.end(), 0L) << '\\n'; }\n"
+# a compile runs under its program's limits: room for <bits/stdc++.h> on a loaded machine
+COMPILE_ROOM = Limits(cpu_seconds=20, wall_seconds=60, memory_mb=2048)
 DEFAULT_AS_ROOT = ("uid", "bwrap", "pidns", "netns", "ipcns", "utsns", "tmpfs-scratch")
 
 
@@ -69,7 +71,7 @@ def compile_times(box: LocalSandbox, source: str, n: int) -> tuple[float, float]
     """Median wall and CPU (ms) of compiling ``source`` ``n`` times (a comment makes each one new)."""
     walls, cpus = [], []
     for i in range(n):
-        r = box.run_one(Program(f"{source}// {time.time_ns()} {i}\n", "", "cpp"))
+        r = box.run_one(Program(f"{source}// {time.time_ns()} {i}\n", "", "cpp", COMPILE_ROOM))
         assert r.status == "ok", (r.status, r.error, r.stderr[-300:])
         walls.append(r.extra["compile_wall"] * 1000)
         cpus.append(r.extra["compile_cpu"] * 1000)

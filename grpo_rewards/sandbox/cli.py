@@ -52,6 +52,8 @@ def _limit_args(p: argparse.ArgumentParser) -> None:
                    help="isolation profile (default: auto, the strongest here); a named one is never weakened")
     p.add_argument("--allow-unsafe-execution", action="store_true",
                    help="run even when the kernel lacks layers of the default profile (trusted code only)")
+    p.add_argument("--package", action="append", default=[], metavar="NAME",
+                   help="a package programs may import beside the standard library (repeatable; default: none)")
 
 
 def _limits(args: argparse.Namespace) -> Any:
@@ -80,6 +82,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     # every `grpo` call loads this plugin: the sandbox's modules load when a sandbox command runs
+    from grpo_rewards.sandbox.packages import PackageError
     from grpo_rewards.sandbox.pool import LocalSandbox
     from grpo_rewards.sandbox.probe import SandboxStartError, UnsafeSandboxError
     from grpo_rewards.sandbox.program import Program
@@ -90,8 +93,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     language = args.language or (by_suffix.name if by_suffix and by_suffix.local else "python")
     try:
         box = LocalSandbox(slots=1, limits=_limits(args), allow_unsafe=args.allow_unsafe_execution,
-                           profile=args.profile)
-    except (UnsafeSandboxError, SandboxStartError) as exc:
+                           profile=args.profile, packages=args.package)
+    except (UnsafeSandboxError, SandboxStartError, PackageError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     with box:
@@ -118,6 +121,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import threading
 
     # every `grpo` call loads this plugin: the sandbox's modules load when a sandbox command runs
+    from grpo_rewards.sandbox.packages import PackageError
     from grpo_rewards.sandbox.pool import LocalSandbox
     from grpo_rewards.sandbox.probe import SandboxStartError, UnsafeSandboxError
     from grpo_rewards.sandbox.server import serve
@@ -128,8 +132,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 2
     try:
         box = LocalSandbox(slots=args.slots or None, limits=_limits(args), allow_unsafe=args.allow_unsafe_execution,
-                           profile=args.profile)
-    except (UnsafeSandboxError, SandboxStartError) as exc:
+                           profile=args.profile, packages=args.package)
+    except (UnsafeSandboxError, SandboxStartError, PackageError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     with box:

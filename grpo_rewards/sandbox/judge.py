@@ -134,7 +134,9 @@ def output_lines(text: str) -> list[str]:
 def lines_close(got: list[str], want: list[str], tolerance: float) -> bool:
     """Same lines and whitespace-separated tokens, where numeric tokens (plain decimals of the number
     grammar, :func:`grpo_rewards.numbers.plain_decimal`) may differ within ``tolerance`` (relative or
-    absolute) and every other token must be identical."""
+    absolute) and every other token must be identical. An expected integer token (digits, an optional sign)
+    is exact: only an integer of the same value matches it (``+7`` and ``007`` for ``7``), never ``7.0000001``
+    nor ``1000000008`` for ``1000000007``."""
     if len(got) != len(want):
         return False
     for got_line, want_line in zip(got, want):
@@ -147,6 +149,10 @@ def lines_close(got: list[str], want: list[str], tolerance: float) -> bool:
             if not (_PLAIN_LINEAR.fullmatch(g) and _PLAIN_LINEAR.fullmatch(w)):
                 return False  # checked first without backtracking: the grammar's own regex is quadratic on
                 # a long digit run that ends in a non-digit, and these tokens are the program's output
+            if _INTEGER.fullmatch(w):  # an integer answer is exact: 1000000008 is not 1000000007 within 1e-6
+                if not (_INTEGER.fullmatch(g) and _integer_text(g) == _integer_text(w)):
+                    return False
+                continue
             g_value, w_value = plain_decimal(g), plain_decimal(w)
             if g_value is None or w_value is None:
                 return False
@@ -158,6 +164,15 @@ def lines_close(got: list[str], want: list[str], tolerance: float) -> bool:
 # plain decimals (grpo_rewards.numbers.PLAIN_DECIMAL), with possessive quantifiers: the same strings, in
 # linear time
 _PLAIN_LINEAR = re.compile(r"[+-]?+(?:\d++(?:\.\d*+)?+|\.\d++)(?:[eE][+-]?+\d++)?+")
+_INTEGER = re.compile(r"[+-]?+\d++")
+
+
+def _integer_text(token: str) -> str:
+    """An integer token's value as text (sign, then digits without leading zeros): compared exactly, in linear
+    time, whatever its length (no int() of a 100,000-digit run)."""
+    sign = "-" if token.startswith("-") else ""
+    digits = token.lstrip("+-").lstrip("0") or "0"
+    return ("" if digits == "0" else sign) + digits
 
 
 def _first_difference(got: list[str], want: list[str]) -> str:

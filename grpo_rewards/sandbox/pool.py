@@ -8,15 +8,18 @@ At start-up it probes the kernel, starts the zygotes (empty environment, ``pytho
 refuses untrusted code below the ``default`` profile unless ``allow_unsafe=True``.
 A program's code, stdin, stdout and stderr are memfds made here and passed to the
 zygote, which hands them to its child unread; the output is read back here. C and C++
-sources are compiled in the jail first (once per source) and their binary, a sealed
-memfd, is executed under the same layers. A zygote that dies or hangs during a run
-makes that run the program's failure; only a slot that cannot start is a sandbox error.
+sources are compiled in the jail first (once per source, under the program's own time and
+memory limits) and their binary, copied into a sealed memfd of the pool's own (so its pages
+are the pool's, never a slot's), is executed under the same layers; the cache of binaries is
+bounded by count and by bytes. A zygote that dies or hangs during a run makes that run the
+program's failure; a slot that cannot run a program before it starts (its cgroup cannot be
+set, its template is gone) restarts and runs it; only a slot that cannot start is a sandbox
+error.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import logging
@@ -27,14 +30,22 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from grpo_rewards.cpus import cpu_share
 from grpo_rewards.sandbox import languages
+from grpo_rewards.sandbox import packages as allowed
 from grpo_rewards.sandbox import probe as probing
+from grpo_rewards.sandbox.compile_cache import (
+    COMPILE_CACHE_MB,
+    COMPILE_LIMITS,
+    CompileCache,
+    limits_for,
+    own_copy,
+)
 from grpo_rewards.sandbox.jail import cgroups, cleanup, wire
 from grpo_rewards.sandbox.program import (
     COMPILE_ERROR,
@@ -54,33 +65,11 @@ DEFAULT_SLOTS_PER_CORE = 2
 BASE_PREFIX = "grpo-sandbox-"  # + owner pid: a pool killed before close() leaves its folder to the next one
 HANG_MARGIN = 30.0  # seconds past a program's wall limit before its zygote counts as hung
 START_TIMEOUT = 60.0  # seconds for a zygote's hello (its self-test included)
-# compiled languages (grpo_rewards.sandbox.languages: C, C++, and any registered) are compiled in the jail with
-# COMPILE_LIMITS, once per source
-COMPILE_LIMITS = Limits(cpu_seconds=20.0, wall_seconds=40.0, memory_mb=2048, output_bytes=1 << 16, file_size_mb=64,
-                        open_files=256)
-COMPILE_CACHE = 256  # binaries kept (sealed memfds): every test of a completion shares one compile
-
-
-class _Compiled:
-    """One source's compile: its binary memfd (or None) and the compile's result."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.fd: int | None = None
-        self.result: RunResult | None = None
-
-    def close(self) -> None:
-        if self.fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(self.fd)
-            self.fd = None
-
-
 def compilers() -> dict[str, str]:
     """Absolute paths of the compilers found through ``PATH``, by language (the zygote's environment is empty)."""
     return languages.compilers()
 JAIL_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jail")
-BOOT = (  # python -I -S: no site, no .pth files (a smaller zygote forks faster); site-packages added by hand
+BOOT = (  # python -I -S: no site, no .pth files (a smaller zygote forks faster); the allowed packages' folder, if any
     "import sys,importlib.util as u;d=sys.argv[2];sys.path+=[p for p in sys.argv[3].split(chr(10)) if p];"
     "s=u.spec_from_file_location('_grpo_jail',d+'/__init__.py',submodule_search_locations=[d]);"
     "m=u.module_from_spec(s);sys.modules['_grpo_jail']=m;s.loader.exec_module(m);"
@@ -131,11 +120,12 @@ class Slot:
     def _start(self) -> None:
         parent, child = socket.socketpair()
         cfg = {**self.cfg, "fd": child.fileno(), "parent_pid": os.getpid()}
-        site = "\n".join(p for p in sys.path if p.endswith(("site-packages", "dist-packages")))
-        command = [sys.executable, "-I", "-S", "-c", BOOT, json.dumps(cfg), JAIL_DIR, site]
+        packages = cfg.get("packages") or {}
+        command = [sys.executable, "-I", "-S", "-c", BOOT, json.dumps(cfg), JAIL_DIR, packages.get("dir", "")]
         cgroup_fds = list(cfg["cgroup"]["fds"].values()) if cfg.get("cgroup") else []
         if cfg.get("bwrap"):
-            command = bwrap_command(cfg["scratch_root"], _zygote_paths(site), cfg["bwrap"]) + command
+            needed = [*_zygote_paths(), *packages.get("entries", {}).values()]
+            command = bwrap_command(cfg["scratch_root"], needed, cfg["bwrap"], [packages["dir"]] if packages else []) + command
         try:
             self.proc = _spawner().submit(
                 subprocess.Popen, command,
@@ -201,7 +191,8 @@ def _start_failure(index: int, cfg: dict[str, Any], exc: OSError) -> str:
     return f"sandbox slot {index} could not start: {exc}"
 
 
-def bwrap_command(scratch_root: str, needed: Sequence[str] = (), bwrap: str = "bwrap") -> list[str]:
+def bwrap_command(scratch_root: str, needed: Sequence[str] = (), bwrap: str = "bwrap",
+                  read_only: Sequence[str] = ()) -> list[str]:
     """The bubblewrap prefix of the strict profile: new pid/net/ipc/uts/cgroup namespaces, a read-only
     root, a fresh /proc, /dev and /tmp, and the slot's scratch root; capabilities stay (the zygote needs
     them to switch uid and mount its tmpfs), every child drops them. ``needed`` paths that the fresh
@@ -210,16 +201,16 @@ def bwrap_command(scratch_root: str, needed: Sequence[str] = (), bwrap: str = "b
     under_tmp = sorted({"/tmp/" + os.path.realpath(p)[5:].split("/")[0] for p in needed
                         if os.path.realpath(p).startswith("/tmp/")})
     keep = [arg for path in under_tmp for arg in ("--ro-bind", path, path)]
+    keep += [arg for path in read_only for arg in ("--ro-bind", path, path)]  # the allowed packages' folder
     return [bwrap, "--die-with-parent", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
             "--unshare-cgroup-try", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
             *keep, "--perms", "0711", "--dir", os.path.dirname(scratch_root), "--bind", scratch_root, scratch_root,
             "--cap-add", "ALL", "--chdir", "/", "--"]
 
 
-def _zygote_paths(site: str) -> list[str]:
-    """What the zygote reads at start: the interpreter, its prefixes, the jail package, site-packages."""
-    return [os.path.dirname(sys.executable), sys.prefix, sys.base_prefix, os.path.dirname(os.path.dirname(JAIL_DIR)),
-            *site.split("\n")]
+def _zygote_paths() -> list[str]:
+    """What the zygote reads at start: the interpreter, its prefixes, the jail package."""
+    return [os.path.dirname(sys.executable), sys.prefix, sys.base_prefix, os.path.dirname(os.path.dirname(JAIL_DIR))]
 
 
 class LocalSandbox:
@@ -244,6 +235,8 @@ class LocalSandbox:
         preload: Sequence[str] | None = None,
         read_only: Sequence[str] = (),
         disable: Sequence[str] = (),
+        compile_cache_mb: int = COMPILE_CACHE_MB,
+        packages: Sequence[str] = (),
     ):
         self.limits = limits or Limits()
         # two programs in flight per core: while one slot hands a result back, the core runs another (the cores of
@@ -253,10 +246,20 @@ class LocalSandbox:
         found = probing.probe()
         wanted = probing.select_layers(profile, found, disable)  # dropping a default layer needs allow_unsafe
         probing.check_profile(tuple(wanted), allow_unsafe)
+        # programs import the standard library and the allow-list only: never the trainer's site-packages
+        self.packages = tuple(packages)
+        entries = allowed.resolve(self.packages)
         self._uids = UidClaim(self.slots, uid_base) if "uid" in wanted else None
-        _remove_stale_bases()
+        for problem in cleanup.remove_stale(tempfile.gettempdir(), BASE_PREFIX):
+            log.warning("sandbox: %s", problem)
         self._base = tempfile.mkdtemp(prefix=f"{BASE_PREFIX}{os.getpid()}-")
         os.chmod(self._base, 0o711)
+        if entries:
+            try:
+                allowed.link_folder(os.path.join(self._base, "packages"), entries)
+            except BaseException:
+                self.close()
+                raise
         # a memory and pids cgroup per slot where this process can make them (root, or a delegated tree);
         # without, the zygotes refuse memfd_create and cap a shared uid's tasks with RLIMIT_NPROC
         self._cgroups = cgroups.PoolCgroups(self.slots) if "cgroup" not in disable else None
@@ -267,6 +270,8 @@ class LocalSandbox:
             "namespaces": [n for n in probing.NAMESPACE_LAYERS if n in wanted], "landlock": "landlock-fs" in wanted, "seccomp": "seccomp" in wanted,
             "scratch_mb": scratch_mb, "scratch_inodes": scratch_inodes,
             "bwrap": found.bwrap if "bwrap" in wanted else "", "bwrap_optional": profile == "auto",
+            "packages": {"dir": os.path.join(self._base, "packages"), "entries": entries} if entries else {},
+            "hide": allowed.site_folders(),
         }
         if "landlock-scope" not in wanted:
             common["landlock_max_abi"] = 5 if "landlock-net" in wanted else 3 if "landlock-fs" in wanted else 0
@@ -300,9 +305,8 @@ class LocalSandbox:
             self._free.put(s)
         self._executor = ThreadPoolExecutor(self.slots, thread_name_prefix="sandbox")
         self.compilers = compilers()
-        self.compile_limits = COMPILE_LIMITS
-        self._binaries: OrderedDict[tuple[str, str], _Compiled] = OrderedDict()
-        self._compile_lock = threading.Lock()
+        self.compile_limits = COMPILE_LIMITS  # at most these; each compile runs under its program's limits
+        self._binaries = CompileCache(max_bytes=int(compile_cache_mb) << 20)
         self._counts: Counter[str] = Counter()
         self._count_lock = threading.Lock()
         log.info("sandbox local: profile=%s layers=%s slots=%d", self.profile, ",".join(self.layers), self.slots)
@@ -333,7 +337,7 @@ class LocalSandbox:
 
     def _run_compiled(self, program: Program, language: str, limits: Limits) -> RunResult:
         """Compile (once per source: cached) in the jail, then run the binary under the same layers."""
-        binary, compiled = self._compiled(program.code, language)
+        binary, compiled = self._compiled(program.code, language, limits_for(limits, self.compile_limits))
         if binary is None:
             return compiled
         try:
@@ -348,53 +352,52 @@ class LocalSandbox:
         result.extra.update(compile_wall=compiled.wall, compile_cpu=compiled.cpu)
         return result
 
-    def _compiled(self, code: str, language: str) -> tuple[int | None, RunResult]:
+    def _compiled(self, code: str, language: str, limits: Limits | None = None) -> tuple[int | None, RunResult]:
         """``(a new fd of the sealed binary memfd, compile result)``, or ``(None, why)``: a compile error, limit or timeout
         is the program's (``compile_error``); a missing compiler is the machine's (``sandbox_error``)."""
+        limits = limits or self.compile_limits
         compiler = self.compilers.get(language) or languages.compilers().get(language)  # registered since start
         if compiler is None:
             return None, sandbox_error(f"no {languages.get(language).compiler} on this machine: "  # type: ignore[union-attr]
                                        "apt-get install gcc g++")
-        key = (language, hashlib.sha256(code.encode("utf-8", "surrogateescape")).hexdigest())
-        with self._compile_lock:
-            entry = self._binaries.get(key)
-            if entry is None:
-                entry = self._binaries[key] = _Compiled()
-            else:
-                self._binaries.move_to_end(key)
+        key = (language, hashlib.sha256(code.encode("utf-8", "surrogateescape")).hexdigest(), limits.cpu_seconds,
+               limits.wall_seconds, limits.memory_mb)  # a compile that hit small limits is not another's verdict
+        entry = self._binaries.entry(key)
         with entry.lock:  # the first run of a source compiles it; the others wait and share the binary
             if entry.result is None:
-                entry.fd, entry.result = self._compile(code, language, compiler)
+                entry.fd, entry.result = self._compile(code, language, compiler, limits)
+                entry.size = os.fstat(entry.fd).st_size if entry.fd is not None else 0
             result = entry.result
             if result.status == SANDBOX_ERROR:  # the machine's failure: try again next time, never cache it
                 entry.result = None
             binary = os.dup(entry.fd) if entry.fd is not None else None  # ours, even if the entry is evicted
-        with self._compile_lock:
-            while len(self._binaries) > COMPILE_CACHE:
-                _, old = self._binaries.popitem(last=False)
-                with old.lock:
-                    old.close()
+        self._binaries.evict()
         return binary, result
 
-    def _compile(self, code: str, language: str, compiler: str) -> tuple[int | None, RunResult]:
+    def compile_cache_size(self) -> int:
+        """Bytes of the compiled binaries the pool keeps (in memfds of its own, never a slot's)."""
+        return self._binaries.size()
+
+    def _compile(self, code: str, language: str, compiler: str, limits: Limits) -> tuple[int | None, RunResult]:
         lang = languages.get(language)
         assert lang is not None
         flags, source_name = list(lang.flags), lang.source_name
         fds = _program_fds(Program(code, ""))
         try:
-            binary = _memfd("binary", sealable=True)
+            made = _memfd("made")  # written by the compile's child: its pages are the slot's until closed here
         except OSError:
             for fd in fds:
                 os.close(fd)
             raise
-        msg = {"op": "run", "mode": "compile", "limits": self.compile_limits.as_dict(),
+        msg = {"op": "run", "mode": "compile", "limits": limits.as_dict(),
                "compile": [compiler, *flags], "source_name": source_name}
-        result = self._run_fds([*fds, os.dup(binary)], msg, self.compile_limits)
-        if result.status == OK and os.fstat(binary).st_size > 0:
-            fcntl.fcntl(binary, fcntl.F_ADD_SEALS,
-                        fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
+        try:
+            result = self._run_fds([*fds, os.dup(made)], msg, limits)
+            binary = own_copy(made) if result.status == OK and os.fstat(made).st_size > 0 else None
+        finally:
+            os.close(made)
+        if binary is not None:
             return binary, result
-        os.close(binary)
         if result.status != SANDBOX_ERROR:
             detail = result.error if result.status != RUNTIME_ERROR else "the compiler reported errors"
             result = RunResult(COMPILE_ERROR, stdout="", stderr=result.stderr, exit_code=result.exit_code,
@@ -404,15 +407,21 @@ class LocalSandbox:
 
     def _run_fds(self, fds: list[int], msg: dict[str, Any], limits: Limits) -> RunResult:
         """Send one run to a free slot; closes ``fds``. Whatever the program can cause is its failure:
-        a zygote that died or hung during its run is a ``runtime_error`` (the slot restarts); only a slot
-        that cannot start again is a sandbox error (infrastructure). The output is read and its memfds closed
-        before the slot takes its next run: their pages are charged to the slot's memory cgroup."""
+        a zygote that died or hung during its run is a ``runtime_error`` (the slot restarts); a slot that
+        could not run the program before it started restarts and runs it; only a slot that cannot start
+        again is a sandbox error (infrastructure). The output is read and its memfds closed before the slot
+        takes its next run: their pages are charged to the slot's memory cgroup."""
         try:
             slot = self._free.get()
             try:
-                reply = slot.call(msg, timeout=limits.wall_seconds + HANG_MARGIN, fds=fds)
-            except (OSError, probing.SandboxStartError) as exc:
-                reply = {"status": SANDBOX_ERROR, "error": f"the sandbox slot could not restart: {exc}"}
+                reply = self._call(slot, msg, limits, fds)
+                if reply is not None and reply.get("restart"):  # no program ran: a fresh slot runs it
+                    with self._count_lock:
+                        self._counts["slot_restarts"] += 1
+                    log.warning("sandbox slot %d restarts before a run (%s)", slot.index, reply.get("error"))
+                    if reply.get("new_cgroup"):
+                        self._renew_cgroup(slot)
+                    reply = self._call(slot, msg, limits, fds)
             except BaseException:
                 self._free.put(slot)
                 raise
@@ -435,6 +444,31 @@ class LocalSandbox:
             for fd in fds:
                 os.close(fd)
 
+    def _call(self, slot: Slot, msg: dict[str, Any], limits: Limits, fds: list[int]) -> dict[str, Any] | None:
+        try:
+            return slot.call(msg, timeout=limits.wall_seconds + HANG_MARGIN, fds=fds)
+        except (OSError, probing.SandboxStartError) as exc:
+            return {"status": SANDBOX_ERROR, "error": f"the sandbox slot could not restart: {exc}"}
+
+    def _renew_cgroup(self, slot: Slot) -> None:
+        """Fresh cgroup folders for a slot whose zygote has ended (its next start gets them)."""
+        if self._cgroups is None or not self._cgroups.version or not slot.cfg.get("cgroup"):
+            return
+        with slot.lock:
+            old = list(slot.cfg["cgroup"]["fds"].values())
+            try:
+                self._cgroups.renew(slot.index)
+                spec = self._cgroups.for_slot(slot.index)
+            except OSError as exc:
+                log.warning("sandbox slot %d: no fresh cgroup (%s); it keeps its own", slot.index, exc)
+                return
+            assert spec is not None
+            slot.cfg = {**slot.cfg, "cgroup": spec}
+            self._cgroup_fds = [fd for fd in self._cgroup_fds if fd not in old] + list(spec["fds"].values())
+            for fd in old:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+
     def _problems(self) -> list[str]:
         return sorted({p for s in self._slots for p in s.problems})
 
@@ -454,10 +488,12 @@ class LocalSandbox:
         with self._count_lock:
             counts = dict(self._counts)
         deaths = counts.pop("zygote_deaths", 0)
+        restarts = counts.pop("slot_restarts", 0)
         total = sum(counts.values())
         return {
             "backend": self.name, "profile": self.profile, "layers": list(self.layers), "slots": self.slots,
-            "runs": total, "status_counts": counts, "zygote_deaths": deaths,
+            "runs": total, "status_counts": counts, "zygote_deaths": deaths, "slot_restarts": restarts,
+            "compile_cache_bytes": self.compile_cache_size(),
             "sandbox_error_rate": counts.get(SANDBOX_ERROR, 0) / total if total else 0.0,
         }
 
@@ -465,8 +501,8 @@ class LocalSandbox:
         executor = getattr(self, "_executor", None)
         if executor is not None:
             executor.shutdown(wait=True)
-        for entry in getattr(self, "_binaries", {}).values():
-            entry.close()
+        if getattr(self, "_binaries", None) is not None:
+            self._binaries.close()
         for s in getattr(self, "_slots", []):
             with s.lock:
                 s.stop()
@@ -500,40 +536,6 @@ _ORDER = ["rlimits", "setsid", "subreaper", "uid", "landlock-fs", "landlock-net"
 
 def _layer_order(name: str) -> int:
     return _ORDER.index(name) if name in _ORDER else len(_ORDER)
-
-
-def _remove_stale_bases() -> None:
-    """Delete the scratch folders of pools whose process is gone (killed before ``close``).
-
-    Never stops a pool from starting: two pools starting at once (torchrun ranks) take
-    turns on a lock file, and a folder that cannot be removed (or vanished meanwhile)
-    is left with a warning.
-    """
-    root = tempfile.gettempdir()
-    try:
-        lock = os.open(os.path.join(root, f"{BASE_PREFIX}cleanup-{os.geteuid()}.lock"),
-                       os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-    except OSError as exc:
-        log.warning("sandbox: stale scratch folders not cleaned (no lock file: %s)", exc)
-        return
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        for name in os.listdir(root):
-            owner = name[len(BASE_PREFIX):].split("-", 1)[0]
-            if not name.startswith(BASE_PREFIX) or not owner.isdigit():
-                continue
-            path = os.path.join(root, name)
-            try:
-                if os.lstat(path).st_uid != os.geteuid():
-                    continue
-                os.kill(int(owner), 0)
-            except ProcessLookupError:
-                if not cleanup.remove_tree(path):
-                    log.warning("sandbox: could not remove the stale scratch folder %s", path)
-            except OSError:  # gone meanwhile, or another user's process
-                continue
-    finally:
-        os.close(lock)
 
 
 def _memfd(name: str, data: bytes = b"", sealable: bool = False) -> int:

@@ -134,14 +134,16 @@ def check_profile(layers: tuple[str, ...] | list[str], allow_unsafe: bool) -> st
 
 
 def python_read_only_paths() -> list[str]:
-    """The interpreter's standard library and site-packages (what imports need), deduplicated."""
+    """The interpreter's standard library (what imports need), deduplicated: never a site-packages folder
+    (programs get only the packages of their allow-list, :mod:`grpo_rewards.sandbox.packages`)."""
     paths = []
-    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
-        path = sysconfig.get_paths().get(key)
+    base = sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_exec_prefix})  # not a venv's
+    for key in ("stdlib", "platstdlib"):
+        path = base.get(key)
         if path and os.path.isdir(path) and path not in paths:
             paths.append(path)
     for entry in sys.path:
-        if entry.endswith(("site-packages", "dist-packages", "lib-dynload")) and os.path.isdir(entry) and entry not in paths:
+        if entry.endswith("lib-dynload") and os.path.isdir(entry) and entry not in paths:
             paths.append(entry)
     return paths
 

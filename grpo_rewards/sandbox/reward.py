@@ -213,6 +213,7 @@ def _build(
     concurrency: int = 16,
     profile: str = "auto",
     allow_unsafe_execution: bool = False,
+    packages: tuple[str, ...] = (),
     binary: bool = False,
 ) -> CodeExecutionReward:
     limits = Limits(cpu_seconds=cpu_seconds, wall_seconds=wall_seconds, memory_mb=memory_mb,
@@ -234,7 +235,15 @@ def _build(
         if lang.compiled and lang.name not in languages.compilers():
             raise ValueError(f"language = {language!r} needs {lang.compiler} on this machine "
                              "(apt-get install gcc g++)")
+        if isinstance(packages, str) or not all(isinstance(p, str) for p in packages):
+            raise ValueError(f"packages must be a list of import names (the packages programs may import beside "
+                             f"the standard library), got {packages!r}")
+        from grpo_rewards.sandbox.packages import resolve
+
+        resolve(packages)  # a name this interpreter cannot import is a config error now, not at the first batch
         options = {"slots": slots, "allow_unsafe_execution": allow_unsafe_execution, "profile": profile}
+        if packages:
+            options["packages"] = tuple(packages)
     else:
         if not url:
             raise ValueError(f"backend {backend!r} needs url = \"http://host:port\"")

@@ -62,9 +62,25 @@ def test_honest_program_passes(benign_results, name):
 
 
 @pytest.mark.skipif(importlib.util.find_spec("numpy") is None, reason="numpy not installed")
-def test_numpy(box):
+def np_version() -> str:
+    import numpy
+
+    return numpy.__version__
+
+
+def test_numpy():
+    """numpy when the allow-list names it (its vendored ``numpy.libs`` come with it); never without."""
+    from grpo_rewards.sandbox.pool import LocalSandbox
+
     code = "import numpy as np\na = np.arange(12, dtype=np.float64).reshape(3, 4)\nprint(int((a @ a.T).sum()))"
-    r = box.run_one(Program(code, limits=Limits(cpu_seconds=10, wall_seconds=20, memory_mb=1024)))
+    limits = Limits(cpu_seconds=10, wall_seconds=20, memory_mb=1024)
+    with LocalSandbox(slots=1, limits=limits, packages=["numpy"]) as box:
+        r = box.run_one(Program(code))
+        version = box.run_one(Program("import importlib.metadata\nprint(importlib.metadata.version('numpy'))"))
+    assert (version.status, version.stdout) == ("ok", np_version() + "\n"), version.stderr[-300:]
+    with LocalSandbox(slots=1, limits=limits) as box:
+        refused = box.run_one(Program(code))
+    assert refused.status == "runtime_error" and "ModuleNotFoundError" in refused.stderr
     import numpy as np
 
     a = np.arange(12, dtype=np.float64).reshape(3, 4)

@@ -168,6 +168,25 @@ def test_float_tolerance_forgives_numbers_only():
     assert judge(case, prepared, _ok("0.3334 x\n2500\n"), float_tolerance=1e-6).status == "wrong"  # too far
     assert judge(case, prepared, _ok("0.333333 y\n2500\n"), float_tolerance=0.1).status == "wrong"  # a word differs
     assert judge(case, prepared, _ok("0.333333\nx 2500\n"), float_tolerance=0.1).status == "wrong"  # tokens moved
-    assert not lines_close(["nan"], ["nan0"], 0.5) and lines_close(["-1e-9"], ["0"], 1e-6)
+    assert not lines_close(["nan"], ["nan0"], 0.5) and lines_close(["-1e-9"], ["0.0"], 1e-6)
     assert not lines_close(["1_000"], ["1000"], 0.1)  # Python-only spellings are not numbers here
     assert not lines_close(["1", "2"], ["1"], 0.1)
+
+
+def test_an_integer_token_compares_exactly_under_a_float_tolerance():
+    """Integers that differ in their last digits are within any relative tolerance: an expected integer is
+    matched only by an integer of the same value, whatever the tolerance and the length."""
+    from grpo_rewards.sandbox.judge import lines_close
+
+    assert not lines_close(["1000000008"], ["1000000007"], 1e-6)
+    assert not lines_close(["1000000007.0000001"], ["1000000007"], 1e-6)
+    assert not lines_close(["1e9"], ["1000000000"], 1e-6) and not lines_close(["-1e-9"], ["0"], 1e-6)
+    assert not lines_close(["3 1000000008"], ["3 1000000007"], 0.5)
+    assert lines_close(["+7", "007", "-0"], ["7", "7", "0"], 1e-6)  # the same value, spelt otherwise
+    long = "9" * 100_000
+    assert lines_close([long], ["0" + long], 1e-6) and not lines_close([long[:-1] + "8"], [long], 0.1)
+    assert lines_close(["2500"], ["2.5e3"], 1e-6) and lines_close(["0.33333334"], ["0.333333"], 1e-6)  # floats
+    case = StdioCase("", "998244353\n0.5\n")
+    prepared = program_for("", case)
+    assert judge(case, prepared, _ok("998244352\n0.5\n"), float_tolerance=1e-6).status == "wrong"
+    assert judge(case, prepared, _ok("998244353\n0.5000001\n"), float_tolerance=1e-6).passed

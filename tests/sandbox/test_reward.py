@@ -214,7 +214,7 @@ def test_cpp_and_c_rewards():
                                                           {"input": "10 -4\n", "output": "6\n"}]})
     right = "#include <bits/stdc++.h>\nint main(){long long a,b;std::cin>>a>>b;std::cout<<a+b<<\"\\n\";}"
     half = "#include <stdio.h>\nint main(){int a,b;scanf(\"%d %d\",&a,&b);printf(\"%d\\n\", a > 5 ? 0 : a+b);}"
-    r = reward("code_execution", language="cpp", cpu_seconds=2.0, wall_seconds=4.0)
+    r = reward("code_execution", language="cpp", cpu_seconds=20.0, wall_seconds=60.0)  # compiles under these too
     completions = [f"```cpp\n{right}\n```", f"```c++\n{half}\n```", "```cpp\nint main( {\n```", "no code"]
     assert r(completions, verification_info=[tests] * 4) == [1.0, 0.5, 0.0, 0.0]
     assert r.last_details[2]["statuses"] == ["compile_error", "compile_error"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from grpo_rewards.sandbox.program import Limits
@@ -13,9 +14,12 @@ def make_local(
     limits: Limits | None = None,
     allow_unsafe_execution: bool = False,
     profile: str = "auto",
+    packages: Sequence[str] = (),
     **_: Any,
 ) -> Any:
-    """A :class:`~grpo_rewards.sandbox.pool.LocalSandbox` (``slots=0``: two per CPU core)."""
+    """A :class:`~grpo_rewards.sandbox.pool.LocalSandbox` (``slots=0``: two per CPU core; ``packages``: what
+    programs may import beside the standard library)."""
     from grpo_rewards.sandbox.pool import LocalSandbox  # the pool loads when a sandbox is made
 
-    return LocalSandbox(slots=slots or None, limits=limits, allow_unsafe=allow_unsafe_execution, profile=profile)
+    return LocalSandbox(slots=slots or None, limits=limits, allow_unsafe=allow_unsafe_execution, profile=profile,
+                        packages=packages)

@@ -14,7 +14,7 @@ cgroup), so every child it forks starts there: moving each child in would cost a
 cgroup migration per run. The OOM killer picks the program, never the zygote: each
 child raises its ``oom_score_adj`` to 1000 (raising needs no privilege; a memfd's pages
 are not in its resident size, which would otherwise make the zygote look bigger). Per run it sets the limits
-(:meth:`SlotCgroup.set_limits`; the task limit counts the zygote too) and, after a run
+(:meth:`SlotCgroup.set_limits`; the task limit counts the zygote and its template too) and, after a run
 its child ended killed, asks whether the kernel's OOM killer did it
 (:meth:`SlotCgroup.oom_kills`). cgroup v1 (``memory`` and ``pids``
 hierarchies) and v2 (a cgroup whose ``subtree_control`` can enable ``memory`` and
@@ -119,6 +119,8 @@ class PoolCgroups:
         self.swap = False
         self.bases: list[str] = []  # the grpo-sandbox-<pid> folders, removed at close
         self.slots: list[dict[str, str]] = []  # per slot: controller -> folder
+        self.retired: list[str] = []  # folders of slots renewed while they were still busy
+        self._renewals = 0
         owner = os.getpid() if owner is None else owner
         self.name = f"{PREFIX}{owner}-{os.urandom(4).hex()}"  # two pools of one process: two folders
         try:
@@ -150,13 +152,9 @@ class PoolCgroups:
             os.mkdir(base)
             self.bases.append(base)
         self.swap = os.path.exists(os.path.join(self.bases[0], "memory.memsw.limit_in_bytes"))
-        for i in range(slots):
-            folders = {}
-            for name, base in zip(parents, self.bases):
-                folders[name] = os.path.join(base, f"slot{i}")
-                os.mkdir(folders[name])
-            self.slots.append(folders)
         self.version = 1
+        for i in range(slots):
+            self.slots.append(self._make_slot(f"slot{i}"))
 
     def _make_v2(self, slots: int, own: str, mount: tuple[str, str]) -> None:
         parent = _host_path(mount, own)
@@ -178,12 +176,31 @@ class PoolCgroups:
         self.bases.append(base)
         _write(os.path.join(base, "cgroup.subtree_control"), "+memory +pids")
         self.swap = True
-        for i in range(slots):
-            folder = os.path.join(base, f"slot{i}")
-            os.mkdir(folder)
-            _write(os.path.join(folder, "memory.swap.max"), "0")
-            self.slots.append({"memory": folder, "pids": folder})
         self.version = 2
+        for i in range(slots):
+            self.slots.append(self._make_slot(f"slot{i}"))
+
+    def _make_slot(self, name: str) -> dict[str, str]:
+        """Make one slot's folders (controller -> folder) under the pool's bases."""
+        if self.version == 1:
+            folders = {}
+            for controller, base in zip(("memory", "pids"), self.bases):
+                folders[controller] = os.path.join(base, name)
+                os.mkdir(folders[controller])
+            return folders
+        folder = os.path.join(self.bases[0], name)
+        os.mkdir(folder)
+        _write(os.path.join(folder, "memory.swap.max"), "0")
+        return {"memory": folder, "pids": folder}
+
+    def renew(self, index: int) -> None:
+        """Give slot ``index`` fresh folders (its zygote has ended: a cgroup whose limits could not be set, say
+        one still charged with pages that outlived their run). The old ones are removed now, or at close."""
+        self._renewals += 1
+        old, self.slots[index] = self.slots[index], self._make_slot(f"slot{index}-{self._renewals}")
+        for path in dict.fromkeys(old.values()):
+            if not _rmdir(path, patience=0.5):
+                self.retired.append(path)
 
     def for_slot(self, index: int) -> dict[str, object] | None:
         """Open directory fds of slot ``index``'s cgroups, for the zygote (``pass_fds``); None without cgroups.
@@ -200,7 +217,9 @@ class PoolCgroups:
         for folders in self.slots:
             for path in dict.fromkeys(folders.values()):
                 _rmdir(path, patience=2.0)
-        self.slots = []
+        for path in self.retired:
+            _rmdir(path, patience=0.5)
+        self.slots, self.retired = [], []
         for base in self.bases:
             _rmdir(base, patience=2.0)
         self.bases = []
@@ -227,9 +246,9 @@ class SlotCgroup:
         self._tasks = -1
 
     def set_limits(self, memory_bytes: int, tasks: int) -> None:
-        """The next run's memory (no swap) and task limits (the zygote's own task is added); written only when
-        they change."""
-        tasks += 1
+        """The next run's memory (no swap) and task limits (the zygote's and its template's tasks are added);
+        written only when they change."""
+        tasks += 2
         if memory_bytes != self._memory:
             value = str(memory_bytes).encode()
             if self._memsw < 0:
@@ -249,9 +268,13 @@ class SlotCgroup:
             self._tasks = tasks
 
     def join(self) -> None:
-        """Move this process (the zygote) into the slot's cgroups."""
+        """Move this process (the zygote) into the slot's cgroups, where the OOM killer never picks it (nor the
+        template forked from it next): a program killed for holding memfd pages frees them only as it exits,
+        and an allocation meanwhile must wait, not kill the zygote."""
         for fd in self._procs:
             os.pwrite(fd, str(os.getpid()).encode(), 0)
+        with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as fh:
+            fh.write("-1000")
 
     def oom_kills(self) -> int:
         """How many processes the kernel's OOM killer has killed in this cgroup so far."""

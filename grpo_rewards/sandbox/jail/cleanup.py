@@ -6,13 +6,14 @@ works relative to directory fds only and never descends: every sub-folder it mee
 is renamed up into the top folder and emptied from there, so it holds two fds at a
 time whatever the depth, and its work is linear in the number of entries. It
 returns whether the folder is gone instead of raising (the caller decides who is
-to blame).
+to blame). :func:`remove_stale` removes what pools killed before they could close left.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import itertools
 import os
 import stat
@@ -185,3 +186,38 @@ def over_quota(path: str, max_bytes: int, max_entries: int, max_depth: int = 64)
         for fd, _ in stack:
             os.close(fd)
     return ""
+
+
+def remove_stale(root: str, prefix: str) -> list[str]:
+    """Delete the folders ``<root>/<prefix><pid>-...`` of this uid whose pool process is gone (killed before
+    it could close); returns what went wrong, one line each.
+
+    Never stops a pool from starting: two pools starting at once (torchrun ranks) take
+    turns on a lock file, and a folder that cannot be removed (or vanished meanwhile)
+    is left and named.
+    """
+    try:
+        lock = os.open(os.path.join(root, f"{prefix}cleanup-{os.geteuid()}.lock"),
+                       os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    except OSError as exc:
+        return [f"stale scratch folders not cleaned (no lock file: {exc})"]
+    problems = []
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for name in os.listdir(root):
+            owner = name[len(prefix):].split("-", 1)[0]
+            if not name.startswith(prefix) or not owner.isdigit():
+                continue
+            path = os.path.join(root, name)
+            try:
+                if os.lstat(path).st_uid != os.geteuid():
+                    continue
+                os.kill(int(owner), 0)
+            except ProcessLookupError:
+                if not remove_tree(path):
+                    problems.append(f"could not remove the stale scratch folder {path}")
+            except OSError:  # gone meanwhile, or another user's process
+                continue
+    finally:
+        os.close(lock)
+    return problems

@@ -4,7 +4,10 @@ A Python installed under a private home (``/root/.pyenv``) is unreadable to an
 unprivileged slot uid. Inside the zygote's own mount namespace, the first closed
 ancestor (``/root``) is covered by an empty tmpfs and only the needed paths are
 bind-mounted back, read-only: the slot uid can import the standard library and sees
-nothing else of that home. The host's mounts are untouched.
+nothing else of that home. The host's mounts are untouched. The same namespace hides the
+interpreter's site-packages folders behind empty read-only tmpfs mounts, after binding the
+packages of the programs' allow-list into a folder of their own (:func:`bind_packages`,
+:func:`hide`).
 """
 
 from __future__ import annotations
@@ -81,3 +84,30 @@ def tmpfs_scratch(root: str, size_mb: int, inodes: int) -> None:
     """A size- and inode-capped tmpfs for the slot's scratch folders (a disk fill stops there)."""
     mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
           f"mode=0711,size={int(size_mb)}m,nr_inodes={int(inodes)}")
+
+
+def bind_packages(folder: str, entries: dict[str, str]) -> None:
+    """Cover ``folder`` with a small tmpfs holding a read-only bind mount of each allowed package
+    (entry name -> its real folder or module file): the programs' only way to them once :func:`hide`
+    covers the site-packages folders they live in."""
+    mount("tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
+    for name, source in entries.items():
+        target = os.path.join(folder, name)
+        if os.path.isdir(source):
+            os.mkdir(target, 0o755)
+        else:
+            open(target, "a").close()
+        mount(source, target, None, MS_BIND | MS_REC)
+        mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    mount(None, folder, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
+
+
+def hide(folders: list[str]) -> list[str]:
+    """Cover each existing folder with an empty read-only tmpfs (site-packages the programs must not
+    read); returns those covered."""
+    covered = []
+    for path in folders:
+        if os.path.isdir(path) and not os.path.ismount(path):
+            mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0555,size=4k")
+            covered.append(path)
+    return covered

@@ -2,11 +2,14 @@
 
 Started by the pool with an empty environment and ``python -I``; it holds no
 secrets and never sees expected outputs, nor any program's code, input or output:
-those are memfds passed through (see :mod:`wire`), so a child cannot find an earlier
-run's data in the memory it inherits. Per run it makes a fresh scratch folder, forks
-a child (see :mod:`child`; ahead of time, right after the previous reply, so fork and
-setup are off the critical path), enforces the wall-clock deadline, kills the child's
-process group, sweeps every process of the slot uid, reaps (it is a child subreaper),
+those are memfds passed through (see :mod:`wire`). It does see how each run ended
+(exit status, output sizes, its reply), so it never forks a child itself: every child
+is forked from the slot's :mod:`template`, a process forked before the first run that
+holds nothing of any run, and a program finds no earlier run's result in the memory
+it inherits. Per run it gets a child with a fresh scratch folder (see :mod:`child`;
+ahead of time, right after the previous reply, so fork and setup are off the critical
+path), enforces the wall-clock deadline, kills the child's process group, sweeps every
+process of the slot uid, reaps (it is the child's parent and a child subreaper),
 measures the output sizes against the cap and deletes the scratch folder. One run at
 a time.
 """
@@ -35,6 +38,7 @@ from .linux import (
     prctl,
     unshare,
 )
+from .template import Spare, Template
 
 PRELOAD = (
     "array", "bisect", "collections", "copy", "dataclasses", "datetime", "decimal", "enum", "fractions",
@@ -45,16 +49,6 @@ PRELOAD = (
 
 
 QUOTA_POLL = 0.05  # seconds between scratch quota checks where there is no capped tmpfs
-
-
-@dataclass
-class Spare:
-    """The next run's child, forked and prepared, waiting for its program."""
-
-    pid: int
-    sock: socket.socket
-    rd_r: int
-    scratch: str
 
 
 @dataclass
@@ -77,8 +71,8 @@ class Zygote:
         self.layers: list[str] = ["rlimits", "setsid"]
         self.problems: list[str] = []
         self.root = cfg["scratch_root"]
-        self.runs = 0
         self.spare: Spare | None = None
+        self.template: Template | None = None
         self.retire = False
         uid = cfg.get("uid")
         # No PR_SET_PDEATHSIG: it fires when the *thread* that started us ends. The pool's socket tells us
@@ -111,7 +105,7 @@ class Zygote:
             self.ctx.seccomp = self._filters()
             if self.ctx.seccomp is not None:
                 self.layers.append("seccomp")
-        self.ctx.landlock_rules = landlock.open_rules(abi, cfg["read_only"], [], cfg["rw_files"]) if abi else []
+        self.ctx.landlock_rules = landlock.open_rules(abi, self._read_only(cfg), [], cfg["rw_files"]) if abi else []
         self._sweep()
         gc.collect()
         gc.freeze()  # children never scan (and so never copy) the zygote's objects in their GC
@@ -123,6 +117,8 @@ class Zygote:
                                    len(self.layers), "cgroup")
             except OSError as exc:
                 self._cgroup_failed(exc)
+        # last, before any run (the self-test included): every child is forked from this state
+        self.template = Template(self.ctx, self.root, [self.sock.fileno()])
 
     def _filters(self) -> dict[str, Any] | None:
         """One seccomp filter per run mode (python, exec, compile). Signals are refused outright when nothing
@@ -148,6 +144,15 @@ class Zygote:
         if self.ctx.seccomp is not None:
             self.ctx.seccomp = self._filters()
 
+    def _read_only(self, cfg: dict[str, Any]) -> list[str]:
+        """What programs may read: the system paths and the standard library, and the allowed packages'
+        folder (bind mounts inside the mount namespace; links to the packages themselves without one)."""
+        packages = cfg.get("packages") or {}
+        if not packages:
+            return list(cfg["read_only"])
+        extra = [packages["dir"]] if "mountns" in self.layers else [packages["dir"], *packages["entries"].values()]
+        return [*cfg["read_only"], *extra]
+
     def _namespaces(self, cfg: dict[str, Any]) -> None:
         wanted = cfg.get("namespaces") or []
         if wanted is True:
@@ -165,9 +170,13 @@ class Zygote:
             return
         try:
             mounts.make_private()
+            packages = cfg.get("packages") or {}
+            if packages:  # bound before the site-packages folders they live in are hidden
+                mounts.bind_packages(packages["dir"], packages["entries"])
             covered = mounts.expose(cfg["read_only"])
             if covered:
                 self.problems.append(f"exposed read-only inside the mount namespace: {', '.join(covered)}")
+            mounts.hide(list(cfg.get("hide", [])))
             if "tmpfs-scratch" in wanted:
                 mounts.tmpfs_scratch(self.root, cfg["scratch_mb"], cfg["scratch_inodes"])
                 self.layers.append("tmpfs-scratch")
@@ -228,34 +237,19 @@ class Zygote:
                 self._prepare_spare()  # off the critical path: the pool already has its reply
         self._drop_spare()
         self._sweep()
+        if self.template is not None:
+            self.template.close()
         if self.cgroup is not None:
             self.cgroup.close()
 
     def _prepare_spare(self) -> None:
-        """Fork the next run's child ahead of time (fork and setup cost no latency then)."""
-        self.runs += 1
-        scratch = os.path.join(self.root, f"r{os.getpid()}-{self.runs}")  # unique even beside a dead zygote's
-        try:
-            os.mkdir(scratch, 0o700)
-            if self.ctx.uid is not None:
-                os.chown(scratch, self.ctx.uid, self.ctx.gid)
-            elif os.geteuid() == 0:
-                os.chown(scratch, child.NOBODY, child.NOBODY)  # root without a slot uid runs programs as nobody
-            rd_r, rd_w = os.pipe()
-            ours, theirs = socket.socketpair()
-        except OSError as exc:
-            cleanup.remove_tree(scratch)
-            self.problems.append(f"spare: {exc}")
+        """Have the template fork the next run's child ahead of time (fork and setup cost no latency then)."""
+        if self.template is None:
             return
-        pid = os.fork()
-        if pid == 0:
-            try:
-                child.spare(self.ctx, theirs.fileno(), rd_w, scratch)
-            finally:
-                os._exit(child.SETUP_FAILED_EXIT)
-        os.close(rd_w)
-        theirs.close()
-        self.spare = Spare(pid, ours, rd_r, scratch)
+        try:
+            self.spare = self.template.spare()
+        except OSError as exc:
+            self.problems.append(f"spare: {exc}")
 
     def _drop_spare(self) -> None:
         spare, self.spare = self.spare, None
@@ -272,8 +266,8 @@ class Zygote:
             if self.spare is None:
                 self._prepare_spare()
             spare, self.spare = self.spare, None
-            if spare is None:
-                return {"status": "sandbox_error", "error": "could not fork a child", "wall": 0.0}
+            if spare is None:  # the template is gone: no program ran, a fresh slot runs this one
+                return self._restart("could not fork a child")
             t0 = time.monotonic()
             if self.cgroup is not None:
                 lim = req["limits"]
@@ -282,7 +276,7 @@ class Zygote:
                 except OSError as exc:
                     self.spare = spare
                     self._drop_spare()
-                    return {"status": "sandbox_error", "error": f"cgroup limits: {exc}", "wall": 0.0}
+                    return self._restart(f"cgroup limits: {exc}", cgroup=True)
             try:
                 wire.send(spare.sock, req, fds)
                 break
@@ -290,7 +284,7 @@ class Zygote:
                 self.spare = spare
                 self._drop_spare()
         else:
-            return {"status": "sandbox_error", "error": "the child died before its program arrived", "wall": 0.0}
+            return self._restart("the child died before its program arrived")
         spare.sock.close()
         try:
             reply = self._supervise(req, spare.pid, spare.rd_r, fds[2], fds[3], t0, spare.scratch)
@@ -303,6 +297,14 @@ class Zygote:
                          retire=True)
             self.retire = True
         return reply
+
+    def _restart(self, why: str, cgroup: bool = False) -> dict[str, Any]:
+        """No program ran and this slot cannot run one: this zygote ends after replying, and the pool runs the
+        same program on a fresh one (with a fresh cgroup when the cgroup could not be set): never the program's
+        failure, nor a sandbox error of the program that happened to come next."""
+        self.retire = True
+        return {"status": "sandbox_error", "error": why, "wall": 0.0, "retire": True, "restart": True,
+                "new_cgroup": cgroup}
 
     def _supervise(self, req: dict[str, Any], pid: int, rd_r: int, out_fd: int, err_fd: int,
                    t0: float, scratch: str) -> dict[str, Any]:
@@ -406,7 +408,7 @@ class Zygote:
                 pass
             finally:
                 os.setresuid(0, 0, 0)
-        _reap_all()
+        _reap_all(self.template.pid if self.template is not None else 0)
 
 
 def _read_ready(fd: int, buf: bytearray, poller: select.poll) -> None:
@@ -429,8 +431,12 @@ def _kill_group(pid: int) -> None:
             target()
 
 
-def _reap_all(patience: float = 2.0) -> None:
-    """Reap every child (orphans come to us as subreaper); wait a little for ones just killed."""
+def _reap_all(template: int = 0, patience: float = 2.0) -> None:
+    """Reap every child (orphans come to us as subreaper) but the template; wait a little for ones just killed.
+
+    The template is a child that stays: where the kernel lists a process's children (``/proc/<pid>/task/<pid>/
+    children``), waiting ends when it is the only one left; elsewhere one pass reaps what has already ended
+    (the next run's pass reaps the rest)."""
     end = time.monotonic() + patience
     while True:
         try:
@@ -438,9 +444,20 @@ def _reap_all(patience: float = 2.0) -> None:
         except ChildProcessError:
             return
         if pid == 0:
-            if time.monotonic() > end:
+            if time.monotonic() > end or _only_child(template):
                 return
             time.sleep(0.001)
+
+
+def _only_child(template: int) -> bool:
+    """Whether ``template`` is this process's only child (True too where the kernel does not say)."""
+    if not template:
+        return False
+    try:
+        with open(f"/proc/{os.getpid()}/task/{os.getpid()}/children", "rb") as fh:
+            return fh.read().split() == [str(template).encode()]
+    except OSError:
+        return True
 
 
 def _close(fds: list[int]) -> None:
