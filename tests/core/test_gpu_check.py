@@ -142,3 +142,30 @@ def test_a_run_that_learned_nothing_is_refused() -> None:
             gpu_check.learning_signal([step, {**step, key: 0.0}])
     with pytest.raises(AssertionError, match="non-finite"):
         gpu_check.learning_signal([{**step, "grad_norm": float("nan")}])
+
+
+def test_the_wheel_folder_installs_offline_into_a_site_folder(tmp_path: Path) -> None:
+    """``gpu_wheels.sh --install`` (what gpu_check.sh runs on the GPU machine): every wheel of the folder into the
+    site folder with pip --no-index, importable from there."""
+    import zipfile
+
+    wheels, site = tmp_path / "whl", tmp_path / "site"
+    wheels.mkdir()
+    info = "lane_probe-1.0.dist-info"
+    files = {"lane_probe/__init__.py": "CARRIED = True\n",
+             f"{info}/METADATA": "Metadata-Version: 2.1\nName: lane-probe\nVersion: 1.0\n",
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    with zipfile.ZipFile(wheels / "lane_probe-1.0-py3-none-any.whl", "w") as z:
+        for name, text in files.items():
+            z.writestr(name, text)
+        z.writestr(f"{info}/RECORD", "".join(f"{n},,\n" for n in [*files, f"{info}/RECORD"]))
+    env = {**os.environ, "GPU_WHEELS": str(wheels), "PYTHON": sys.executable, "PIP_NO_INDEX": "1"}
+    proc = subprocess.run(["bash", str(REPO / "scripts" / "gpu_wheels.sh"), "--install", str(site)],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    probe = subprocess.run([sys.executable, "-c", "import lane_probe; print(lane_probe.__file__, lane_probe.CARRIED)"],
+                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(site)}, timeout=60)
+    assert probe.stdout.split() == [str(site / "lane_probe" / "__init__.py"), "True"], probe.stderr
+    empty = subprocess.run(["bash", str(REPO / "scripts" / "gpu_wheels.sh"), "--install", str(site)],
+                           capture_output=True, text=True, env={**env, "GPU_WHEELS": str(tmp_path / "none")})
+    assert empty.returncode == 1 and "no wheel in" in empty.stderr
