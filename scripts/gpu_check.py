@@ -25,10 +25,10 @@ import importlib.util
 import json
 import math
 import os
+import subprocess
 import sys
 import tempfile
 import traceback
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
