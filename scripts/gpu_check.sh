@@ -15,7 +15,8 @@
 # (its CUDA wheel is far over the 64 MiB the folder may hold): where it is not installed, the vLLM check is a
 # SKIP line and vLLM on CUDA stays unverified by this lane. A check whose package is missing says so in its SKIP
 # line. Without a GPU every check is a SKIP line and the exit status is 0 (nothing is installed); otherwise it
-# is 1 when any check failed. Each check runs in its own process under $GPU_CHECK_TIMEOUT seconds (default 240).
+# is 1 when any check failed or the lane took over $GPU_CHECK_BUDGET seconds (default 480). Each check runs in
+# its own process under $GPU_CHECK_TIMEOUT seconds (default 240).
 set -u
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(dirname "$HERE")
@@ -23,6 +24,7 @@ PY=${PYTHON:-python3}
 WHEELS=${GPU_WHEELS:-$REPO/.whl}
 SITE=${GPU_CHECK_SITE:-/tmp/gpu_check_site}
 LIMIT=${GPU_CHECK_TIMEOUT:-240}
+BUDGET=${GPU_CHECK_BUDGET:-480}  # seconds for the whole lane, installation included: over it is a FAIL line
 export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
 CHECKS=$("$PY" "$HERE/gpu_check.py" list 2>/dev/null) || {
     echo "FAIL gpu_check: $PY cannot run scripts/gpu_check.py (is torch installed?)"; exit 1; }
@@ -59,5 +61,9 @@ for c in $CHECKS; do
     case $line in FAIL*) failed=1 ;; esac
     echo "$line"
 done
-echo "gpu_check: $(( $(date +%s) - start )) s; logs in $LOGS"
+took=$(( $(date +%s) - start ))
+if [ "$took" -gt "$BUDGET" ]; then
+    echo "FAIL gpu_check: the lane took $took s, over its budget of $BUDGET s"; failed=1
+fi
+echo "gpu_check: $took s; logs in $LOGS"
 exit $failed

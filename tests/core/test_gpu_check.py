@@ -98,6 +98,8 @@ def test_the_script_lists_the_checks_this_test_enumerates() -> None:
     assert proc.stdout.split() == [c.name for c in gpu_check.CHECKS]
     assert set(CPU_EQUIVALENTS) <= {c.name for c in TRAINER_CHECKS}
     assert {"bf16_autocast", "bf16_lora", "qlora", "deepspeed_zero2", "fsdp2"} <= {c.name for c in TRAINER_CHECKS}
+    documented = (REPO / "docs" / "gpu.md").read_text()
+    assert [c.name for c in gpu_check.CHECKS if f"`{c.name}`" not in documented] == []
 
 
 @pytest.mark.parametrize("check", TRAINER_CHECKS, ids=lambda c: c.name)
