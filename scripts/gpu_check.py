@@ -349,7 +349,9 @@ def run(check: str, work: Path) -> tuple[str, str]:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description="One GPU check, one summary line.")
+    ap = argparse.ArgumentParser(description="One GPU check, one summary line.",
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="checks:\n" + "\n".join(f"  {c.name:<20} {c.what}" for c in CHECKS))
     ap.add_argument("check", choices=[*NAMES, "list"])
     ap.add_argument("--workdir", type=Path, default=None, help="scratch folder (default: a temporary one)")
     ap.add_argument("--worker", type=Path, default=None, help=argparse.SUPPRESS)  # a rank of launch(): its config

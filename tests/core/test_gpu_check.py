@@ -48,6 +48,13 @@ def test_one_check_off_a_gpu_prints_one_skip_line(capsys: pytest.CaptureFixture[
     assert capsys.readouterr().out == "SKIP qlora: torch sees no CUDA device\n"
 
 
+def test_help_describes_every_check(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        gpu_check.parse_args(["--help"])
+    described = [ln.split()[0] for ln in capsys.readouterr().out.split("checks:\n")[1].splitlines()]
+    assert described == list(gpu_check.NAMES)
+
+
 def test_an_unknown_check_is_refused() -> None:
     with pytest.raises(SystemExit) as exc:
         gpu_check.parse_args(["fsdp3"])
