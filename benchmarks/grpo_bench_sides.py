@@ -11,8 +11,13 @@ forward/backward + optimiser step). Generation itself is the same ``model.genera
 trainers; on 2 CPU cores it runs at ~1 s per decode step for this 151,936-token vocabulary, which is why
 it is left out. The peak is the process's resident high-water mark (``VmHWM``), reset once the model,
 trainer and data are built, read at the end of every step (both trainers load the safetensors weights
-memory-mapped, so the weights become resident during the first step and are inside the peak). The last
-line of stdout is ``RESULT {json}``.
+memory-mapped, so the weights become resident during the first step and are inside the peak). With
+``--device cuda`` (``benchmarks/gpu_vs_trl.py``) both train on the GPU, each step's time ends after a
+``torch.cuda.synchronize()``, the peak is ``torch.cuda.max_memory_allocated`` since the run was built, and
+``--memory-fraction`` caps this process's share of the GPU (``torch.cuda.set_per_process_memory_fraction``).
+``--no-checkpointing`` turns gradient checkpointing off on both sides; ``--dtype auto`` trains fp32 master
+weights under 16-bit autocast on both sides (ours: a 16-bit checkpoint with ``dtype = "auto"``; TRL: fp32
+weights with ``bf16 = True``). The last line of stdout is ``RESULT {json}``.
 """
 
 from __future__ import annotations
@@ -62,9 +67,11 @@ def fixed_completions(rows: int, length: int, low: int, high: int, seed: int) ->
 
 
 class Recorder:
-    """Step timings and the high-water mark, shared by both sides."""
+    """Step timings and the high-water mark, shared by both sides (the resident set on the CPU,
+    ``torch.cuda.max_memory_allocated`` on CUDA)."""
 
-    def __init__(self) -> None:
+    def __init__(self, cuda: bool = False) -> None:
+        self.cuda = cuda
         self.step_start: float | None = None
         self.steps: list[float] = []
         self.peak = 0
@@ -75,6 +82,13 @@ class Recorder:
         import gc
 
         gc.collect()
+        if self.cuda:
+            import torch
+
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            self.reset_ok, self.rss_at_start = True, torch.cuda.memory_allocated()
+            return
         self.reset_ok = reset_peak()
         self.rss_at_start = rss_bytes()
 
@@ -84,9 +98,18 @@ class Recorder:
 
     def end_step(self) -> None:
         assert self.step_start is not None
+        if self.cuda:
+            import torch
+
+            torch.cuda.synchronize()
         self.steps.append(time.perf_counter() - self.step_start)
         self.step_start = None
-        self.peak = max(self.peak, rss_bytes("VmHWM"))
+        if self.cuda:
+            import torch
+
+            self.peak = max(self.peak, torch.cuda.max_memory_allocated())
+        else:
+            self.peak = max(self.peak, rss_bytes("VmHWM"))
 
 
 # ------------------------------------------------------------------------------------------ ours ---
@@ -133,7 +156,7 @@ def run_ours(a: argparse.Namespace, rec: Recorder, completions: Any) -> dict[str
     registry = load_registry(extra_plugins=[("vs_trl_bench", BenchPlugin())])
     cfg = config_from_dict(
         {
-            "model": {"name_or_path": a.model_dir, "dtype": a.dtype, "gradient_checkpointing": True,
+            "model": {"name_or_path": a.model_dir, "dtype": a.dtype, "gradient_checkpointing": a.checkpointing,
                       "offload_activations": False},
             "data": {"source": a.prompts, "prompt_field": "prompt", "chat_template": False, "shuffle": False},
             "generation": {"backend": "vs_trl_fixed", "num_generations": a.generations,
@@ -182,16 +205,16 @@ def run_trl(a: argparse.Namespace, rec: Recorder, completions: Any) -> dict[str,
         def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
             rec.end_step()
 
-    dtype = getattr(torch, a.dtype)
+    dtype = torch.float32 if a.dtype == "auto" else getattr(torch, a.dtype)  # auto: fp32 weights, bf16 autocast
     tok = AutoTokenizer.from_pretrained(a.model_dir)
     model = AutoModelForCausalLM.from_pretrained(a.model_dir, dtype=dtype)
     rows = [json.loads(line) for line in Path(a.prompts).read_text().splitlines() if line.strip()]
     config = GRPOConfig(
         output_dir=a.out_dir, per_device_train_batch_size=a.generations, num_generations=a.generations,
-        max_completion_length=a.length, gradient_checkpointing=True, learning_rate=1e-5, beta=0.0,
+        max_completion_length=a.length, gradient_checkpointing=a.checkpointing, learning_rate=1e-5, beta=0.0,
         num_iterations=1, loss_type="dapo", epsilon=0.2, max_grad_norm=1.0, lr_scheduler_type="constant",
-        max_steps=a.steps, logging_steps=1, report_to="none", save_strategy="no", use_cpu=True,
-        bf16=a.dtype == "bfloat16", fp16=False, seed=0, temperature=1.0, dataloader_num_workers=0,
+        max_steps=a.steps, logging_steps=1, report_to="none", save_strategy="no", use_cpu=a.device == "cpu",
+        bf16=a.dtype == "bfloat16" or (a.dtype == "auto" and a.device == "cuda"), fp16=False, seed=0, temperature=1.0, dataloader_num_workers=0,
         shuffle_dataset=False, generation_kwargs={"min_new_tokens": a.length}, disable_tqdm=True,
     )
     trainer = GRPOTrainer(
@@ -223,12 +246,16 @@ def main() -> int:
     p.add_argument("--dtype", default="float32")
     p.add_argument("--token-range", default="6,500", help="low,high of the fixed completion ids")
     p.add_argument("--memory-limit-gb", type=float, default=0.0, help="RLIMIT_AS for this process (0: none)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--no-checkpointing", dest="checkpointing", action="store_false")
+    p.add_argument("--memory-fraction", type=float, default=0.0,
+                   help="cuda: torch.cuda.set_per_process_memory_fraction for this process (0: none)")
     a = p.parse_args()
     if a.memory_limit_gb > 0:
         limit = int(a.memory_limit_gb * GiB)
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     out: dict[str, Any] = {"side": a.side, "length": a.length, "pid": os.getpid()}
-    rec = Recorder()
+    rec = Recorder(cuda=a.device == "cuda")
     try:
         import peft  # noqa: F401  (both trainers' stack, before any model: the runtime part of the floor)
         import torch
@@ -237,6 +264,8 @@ def main() -> int:
         import grpo_core.trainer  # noqa: F401
 
         out["runtime_rss"] = rss_bytes()
+        if a.device == "cuda" and a.memory_fraction > 0:
+            torch.cuda.set_per_process_memory_fraction(a.memory_fraction)
         low, high = (int(x) for x in a.token_range.split(","))
         completions = fixed_completions(a.generations, a.length, low, high, seed=1234)
         out.update(run_ours(a, rec, completions) if a.side == "ours" else run_trl(a, rec, completions))

@@ -64,7 +64,7 @@ def build_model_dir(out: Path, a: argparse.Namespace) -> dict[str, Any]:
         pad_token_id=fast.pad_token_id, eos_token_id=fast.eos_token_id, bos_token_id=fast.bos_token_id,
     )
     torch.manual_seed(0)
-    model = Qwen2ForCausalLM(config)
+    model = Qwen2ForCausalLM(config).to(getattr(torch, getattr(a, "save_dtype", "float32")))
     model.save_pretrained(out)
     with open(out / "prompts.jsonl", "w") as f:
         for i in range(64):
@@ -80,7 +80,7 @@ def run_side(side: str, length: int, a: argparse.Namespace, model_dir: Path, tok
            "--generations", str(a.generations), "--steps", str(a.steps), "--lora-rank", str(a.lora_rank),
            "--chunk-size", str(a.chunk_size), "--micro-batch-tokens", str(a.micro_batch_tokens),
            "--dtype", a.dtype, "--token-range", token_range,
-           "--memory-limit-gb", str(a.memory_limit_gb)]
+           "--memory-limit-gb", str(a.memory_limit_gb), *getattr(a, "side_args", ())]
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "PYTHONWARNINGS": "ignore"}
     if a.malloc_mmap_threshold:  # the same allocator setting on both sides
         env["MALLOC_MMAP_THRESHOLD_"] = str(a.malloc_mmap_threshold)

@@ -1,45 +1,94 @@
 """The checks of ``scripts/gpu_check.sh``: what CPU CI cannot run, one check per call, one summary line.
 
-    python scripts/gpu_check.py CHECK [--workdir DIR]      (CHECK: one of CHECKS, or ``list``)
+    python scripts/gpu_check.py CHECK [--workdir DIR]      (CHECK: a name in CHECKS, or ``list``)
+
+:data:`CHECKS` is the lane: the shell script runs the names ``list`` prints, and
+``tests/core/test_gpu_check.py`` runs every trainer check's run config (:func:`run_config`) through the trainer
+on the CPU, so a check whose config the trainer would refuse fails CI, not the GPU machine.
 
 Each check prints exactly one line, ``PASS <check>: <what was measured>``, ``FAIL <check>: <why>`` or
 ``SKIP <check>: <why>`` (a missing package or no CUDA device), and exits 0 for PASS/SKIP, 1 for FAIL. Models
-are random-weight Qwen2-shaped models built from a config (no network); the trainer checks run two steps of
-``grpo_core.trainer.Trainer`` on the GPU; the log-prob checks compare the chunked head
-(``grpo_core.policy.logprobs.completion_logprobs``) with TRL's full-logits path (``selective_log_softmax``,
-or the same formula written here when trl is not installed: the line says which).
+are random-weight Qwen2-shaped models built from a config (no network). A trainer check runs two steps of
+``grpo_core.trainer.Trainer`` on a bf16 checkpoint with a reward whose values vary within a group
+(:data:`REWARD`), and fails unless every step saw varying rewards, non-zero advantages and a non-zero gradient
+(:func:`learning_signal`): a loss of 0 alone shows nothing, since GRPO's first-iteration loss is 0 by
+construction. The log-prob checks compare the chunked head (``grpo_core.policy.logprobs.completion_logprobs``)
+with TRL's full-logits path (``selective_log_softmax``, or the same formula written here when trl is not
+installed: the line says which).
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import importlib.util
 import json
 import math
+import os
+import subprocess
 import sys
 import tempfile
 import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-CHECKS = ("bf16_autocast", "qlora", "vllm_colocate_sleep", "logprobs_4096", "logprobs_16384", "deepspeed_zero2",
-          "fsdp2")
 CHARS = ["<pad>", "<eos>", *"0123456789+-=*/ ?.abcdefghijklmnopqrstuvwxyz"]
+ROWS = [("what is 1+2?", "3"), ("add 3 and 4.", "7"), ("2*5=?", "10"), ("9-4=?", "5")]
+# scores the last number of a completion by its distance to the answer: random characters hold digits, so the
+# scores of a group differ (tolerance 10: a relative error of 10 earns half, so far numbers still differ)
+REWARD = {"close": {"use": "numeric_proximity", "tolerance": 10.0}}
+# the sections every trainer check starts from; a check's own sections are merged over them, key by key
+BASE: dict[str, dict[str, Any]] = {
+    "model": {"dtype": "auto", "gradient_checkpointing": True},
+    "data": {"max_prompt_length": 32, "chat_template": False, "shuffle": False},  # a character tokenizer: no template
+    "generation": {"num_generations": 8, "max_completion_length": 16},
+    "grpo": {"learning_rate": 1e-3, "prompts_per_step": 2, "max_steps": 2, "seed": 0},
+    "logging": {"progress": False, "plot": False},
+    "checkpoint": {"every": 0, "every_minutes": 0},
+    "rewards": REWARD,
+}
 
 
 class Skip(Exception):
     """The check cannot run here (the message says why)."""
 
 
+@dataclass(frozen=True)
+class Check:
+    """One line of the lane. A trainer check has ``sections`` (its run config over :data:`BASE`) and a
+    ``verify(trainer, last_metrics) -> str`` that checks what the setting should have done and says what it saw."""
+
+    name: str
+    what: str
+    needs: tuple[str, ...] = ()
+    sections: dict[str, dict[str, Any]] | None = None
+    verify: Callable[[Any, dict[str, Any]], str] | None = None
+    processes: int = 1  # > 1: that many ranks under torchrun (:func:`launch`), one device each on CUDA
+    tokens: int = 0  # a log-prob check: completion tokens
+
+    @property
+    def trains(self) -> bool:
+        return self.sections is not None
+
+
+# why a package may be missing on the GPU machine (scripts/gpu_wheels.sh carries the others)
+NOT_CARRIED = {"vllm": "its CUDA wheel is far over the 64 MiB scripts/gpu_wheels.sh carries: vLLM on CUDA is "
+                       "unverified on this machine"}
+
+
 def need(*modules: str) -> None:
     missing = [m for m in modules if importlib.util.find_spec(m) is None]
     if missing:
-        raise Skip(f"{', '.join(missing)} not installed (no wheel beside the script either)")
+        why = "; ".join(NOT_CARRIED[m] for m in missing if m in NOT_CARRIED) or "bash scripts/gpu_wheels.sh carries it"
+        raise Skip(f"{', '.join(missing)} not installed ({why})")
 
 
-def build_model(out: Path, *, vocab: int | None = None, hidden: int = 64, layers: int = 2, positions: int = 512) -> Path:
-    """A random Qwen2 with a character tokenizer (its vocabulary padded to ``vocab`` rows when given)."""
+def build_model(out: Path, *, vocab: int | None = None, hidden: int = 64, layers: int = 2, positions: int = 512,
+                dtype: str = "float32") -> Path:
+    """A random Qwen2 saved in ``dtype`` with a character tokenizer (its vocabulary padded to ``vocab`` rows)."""
     import torch
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
@@ -52,57 +101,147 @@ def build_model(out: Path, *, vocab: int | None = None, hidden: int = 64, layers
                          max_position_embeddings=positions, pad_token_id=0, eos_token_id=1, bos_token_id=1,
                          tie_word_embeddings=False)
     torch.manual_seed(0)
-    Qwen2ForCausalLM(config).save_pretrained(out)
+    Qwen2ForCausalLM(config).to(getattr(torch, dtype)).save_pretrained(out)
     tok.save_pretrained(out)
     return out
 
 
-def train_two_steps(work: Path, **sections: dict[str, Any]) -> dict[str, Any]:
-    """Two optimizer steps of the project's trainer on a tiny model; the last step's metrics."""
+def run_config(check: Check, work: Path) -> dict[str, Any]:
+    """The run config ``check`` trains with (plain data, as a TOML file would give it), its bf16 model and rows
+    written under ``work``."""
+    assert check.sections is not None, f"{check.name} is not a trainer check"
+    model = build_model(work / "model", dtype="bfloat16")
+    rows = work / "rows.jsonl"
+    rows.write_text("".join(json.dumps({"prompt": p, "answer": a}) + "\n" for p, a in ROWS))
+    config = copy.deepcopy(BASE)
+    config["model"]["name_or_path"] = str(model)
+    config["data"]["source"] = str(rows)
+    config["logging"]["output_dir"] = str(work / "run")
+    for name, values in copy.deepcopy(check.sections).items():
+        config[name] = {**config.get(name, {}), **values}
+    return config
+
+
+def learning_signal(steps: list[dict[str, Any]]) -> str:
+    """Raise unless every step's rewards varied, its advantages were non-zero and its gradient non-zero and
+    finite; a summary of what was seen."""
+    for m in steps:
+        seen = {k: m.get(k) for k in ("reward/std", "advantages/abs_max", "grad_norm", "loss")}
+        if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in seen.values()):
+            raise AssertionError(f"step {m.get('step')}: a missing or non-finite metric in {seen}")
+        if not (seen["reward/std"] > 0 and seen["advantages/abs_max"] > 0 and seen["grad_norm"] > 0):
+            raise AssertionError(f"step {m.get('step')} learned nothing: {seen}")
+    return ("rewards varied (std " + "/".join(f"{m['reward/std']:.3g}" for m in steps) + "), |advantage| max "
+            + "/".join(f"{m['advantages/abs_max']:.3g}" for m in steps) + ", grad norm "
+            + "/".join(f"{m['grad_norm']:.3g}" for m in steps))
+
+
+def train(config: dict[str, Any]) -> tuple[Any, list[dict[str, Any]]]:
+    """The project's trainer on ``config`` in this process (one rank of torchrun's world when it set one up);
+    the trainer and each step's metrics, checked by :func:`learning_signal`."""
     from grpo_core.trainer import Trainer
 
-    model = build_model(work / "model")
-    data = work / "rows.jsonl"
-    data.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in ["what is 1+2?", "add 3 and 4.", "2*5=?"] * 2))
-    config: dict[str, Any] = {
-        "model": {"name_or_path": str(model), "dtype": "float32", "gradient_checkpointing": False},
-        "data": {"source": str(data), "max_prompt_length": 32},
-        "generation": {"num_generations": 4, "max_completion_length": 16},
-        "grpo": {"learning_rate": 1e-3, "prompts_per_step": 2, "max_steps": 2, "seed": 0},
-        "logging": {"output_dir": str(work / "run"), "progress": False, "plot": False},
-        "rewards": {"fmt": {"use": "xml_count"}},
-    }
-    for name, values in sections.items():
-        config[name] = {**config.get(name, {}), **values}
-    Trainer(config).train()
-    lines = [json.loads(x) for x in (work / "run" / "metrics.jsonl").read_text().splitlines()]
+    trainer = Trainer(config)
+    trainer.train()
+    lines = [json.loads(x) for x in (Path(config["logging"]["output_dir"]) / "metrics.jsonl").read_text().splitlines()]
     steps = [m for m in lines if "loss" in m]
-    if len(steps) != 2 or not all(math.isfinite(m["loss"]) for m in steps):
-        raise AssertionError(f"expected 2 steps with a finite loss, got {steps}")
-    return steps[-1]
+    if len(steps) != config["grpo"]["max_steps"]:
+        raise AssertionError(f"expected {config['grpo']['max_steps']} steps, got {steps}")
+    learning_signal(steps)
+    return trainer, steps
 
 
-def check_bf16_autocast(work: Path) -> str:
+# ------------------------------------------------------------------------------------ what each check saw ---
+
+
+def _base(model: Any) -> Any:
+    from grpo_core.policy.models import is_peft
+
+    return model.get_base_model() if is_peft(model) else model
+
+
+def verify_autocast(trainer: Any, m: dict[str, Any]) -> str:
+    """A full fine-tune of a bf16 checkpoint: fp32 master weights, forwards under bf16 autocast on CUDA."""
     import torch
 
-    m = train_two_steps(work, model={"dtype": "bfloat16"})
-    return f"2 steps in bfloat16 on {torch.cuda.get_device_name()}, loss {m['loss']:.4g}"
+    from grpo_core.policy.models import compute_dtype
+
+    model = trainer.model
+    dtypes = {p.dtype for p in model.parameters() if p.requires_grad}
+    if dtypes != {torch.float32}:
+        raise AssertionError(f"trained weights are {dtypes}, not fp32 master weights")
+    marked = getattr(_base(model), "_grpo_autocast_dtype", None)
+    if marked != torch.bfloat16:
+        raise AssertionError(f"the bf16 checkpoint was not marked for bf16 autocast ({marked})")
+    where = next(model.parameters()).device
+    if where.type == "cuda" and compute_dtype(model) != torch.bfloat16:
+        raise AssertionError(f"forwards on {where} run in {compute_dtype(model)}, not under bf16 autocast")
+    return f"fp32 master weights, bf16 autocast on {where}"
 
 
-def check_qlora(work: Path) -> str:
-    need("bitsandbytes", "peft")
-    m = train_two_steps(work, lora={"enabled": True}, quantization={"load_in_4bit": True, "quant_type": "nf4"})
-    return f"2 steps with a 4-bit nf4 base and LoRA, loss {m['loss']:.4g}"
+def verify_bf16_lora(trainer: Any, m: dict[str, Any]) -> str:
+    """LoRA on a bf16 base: the base stays bf16 and frozen, the adapters train in fp32."""
+    import torch
+
+    trained = [(n, p.dtype) for n, p in trainer.model.named_parameters() if p.requires_grad]
+    frozen = {p.dtype for p in trainer.model.parameters() if not p.requires_grad}
+    if not trained or any("lora_" not in n or d != torch.float32 for n, d in trained):
+        raise AssertionError(f"expected fp32 LoRA weights only to train, got {trained[:4]}")
+    if frozen != {torch.bfloat16}:
+        raise AssertionError(f"the frozen base is {frozen}, not bf16")
+    return f"bf16 base, {len(trained)} fp32 LoRA tensors trained"
 
 
-def check_vllm_colocate_sleep(work: Path) -> str:
-    need("vllm")
-    m = train_two_steps(work, generation={"backend": "vllm", "vllm_mode": "colocate", "vllm_sleep_level": 1,
-                                          "vllm_gpu_memory_utilization": 0.2})
+def verify_qlora(trainer: Any, m: dict[str, Any]) -> str:
+    four_bit = [n for n, mod in trainer.model.named_modules() if type(mod).__name__ == "Linear4bit"]
+    if not four_bit:
+        raise AssertionError("no bitsandbytes Linear4bit layer in the model")
+    return f"{len(four_bit)} nf4 layers under LoRA"
+
+
+def verify_vllm(trainer: Any, m: dict[str, Any]) -> str:
     k3 = m.get("rollout_corr/k3_kl")
     if k3 is None:
         raise AssertionError("no rollout_corr/k3_kl in the step metrics: the correction did not run")
-    return f"2 steps, colocated engine sleeping between rollouts, k3 KL {k3:.3g}"
+    return f"the colocated engine slept between rollouts, k3 KL {k3:.3g}"
+
+
+def verify_engine(name: str) -> Callable[[Any, dict[str, Any]], str]:
+    def verify(trainer: Any, m: dict[str, Any]) -> str:
+        got = type(trainer.engine).__name__
+        if name not in got:
+            raise AssertionError(f"the update ran through {got}, not {name}")
+        return f"{got}; " + verify_autocast(trainer, m)
+
+    return verify
+
+
+CHECKS: tuple[Check, ...] = (
+    Check("bf16_autocast", "a full fine-tune of a bf16 checkpoint: fp32 master weights, bf16 autocast",
+          sections={}, verify=verify_autocast),
+    Check("bf16_lora", "LoRA r=16 on a bf16 base (dtype = \"bfloat16\")", needs=("peft",),
+          sections={"model": {"dtype": "bfloat16"}, "lora": {"enabled": True}}, verify=verify_bf16_lora),
+    Check("qlora", "QLoRA: a 4-bit nf4 base through bitsandbytes, LoRA on it", needs=("bitsandbytes", "peft"),
+          sections={"lora": {"enabled": True}, "quantization": {"load_in_4bit": True, "quant_type": "nf4"}},
+          verify=verify_qlora),
+    Check("vllm_colocate_sleep", "vLLM colocated with sleep mode, its sampling log-probs corrected for",
+          needs=("vllm",), verify=verify_vllm,
+          sections={"generation": {"backend": "vllm", "vllm_mode": "colocate", "vllm_sleep_level": 1,
+                                   "vllm_gpu_memory_utilization": 0.2}}),
+    Check("logprobs_4096", "the chunked log-prob head against TRL's at 4,096 tokens", tokens=4096),
+    Check("logprobs_16384", "the chunked log-prob head against TRL's at 16,384 tokens", tokens=16384),
+    Check("deepspeed_zero2", "DeepSpeed ZeRO-2 in one process, bf16 autocast", needs=("deepspeed",),
+          sections={"distributed": {"engine": "deepspeed", "zero_stage": 2}}, verify=verify_engine("DeepSpeed")),
+    # two ranks: a run of one process gives way to the plain engine (grpo_core.parallel.engine.engine_class), and
+    # NCCL runs one rank per device, so FSDP2 needs two GPUs (on the CPU, two gloo processes)
+    Check("fsdp2", "FSDP2 over two ranks, bf16 autocast", processes=2,
+          sections={"distributed": {"engine": "fsdp2"}}, verify=verify_engine("FSDP2")),
+)
+NAMES = tuple(c.name for c in CHECKS)
+BY_NAME = {c.name: c for c in CHECKS}
+
+
+# ------------------------------------------------------------------------------------------- log-probs ---
 
 
 def trl_logps(model: Any, ids: Any, mask: Any, k: int) -> tuple[Any, str]:
@@ -126,7 +265,7 @@ def check_logprobs(work: Path, tokens: int) -> str:
     from grpo_core.policy.logprobs import completion_logprobs
 
     path = build_model(work / "model", vocab=151_936, hidden=256, positions=tokens + 64)
-    model = AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.bfloat16).cuda().eval()
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16).cuda().eval()
     prompt = 32
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(2, 151_936, (1, prompt + tokens), generator=g).cuda()
@@ -146,26 +285,53 @@ def check_logprobs(work: Path, tokens: int) -> str:
             f"{peaks['ours']:.2f} GiB ours vs {peaks['trl']:.2f} GiB TRL's path")
 
 
-def check_deepspeed_zero2(work: Path) -> str:
-    need("deepspeed")
-    m = train_two_steps(work, model={"dtype": "bfloat16"}, distributed={"engine": "deepspeed", "zero_stage": 2})
-    return f"2 steps through DeepSpeed ZeRO-2 in one process, loss {m['loss']:.4g}"
+# ------------------------------------------------------------------------------------------------- main ---
 
 
-def check_fsdp2(work: Path) -> str:
-    """FSDP2 needs a process group: one rank, started here (``grpo train --nproc 1`` does the same)."""
-    import os
+def trained(check: Check, config: dict[str, Any]) -> str:
+    """``config`` trained for ``check`` in this process; what :attr:`Check.verify` and :func:`learning_signal` saw."""
+    assert check.verify is not None
+    trainer, steps = train(config)
+    return f"{len(steps)} steps: {check.verify(trainer, steps[-1])}; {learning_signal(steps)}"
 
-    import torch.distributed as dist
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ.get("GPU_CHECK_PORT", "29531"), RANK="0",
-                      WORLD_SIZE="1", LOCAL_RANK="0")
-    try:
-        m = train_two_steps(work, model={"dtype": "bfloat16"}, distributed={"engine": "fsdp2"})
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
-    return f"2 steps through FSDP2 on one rank, loss {m['loss']:.4g}"
+def launch(check: Check, config: dict[str, Any], work: Path, timeout: float = 600) -> str:
+    """``config`` trained for ``check`` by :attr:`Check.processes` ranks under torchrun (this script's ``--worker``
+    mode on each); rank 0's summary."""
+    path = work / "config.json"
+    path.write_text(json.dumps(config))
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={check.processes}",
+           str(Path(__file__).resolve()), check.name, "--worker", str(path)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    result = path.with_suffix(".result")
+    if proc.returncode or not result.is_file():
+        sys.stderr.write(proc.stdout[-4000:] + proc.stderr[-8000:])
+        lines = [ln for ln in proc.stderr.splitlines() if "Error" in ln] or ["no summary"]
+        raise AssertionError(f"{check.processes} ranks exited {proc.returncode}: {lines[-1].strip()[:200]}")
+    return result.read_text()
+
+
+def worker(check: Check, config_path: Path) -> int:
+    """One rank of :func:`launch`: trains the config, rank 0 writes the summary beside it."""
+    summary = trained(check, json.loads(config_path.read_text()))
+    if os.environ.get("RANK", "0") == "0":
+        config_path.with_suffix(".result").write_text(summary)
+    return 0
+
+
+def run_check(check: Check, work: Path) -> str:
+    """The check on this machine's GPU; its summary (raises on failure, :class:`Skip` when it cannot run)."""
+    import torch
+
+    need(*check.needs)
+    if not check.trains:
+        return check_logprobs(work, check.tokens)
+    if torch.cuda.device_count() < check.processes:
+        raise Skip(f"needs {check.processes} CUDA devices, one per rank (this machine has "
+                   f"{torch.cuda.device_count()})")
+    config = run_config(check, work)
+    return trained(check, config) if check.processes == 1 else launch(check, config, work)
 
 
 def run(check: str, work: Path) -> tuple[str, str]:
@@ -173,12 +339,8 @@ def run(check: str, work: Path) -> tuple[str, str]:
 
     if not torch.cuda.is_available():
         return "SKIP", "torch sees no CUDA device"
-    table = {"bf16_autocast": check_bf16_autocast, "qlora": check_qlora,
-             "vllm_colocate_sleep": check_vllm_colocate_sleep, "deepspeed_zero2": check_deepspeed_zero2,
-             "fsdp2": check_fsdp2, "logprobs_4096": lambda w: check_logprobs(w, 4096),
-             "logprobs_16384": lambda w: check_logprobs(w, 16384)}
     try:
-        return "PASS", table[check](work)
+        return "PASS", run_check(BY_NAME[check], work)
     except Skip as why:
         return "SKIP", str(why)
     except Exception as exc:  # the summary line says what failed; the traceback goes to stderr
@@ -187,18 +349,23 @@ def run(check: str, work: Path) -> tuple[str, str]:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description="One GPU check, one summary line.")
-    ap.add_argument("check", choices=[*CHECKS, "list"])
+    ap = argparse.ArgumentParser(description="One GPU check, one summary line.",
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="checks:\n" + "\n".join(f"  {c.name:<20} {c.what}" for c in CHECKS))
+    ap.add_argument("check", choices=[*NAMES, "list"])
     ap.add_argument("--workdir", type=Path, default=None, help="scratch folder (default: a temporary one)")
+    ap.add_argument("--worker", type=Path, default=None, help=argparse.SUPPRESS)  # a rank of launch(): its config
     return ap.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.check == "list":
-        print(" ".join(CHECKS))
+        print(" ".join(NAMES))
         return 0
     sys.path.insert(0, str(REPO))
+    if args.worker:
+        return worker(BY_NAME[args.check], args.worker)
     with tempfile.TemporaryDirectory(prefix=f"gpu_check_{args.check}_", dir=args.workdir) as tmp:
         status, what = run(args.check, Path(tmp))
     print(f"{status} {args.check}: {what}", flush=True)

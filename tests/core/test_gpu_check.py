@@ -1,12 +1,20 @@
 """scripts/gpu_check.sh off a GPU: every check a SKIP line naming why, exit 0; its Python parts parse their
-arguments, and the log-prob comparison it runs on a GPU agrees on the CPU (fp32, small model)."""
+arguments, and the log-prob comparison it runs on a GPU agrees on the CPU (fp32, small model).
+
+Every trainer check of the lane (``gpu_check.CHECKS``, the list the script runs) is run here too: its run config
+validated exactly as shipped, then trained on the CPU for its two steps with the learning-signal and setting
+checks the GPU run makes, so that a check the trainer would refuse fails CI instead of the GPU machine. What
+cannot run on a CPU is replaced in one place, :data:`CPU_EQUIVALENTS`."""
 
 from __future__ import annotations
 
+import copy
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,12 +40,19 @@ def run_script(tmp_path: Path, fake_nvidia_smi: bool) -> subprocess.CompletedPro
 def test_without_a_gpu_every_check_is_skipped(tmp_path: Path, fake: bool, reason: str) -> None:
     proc = run_script(tmp_path, fake)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines() == [f"SKIP {c}: {reason}" for c in gpu_check.CHECKS]
+    assert proc.stdout.splitlines() == [f"SKIP {c}: {reason}" for c in gpu_check.NAMES]
 
 
 def test_one_check_off_a_gpu_prints_one_skip_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert gpu_check.main(["qlora"]) == 0
     assert capsys.readouterr().out == "SKIP qlora: torch sees no CUDA device\n"
+
+
+def test_help_describes_every_check(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        gpu_check.parse_args(["--help"])
+    described = [ln.split()[0] for ln in capsys.readouterr().out.split("checks:\n")[1].splitlines()]
+    assert described == list(gpu_check.NAMES)
 
 
 def test_an_unknown_check_is_refused() -> None:
@@ -61,3 +76,105 @@ def test_the_log_prob_comparison_agrees_on_the_cpu(tmp_path: Path) -> None:
         theirs, how = gpu_check.trl_logps(model, ids, mask, 64)
     assert how == "trl.selective_log_softmax"
     torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-4)
+
+
+# ------------------------------------------------------------------------ every check's run config, on the CPU ---
+
+
+def _sampling_here(config: dict[str, Any]) -> dict[str, Any]:
+    """The colocated vLLM engine needs CUDA: the policy samples itself (``backend = "transformers"``), the
+    engine's keys dropped; the update, the rewards and everything else run as configured."""
+    out = copy.deepcopy(config)
+    out["generation"] = {k: v for k, v in out["generation"].items() if not k.startswith("vllm_")}
+    out["generation"]["backend"] = "transformers"
+    return out
+
+
+# The CUDA-only settings of the lane and what the CPU run puts in their place (the one such place): check name ->
+# (the package it no longer needs, the run config made runnable here). Every other check trains unchanged;
+# multi-rank checks run as gloo processes (``[distributed] backend = "auto"`` is gloo without CUDA).
+CPU_EQUIVALENTS: dict[str, tuple[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
+    "vllm_colocate_sleep": ("vllm", _sampling_here),
+}
+TRAINER_CHECKS = [c for c in gpu_check.CHECKS if c.trains]
+
+
+def test_the_script_lists_the_checks_this_test_enumerates() -> None:
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "gpu_check.py"), "list"], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.stdout.split() == [c.name for c in gpu_check.CHECKS]
+    assert set(CPU_EQUIVALENTS) <= {c.name for c in TRAINER_CHECKS}
+    assert {"bf16_autocast", "bf16_lora", "qlora", "deepspeed_zero2", "fsdp2"} <= {c.name for c in TRAINER_CHECKS}
+    documented = (REPO / "docs" / "gpu.md").read_text()
+    assert [c.name for c in gpu_check.CHECKS if f"`{c.name}`" not in documented] == []
+
+
+@pytest.mark.parametrize("check", TRAINER_CHECKS, ids=lambda c: c.name)
+def test_each_trainer_check_config_validates_as_shipped(check: Any, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The schema, every cross-key and backend check, on the config exactly as the GPU run gets it (vLLM's
+    presence assumed: whether it is installed is the machine's, not the config's)."""
+    from grpo_core.config import config_from_dict
+    from grpo_core.generation.vllm import support
+
+    monkeypatch.setattr(support, "vllm_available", lambda: True)
+    cfg = config_from_dict(gpu_check.run_config(check, tmp_path))
+    assert cfg.grpo.max_steps == 2 and cfg.generation.num_generations >= 4
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("check", TRAINER_CHECKS, ids=lambda c: c.name)
+def test_each_trainer_check_trains_on_the_cpu(check: Any, tmp_path: Path) -> None:
+    """Two steps through the real trainer, refused settings and all: the learning signal is asserted (rewards
+    varying within groups, non-zero advantages and gradients), and the check's own verification where the
+    setting itself runs here."""
+    replaced, equivalent = CPU_EQUIVALENTS.get(check.name, ("", None))
+    for module in check.needs:
+        if module != replaced:
+            pytest.importorskip(module)
+    config = gpu_check.run_config(check, tmp_path)
+    if equivalent is not None:
+        _, steps = gpu_check.train(equivalent(config))
+        summary = gpu_check.learning_signal(steps)
+    elif check.processes > 1:
+        summary = gpu_check.launch(check, config, tmp_path)
+    else:
+        summary = gpu_check.trained(check, config)
+    assert "rewards varied" in summary
+
+
+def test_a_run_that_learned_nothing_is_refused() -> None:
+    step = {"step": 1, "reward/std": 0.3, "advantages/abs_max": 1.2, "grad_norm": 0.5, "loss": 0.0}
+    assert gpu_check.learning_signal([step]).startswith("rewards varied (std 0.3)")
+    for key in ("reward/std", "advantages/abs_max", "grad_norm"):
+        with pytest.raises(AssertionError, match="learned nothing"):
+            gpu_check.learning_signal([step, {**step, key: 0.0}])
+    with pytest.raises(AssertionError, match="non-finite"):
+        gpu_check.learning_signal([{**step, "grad_norm": float("nan")}])
+
+
+def test_the_wheel_folder_installs_offline_into_a_site_folder(tmp_path: Path) -> None:
+    """``gpu_wheels.sh --install`` (what gpu_check.sh runs on the GPU machine): every wheel of the folder into the
+    site folder with pip --no-index, importable from there."""
+    import zipfile
+
+    wheels, site = tmp_path / "whl", tmp_path / "site"
+    wheels.mkdir()
+    info = "lane_probe-1.0.dist-info"
+    files = {"lane_probe/__init__.py": "CARRIED = True\n",
+             f"{info}/METADATA": "Metadata-Version: 2.1\nName: lane-probe\nVersion: 1.0\n",
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    with zipfile.ZipFile(wheels / "lane_probe-1.0-py3-none-any.whl", "w") as z:
+        for name, text in files.items():
+            z.writestr(name, text)
+        z.writestr(f"{info}/RECORD", "".join(f"{n},,\n" for n in [*files, f"{info}/RECORD"]))
+    env = {**os.environ, "GPU_WHEELS": str(wheels), "PYTHON": sys.executable, "PIP_NO_INDEX": "1"}
+    proc = subprocess.run(["bash", str(REPO / "scripts" / "gpu_wheels.sh"), "--install", str(site)],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    probe = subprocess.run([sys.executable, "-c", "import lane_probe; print(lane_probe.__file__, lane_probe.CARRIED)"],
+                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(site)}, timeout=60)
+    assert probe.stdout.split() == [str(site / "lane_probe" / "__init__.py"), "True"], probe.stderr
+    empty = subprocess.run(["bash", str(REPO / "scripts" / "gpu_wheels.sh"), "--install", str(site)],
+                           capture_output=True, text=True, env={**env, "GPU_WHEELS": str(tmp_path / "none")})
+    assert empty.returncode == 1 and "no wheel in" in empty.stderr

@@ -1,0 +1,46 @@
+"""``benchmarks/gpu_vs_trl.py`` runs end to end on the CPU at its toy size (``--device cpu --small``): both
+trainers train in their own processes (one (mode, checkpointing) pair: the others differ only in the flags they
+hand the same side runner), the two samplers run in theirs, the cap search trains each side, and the table and
+``summary`` lines come out parseable. The figures themselves are
+measured by running the script on a GPU, never asserted here."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("trl")
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_vs_trl.py"
+NUMBER = r"\d+\.\d+"
+
+
+@pytest.mark.slow
+def test_the_gpu_benchmark_runs_every_part_on_the_cpu() -> None:
+    cmd = [sys.executable, str(SCRIPT), "--device", "cpu", "--small", "--lengths", "16", "--steps", "2",
+           "--generations", "4", "--lora-rank", "4", "--modes", "lora", "--checkpointing", "off", "--sample-prompts", "2", "--sample-length", "8",
+           "--memory-limit-gb", "24", "--cap-lengths", "16,16", "--timeout", "600"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3000)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = proc.stdout
+    assert "vocab 600, hidden 56, 1 layers" in out and "device cpu" in out
+    for mode in ("lora",):
+        for ckpt in ("off",):
+            row = rf"^\| {mode} \| {ckpt} \| 16 \| ({NUMBER}) s \| ({NUMBER}) s \| ({NUMBER}) \| ({NUMBER}) GiB \| " \
+                  rf"({NUMBER}) GiB \| ({NUMBER}) \|$"
+            found = re.search(row, out, re.M)
+            assert found, out
+            ours, trl, ratio = (float(found.group(i)) for i in (1, 2, 3))
+            assert ours > 0 and trl > 0 and ratio == pytest.approx(ours / trl, abs=0.01)
+            assert re.search(rf"^summary mode={mode} checkpointing={ckpt} tokens=16 time_ratio={NUMBER} "
+                             rf"peak_ratio={NUMBER}$", out, re.M), out
+    sampling = re.search(rf"^summary sampling prompts=2 generations=4 length=8 ours_tps=({NUMBER}) "
+                         rf"generate_tps=({NUMBER}) speedup=({NUMBER})$", out, re.M)
+    assert sampling, out
+    assert float(sampling.group(3)) == pytest.approx(float(sampling.group(1)) / float(sampling.group(2)), abs=0.01)
+    for side in ("ours", "trl"):
+        assert re.search(rf'^summary cap side={side} cap="24.0 GB address space" longest_tokens=16$', out, re.M), out
