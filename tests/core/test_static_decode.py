@@ -83,19 +83,24 @@ def test_greedy_static_decoding_is_generates(tiny_model_dir):
 
 @pytest.mark.parametrize("check_every", [1, 5])
 def test_static_path_hands_over_finished_groups_as_they_are_seen(tiny_model_dir, check_every):
+    """Every row ends before the last step: the batch is as wide as its longest row, as the dynamic path's,
+    whatever step the end was seen at; each handed-over part as wide as its own longest row."""
     model, tok, enc = _llama(tiny_model_dir)
-    ids, logps = _sample(model, tok, enc, 0, decode="static")
+    ids, logps = _sample(model, tok, enc, 0, decode="static", max_new_tokens=60)
+    assert ids.size(1) == max(_lengths(ids)) < 60
+    assert torch.equal(ids, _sample(model, tok, enc, 0, max_new_tokens=60)[0])
     parts = []
 
     def on_groups(part_ids, part_logps, first, end, width):
         parts.append((first, end, part_ids[first * 4:end * 4, :width].clone(), part_logps[first * 4:end * 4, :width].clone()))
 
-    ids2, logps2 = _sample(model, tok, enc, 0, decode="static", on_groups=on_groups, check_every=check_every)
+    ids2, logps2 = _sample(model, tok, enc, 0, decode="static", on_groups=on_groups, check_every=check_every,
+                           max_new_tokens=60)
     assert torch.equal(ids, ids2) and torch.equal(logps, logps2)
     assert [p[0] for p in parts] == [0] + [p[1] for p in parts[:-1]] and parts[-1][1] == 3
     for first, end, part_ids, part_logps in parts:
         width = part_ids.size(1)
-        assert width <= ids.size(1)  # never wider than the batch (the trainer checks it)
+        assert width == max(_lengths(ids[first * 4:end * 4]))  # never wider than the batch (the trainer checks it)
         assert torch.equal(ids[first * 4:end * 4, :width], part_ids)
         assert torch.equal(logps[first * 4:end * 4, :width], part_logps)
         assert (ids[first * 4:end * 4, width:] == tok.pad_token_id).all()
