@@ -169,8 +169,9 @@ def sample_groups(
         raise ValueError(f"decode must be one of {DECODE_MODES[1:]}, got {decode!r}")
     device = prompt_ids.device
     n = prompt_ids.size(0) * k
-    seed = int(torch.randint(0, 2**62, (), dtype=torch.long))  # one draw of the global generator per call
-    noise_gen = None if greedy else torch.Generator(device=device).manual_seed(seed)
+    noise_gen = None  # greedy draws no random numbers (evaluating leaves the training run's draws alone)
+    if not greedy:  # one draw of the global generator per call, whatever the mode and the rollout's length
+        noise_gen = torch.Generator(device=device).manual_seed(int(torch.randint(0, 2**62, (), dtype=torch.long)))
     cache, cache_arg, logits, position = _shared_prefill(model, prompt_ids, prompt_mask, k)
     mask = prompt_mask.repeat_interleave(k, dim=0)
     next_pos = position[:, -1] + 1
@@ -209,13 +210,15 @@ class _Rollout:
         self.eos = torch.tensor(eos_ids, device=device)
         self.ids = torch.full((n, max_new_tokens), pad_id, dtype=torch.long, device=device)
         self.logps = torch.zeros(n, max_new_tokens, dtype=torch.float32, device=device)
+        self.noise: torch.Tensor | None = None
 
     def _noise(self, logits: torch.Tensor) -> torch.Tensor | None:
-        """This step's ``[n, V]`` noise (drawn for every row, going or not)."""
+        """This step's ``[n, V]`` noise (drawn for every row, going or not, into the same buffer each step)."""
         if self.noise_gen is None:
             return None
-        return torch.empty(self.n, logits.size(-1), dtype=torch.float32,
-                           device=logits.device).exponential_(generator=self.noise_gen)
+        if self.noise is None:
+            self.noise = torch.empty(self.n, logits.size(-1), dtype=torch.float32, device=logits.device)
+        return self.noise.exponential_(generator=self.noise_gen)
 
     def shrinking(self, step: _DynamicStep, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Rows leave the batch (and the cache) as they end; whether any ended is read every step."""

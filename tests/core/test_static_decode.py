@@ -70,13 +70,15 @@ def test_shared_prefill_draws_what_prefilling_each_row_draws(tiny_model_dir):
     torch.testing.assert_close(shared[1], each[1], atol=2e-5, rtol=0)
 
 
-def test_greedy_static_decoding_is_generates(tiny_model_dir):
+def test_greedy_static_decoding_is_generates_and_draws_nothing(tiny_model_dir):
     model, tok, enc = _llama(tiny_model_dir)
     want = model.generate(**enc, do_sample=False, max_new_tokens=12, pad_token_id=tok.pad_token_id,
                           eos_token_id=tok.eos_token_id)[:, enc["input_ids"].size(1):]
+    rng = torch.random.get_rng_state()
     got, logps = sample_groups(model, enc["input_ids"], enc["attention_mask"], 2, max_new_tokens=12,
                                eos_ids=[tok.eos_token_id], pad_id=tok.pad_token_id, greedy=True, decode="static",
                                strict=True)
+    assert torch.equal(torch.random.get_rng_state(), rng)  # greedy draws nothing (evaluation leaves training alone)
     assert torch.equal(got[:, :want.size(1)], want.repeat_interleave(2, dim=0)[:, :got.size(1)])
     assert (logps <= 0).all()
 
@@ -197,3 +199,21 @@ def test_decode_setting_resolves_per_device(tiny_model_dir, tmp_path, use_core_r
     cfg = config_from_dict({**base, "generation": {"decode": "static", "decode_check_every": 3}})
     backend = TransformersBackend(cfg, model, tok)
     assert (backend.decode, backend.decode_strict) == ("static", True)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the CUDA-graph replay needs a CUDA device")
+@pytest.mark.parametrize("autocast", [False, True])
+def test_cuda_graph_replay_draws_the_static_and_dynamic_tokens(tiny_model_dir, autocast):
+    """On CUDA: the captured step (strict: a failed capture raises) gives the eager static step's tokens and
+    log-probs, and the dynamic path's tokens; under bf16 autocast too (the weight-cast cache off in capture)."""
+    model, tok, enc = _llama(tiny_model_dir)
+    model, enc = model.cuda(), {key: value.cuda() for key, value in enc.items()}
+    context = torch.autocast("cuda", dtype=torch.bfloat16) if autocast else torch.autocast("cuda", enabled=False)
+    with context:
+        dynamic = _sample(model, tok, enc, 0)
+        static = _sample(model, tok, enc, 0, decode="static", strict=True)
+        graph = _sample(model, tok, enc, 0, decode="cuda_graph", strict=True)
+    assert torch.equal(graph[0], static[0])  # the same kernels replayed (cuBLAS may tile differently: logps close)
+    torch.testing.assert_close(graph[1], static[1], atol=2e-2 if autocast else 1e-5, rtol=0)
+    assert torch.equal(graph[0], dynamic[0]) or autocast  # bf16 rounding may flip a near tie across paths
+    assert len(set(_lengths(graph[0].cpu()))) >= 2
