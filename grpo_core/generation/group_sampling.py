@@ -180,7 +180,7 @@ def sample_groups(
         length = mask.size(1) + max_new_tokens
         problem = static_decode_problem(model, cache, length)
         if problem is None:
-            static = static_kv_cache(cache_layers(cache), 1, length)
+            static = static_kv_cache(cache_layers(cache), length)
             del cache
             step = StaticStep(model, static, cache_arg, mask, next_pos, length, graph=decode == "cuda_graph",
                               strict=strict)

@@ -5,8 +5,8 @@ Every tensor a decode step reads or writes has a fixed shape and address for the
 be captured once and replayed:
 
 * :class:`StaticKVCache` holds, per layer, keys and values ``[rows, kv_heads, prompt + max_new_tokens,
-  head_dim]``, filled from the prefill's cache (each prompt's rows repeated ``k`` times for its group); a
-  step writes its column at ``write_at``, a device tensor, so a replay writes the next column;
+  head_dim]``, filled from the prefill's cache (already repeated for each group); a step writes its column at
+  ``write_at``, a device tensor, so a replay writes the next column;
 * :class:`StaticStep` owns the step's inputs: the token ``[rows, 1]``, its position ``[rows, 1]`` and a 4-D
   attention mask ``[rows, 1, 1, length]`` that the model takes as it is (transformers builds no mask from a
   4-D one): bool for ``sdpa``, additive (0 or the dtype's minimum) for ``eager``. Rows stay in the batch to the
@@ -50,10 +50,12 @@ def cache_layers(cache: Any) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
     if layers is not None:
         if not layers or any(type(layer).__name__ != "DynamicLayer" for layer in layers):
             return None
-        return [(layer.keys, layer.values) for layer in layers]
-    if hasattr(cache, "key_cache") and hasattr(cache, "value_cache"):
-        return list(zip(cache.key_cache, cache.value_cache, strict=True))
-    return None
+        pairs = [(getattr(layer, "keys", None), getattr(layer, "values", None)) for layer in layers]
+    elif hasattr(cache, "key_cache") and hasattr(cache, "value_cache"):
+        pairs = list(zip(cache.key_cache, cache.value_cache, strict=True))
+    else:
+        return None
+    return pairs if all(isinstance(t, torch.Tensor) for pair in pairs for t in pair) else None
 
 
 def static_decode_problem(model: Any, cache: Any, length: int) -> str | None:
@@ -108,17 +110,17 @@ class StaticKVCache:
         self.seen += 1
 
 
-def static_kv_cache(layers: list[tuple[torch.Tensor, torch.Tensor]], repeat: int, length: int) -> StaticKVCache:
-    """A :class:`StaticKVCache` holding the prefill's ``layers`` (each row repeated ``repeat`` times) in its
-    first columns, with room for ``length`` columns in all."""
+def static_kv_cache(layers: list[tuple[torch.Tensor, torch.Tensor]], length: int) -> StaticKVCache:
+    """A :class:`StaticKVCache` holding the prefill's ``layers`` (one row per completion) in its first columns,
+    with room for ``length`` columns in all."""
     cls = type("StaticKVCache", (StaticKVCache, _dynamic_cache_class()), {})
     cache = cls()
     cache.key_buffers, cache.value_buffers = [], []
     for keys, values in layers:
         for source, out in ((keys, cache.key_buffers), (values, cache.value_buffers)):
             rows, heads, filled, dim = source.shape
-            buffer = source.new_zeros(rows * repeat, heads, length, dim)
-            buffer[:, :, :filled] = source.repeat_interleave(repeat, dim=0) if repeat > 1 else source
+            buffer = source.new_zeros(rows, heads, length, dim)
+            buffer[:, :, :filled] = source
             out.append(buffer)
     filled = layers[0][0].size(2)
     cache.write_at = torch.tensor([filled], dtype=torch.long, device=layers[0][0].device)
