@@ -98,7 +98,7 @@ def train_table(a: argparse.Namespace, model_dir: Path, token_range: str) -> Non
 
 def sampling(a: argparse.Namespace, model_dir: Path) -> None:
     rates = {}
-    for name in ("shared prefill", "model.generate"):
+    for name in ("sampler", "model.generate"):
         cmd = [sys.executable, str(HERE / "generation_speed.py"), "--model-dir", str(model_dir), "--plain-prompts",
                "--only", name, "--device", a.device, "--dtype", "bfloat16" if a.device == "cuda" else "float32",
                "--prompts", str(a.sample_prompts), "--generations", str(a.generations), "--length",
@@ -115,8 +115,8 @@ def sampling(a: argparse.Namespace, model_dir: Path) -> None:
         print(f"sampling {name:<15} {rates[name]:9.1f} tokens/s ({found.group(2)} tokens in {found.group(3)} s)")
     if len(rates) == 2:
         print(f"summary sampling prompts={a.sample_prompts} generations={a.generations} length={a.sample_length} "
-              f"ours_tps={rates['shared prefill']:.1f} generate_tps={rates['model.generate']:.1f} "
-              f"speedup={rates['shared prefill'] / rates['model.generate']:.2f}")
+              f"ours_tps={rates['sampler']:.1f} generate_tps={rates['model.generate']:.1f} "
+              f"speedup={rates['sampler'] / rates['model.generate']:.2f}")
 
 
 def longest_under_cap(a: argparse.Namespace, model_dir: Path, token_range: str) -> None:

@@ -43,6 +43,7 @@ from grpo_core.config.sections import (
     BIG,
     COMPUTE_DTYPES,
     DATASET_BUILDERS,
+    DECODE_MODES,
     DISTRIBUTED_BACKENDS,
     DTYPES,
     IMPORTANCE_SAMPLING,
@@ -77,8 +78,9 @@ from grpo_rewards.tomlfile import ConfigError
 
 __all__ = [
     "BIG", "COMPUTE_DTYPES", "DATASET_BUILDERS", "DISTRIBUTED_BACKENDS", "DTYPES", "HUB_STRATEGIES", "IMPORTANCE_SAMPLING",
-    "IMPORTANCE_SAMPLING_ALIASES", "IMPORTANCE_SAMPLING_LEVELS", "LIMITS", "LOCAL_DATA_SUFFIXES", "LR_SCHEDULERS", "MULTI_OBJECTIVE_AGGREGATIONS",
-    "OFFLOAD_DEVICES", "OVERLONG_PROMPTS", "POSITION_KEYS", "QUANT_TYPES", "REQUIRED", "SCALE_REWARDS", "SECTIONS",
+    "IMPORTANCE_SAMPLING_ALIASES", "IMPORTANCE_SAMPLING_LEVELS", "LIMITS", "LOCAL_DATA_SUFFIXES", "LR_SCHEDULERS",
+    "MULTI_OBJECTIVE_AGGREGATIONS", "DECODE_MODES", "OFFLOAD_DEVICES", "OVERLONG_PROMPTS", "POSITION_KEYS", "QUANT_TYPES",
+    "REQUIRED", "SCALE_REWARDS", "SECTIONS",
     "SOURCE_SCHEME", "TRACKERS", "CheckpointConfig", "ConfigError", "DataConfig", "DistributedConfig",
     "GRPOConfig", "GenerationConfig", "HubConfig", "LoggingConfig", "LoraConfig", "ModelConfig",
     "QuantizationConfig", "RunConfig", "TrainerConfig", "apply_overrides", "as_run_config", "config_from_dict",

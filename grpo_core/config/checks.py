@@ -20,6 +20,7 @@ from grpo_core.adapter import adapter_folder_hint, adapter_problems
 from grpo_core.config.sections import (
     COMPUTE_DTYPES,
     DATASET_BUILDERS,
+    DECODE_MODES,
     DISTRIBUTED_BACKENDS,
     DTYPES,
     IMPORTANCE_SAMPLING,
@@ -208,6 +209,7 @@ def cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None:
     if isinstance(g.importance_sampling, str):
         g.importance_sampling = IMPORTANCE_SAMPLING_ALIASES.get(g.importance_sampling, g.importance_sampling)
     _choice(doc, ("generation", "importance_sampling"), g.importance_sampling, IMPORTANCE_SAMPLING)
+    _choice(doc, ("generation", "decode"), g.decode, DECODE_MODES)
     lo_is, hi_is = g.importance_sampling_min, g.importance_sampling_max
     if g.importance_sampling.endswith("truncate") and lo_is is None and hi_is is None:
         doc.problem(("generation", "importance_sampling"), "a *_truncate rule needs importance_sampling_min or _max")

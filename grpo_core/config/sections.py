@@ -36,6 +36,9 @@ IMPORTANCE_SAMPLING_ALIASES = {"token_is": "token_truncate", "seq_is": "sequence
 LR_SCHEDULERS = ("linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup",
                  "inverse_sqrt", "cosine_with_min_lr", "warmup_stable_decay")
 OVERLONG_PROMPTS = ("drop", "error", "truncate")
+# [generation] decode: how the transformers backend's group sampler runs its decode steps
+# (grpo_core.generation.group_sampling); "auto" is "cuda_graph" on CUDA, "dynamic" elsewhere
+DECODE_MODES = ("auto", "dynamic", "static", "cuda_graph")
 DISTRIBUTED_BACKENDS = ("auto", "gloo", "nccl")
 OFFLOAD_DEVICES = ("none", "cpu")
 LOCAL_DATA_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
@@ -96,6 +99,8 @@ class GenerationConfig:
     # score each run of finished groups while the rest generates (a backend that hands them over); false: the
     # rewards get the whole batch at once, for rewards computed over the batch (grpo_rewards.streaming)
     score_during_generation: bool = True
+    decode: str = "auto"  # backend = "transformers": the group sampler's decode steps (DECODE_MODES)
+    decode_check_every: int = 8  # static/cuda_graph decode: steps between checks that every row has ended
     # the trainer/sampler mismatch (a backend returning its sampling log-probs): grpo_core.algorithm.sampler_correction
     importance_sampling: str = "sequence_mask"
     importance_sampling_min: float | None = None
@@ -252,6 +257,7 @@ LIMITS: dict[tuple[str, str], tuple[float | None, float | None]] = {
     ("data", "shuffle_buffer"): (1, BIG),
     ("generation", "num_generations"): (2, 65536),
     ("generation", "max_completion_length"): (1, 10**7),
+    ("generation", "decode_check_every"): (1, 10**7),
     ("generation", "temperature"): (1e-6, 100),
     ("generation", "top_k"): (0, 10**7),
     ("generation", "repetition_penalty"): (1e-6, 100),

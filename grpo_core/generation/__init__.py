@@ -4,6 +4,7 @@
 ``transformers_backend``  the ``transformers`` backend
 ``transformers_support``  the ``transformers`` backend's config checks (no torch)
 ``group_sampling``        plain temperature sampling with each prompt prefilled once for its group
+``static_decode``         its preallocated KV cache and decode step (replayed as a CUDA graph on CUDA)
 ``vllm``                  the ``vllm`` backend, colocated or against a ``vllm serve`` server
 
 The names below are importable from ``grpo_core.generation`` itself; they load on first use, so that

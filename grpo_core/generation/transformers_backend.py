@@ -4,8 +4,10 @@
 1e-4, so the trainer runs no importance correction and no old-policy pass for them.
 
 The ``transformers`` backend samples plain temperature sampling with :mod:`grpo_core.generation.group_sampling`
-(each prompt prefilled once for its whole group, finished rows dropped); with top-p, top-k or a
-repetition penalty, or a cache that cannot be shared, it calls ``model.generate``.
+(each prompt prefilled once for its whole group where the model's cache can be shared); with top-p, top-k or a
+repetition penalty it calls ``model.generate``. ``[generation] decode`` picks the sampler's decode steps
+(:func:`resolve_decode`): on CUDA by default a static cache and a CUDA-graph replay of each step, elsewhere
+the dynamic cache with finished rows dropped.
 
 Given ``on_groups`` (the trainer's, :data:`grpo_core.generation.backend.OnGroups`), the shared-prefill sampler
 hands over each run of groups whose completions have all ended while the others still decode: the
@@ -42,6 +44,7 @@ from grpo_core.generation.backend import (  # the protocol's names, importable f
 from grpo_core.generation.group_sampling import sample_groups
 from grpo_core.policy.lean_lora import lean_lora
 from grpo_core.policy.models import compute_dtype
+from grpo_rewards.errors import UserError
 
 if TYPE_CHECKING:
     from grpo_core.config import RunConfig
@@ -82,6 +85,19 @@ def clean_generation_config(model: Any, eos_ids: list[int], pad_id: int) -> Iter
         hf.generation_config = saved
 
 
+def resolve_decode(decode: str, model: Any) -> tuple[str, bool]:
+    """``(mode, strict)``: the group sampler's decode mode for ``[generation] decode`` on the device ``model``
+    sits on (``auto``: ``cuda_graph`` on CUDA, ``dynamic`` elsewhere), and whether a model it cannot serve is
+    an error (a mode asked for by name) rather than a notice and the dynamic mode (``auto``)."""
+    device = next(model.parameters()).device.type
+    if decode == "auto":
+        return ("cuda_graph" if device == "cuda" else "dynamic"), False
+    if decode == "cuda_graph" and device != "cuda":
+        raise UserError(f'generation.decode = "cuda_graph" needs a CUDA device; the policy is on {device!r} '
+                        '(use "static" or "dynamic", or "auto")')
+    return decode, True
+
+
 def sampling_autocast(model: Any) -> Any:
     """The autocast the policy's forwards run under (``models.compute_dtype``), or a null context."""
     dtype = compute_dtype(model)
@@ -98,6 +114,7 @@ class TransformersBackend(TokenizerBackend):
             warnings.warn(line, stacklevel=2)
         super().__init__(config, model, tokenizer)
         self.shared_prefill = True  # grpo_core.generation.group_sampling for plain temperature sampling
+        self.decode, self.decode_strict = resolve_decode(config.generation.decode, self.model)
         self.hands_over_groups = True  # generate takes on_groups (grpo_core.generation.backend.OnGroups)
 
     def _tokenize(self, prompts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -116,9 +133,7 @@ class TransformersBackend(TokenizerBackend):
         prompt_ids, prompt_mask = self._tokenize(prompts)
         plain = greedy or (self.gen.top_p == 1 and self.gen.top_k == 0 and self.gen.repetition_penalty == 1)
         if plain and self.shared_prefill:
-            batch = self._sample_groups(prompt_ids, prompt_mask, num_generations, greedy, on_groups)
-            if batch is not None:
-                return batch
+            return self._sample_groups(prompt_ids, prompt_mask, num_generations, greedy, on_groups)
         prompt_ids = prompt_ids.repeat_interleave(num_generations, dim=0)
         prompt_mask = prompt_mask.repeat_interleave(num_generations, dim=0)
         sampling: dict[str, Any] = {"do_sample": False, "repetition_penalty": 1.0}
@@ -137,7 +152,7 @@ class TransformersBackend(TokenizerBackend):
         return self._finish(prompt_ids, prompt_mask, out[:, prompt_ids.size(1):])
 
     def _sample_groups(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, k: int,
-                       greedy: bool, on_groups: OnGroups | None = None) -> Generation | None:
+                       greedy: bool, on_groups: OnGroups | None = None) -> Generation:
         hand_over = None
         if on_groups is not None:
             def hand_over(ids: torch.Tensor, logps: torch.Tensor, first: int, end: int, steps: int) -> None:
@@ -152,12 +167,10 @@ class TransformersBackend(TokenizerBackend):
                 out = sample_groups(self.model, prompt_ids, prompt_mask, k,
                                     max_new_tokens=self.gen.max_completion_length, eos_ids=self.eos_ids,
                                     pad_id=self.tokenizer.pad_token_id, temperature=self.gen.temperature,
-                                    greedy=greedy, on_groups=hand_over)
+                                    greedy=greedy, on_groups=hand_over, decode=self.decode,
+                                    strict=self.decode_strict, check_every=self.gen.decode_check_every)
         finally:
             self.model.train(was_training)
-        if out is None:
-            self.shared_prefill = False  # this model's cache cannot be shared: model.generate from now on
-            return None
         ids, logps = out
         return self._finish(prompt_ids.repeat_interleave(k, dim=0), prompt_mask.repeat_interleave(k, dim=0), ids, logps)
 

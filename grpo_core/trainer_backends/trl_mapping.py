@@ -29,6 +29,8 @@ NO_TRL_EQUIVALENT: dict[str, str] = {
     "model.mlp_chunk_tokens": "TRL does not tile the MLP under gradient checkpointing",
     "data.seed": "TRL shuffles the rows with the training seed (grpo.seed)",
     "generation.score_during_generation": "TRL scores the rewards of a batch after its generation",
+    "generation.decode": "TRL samples with model.generate (its own cache_implementation is left unset)",
+    "generation.decode_check_every": "TRL samples with model.generate (its own cache_implementation is left unset)",
     "grpo.logprob_chunk_size": "TRL 1.x's fused LM head tiles the log-probs its own way (no size to set)",
     "grpo.share_prompts": "TRL runs every completion with its own copy of the prompt",
     "grpo.micro_batch_tokens": "TRL runs per_device_train_batch_size rows per forward/backward, with no token budget",

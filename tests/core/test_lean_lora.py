@@ -60,7 +60,8 @@ def test_layers_that_are_not_plain_lora_keep_peft_s_forward() -> None:
         assert swapped == 0
 
 
-def test_the_backend_samples_the_same_tokens_with_it(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("decode", ["dynamic", "static"])
+def test_the_backend_samples_the_same_tokens_with_it(monkeypatch: pytest.MonkeyPatch, decode: str) -> None:
     import contextlib
 
     from grpo_core.config import GenerationConfig
@@ -71,6 +72,7 @@ def test_the_backend_samples_the_same_tokens_with_it(monkeypatch: pytest.MonkeyP
     backend.model, backend.gen = tiny_lora(), GenerationConfig(max_completion_length=12, temperature=0.9)
     backend.tokenizer = type("Tokenizer", (), {"pad_token_id": 0})()
     backend.eos_ids = [1]
+    backend.decode, backend.decode_strict = decode, True
     backend._finish = lambda prompt_ids, prompt_mask, ids, logps=None: (ids, logps)
     prompt = torch.randint(2, 64, (2, 5), generator=torch.Generator().manual_seed(3))
 

@@ -285,17 +285,20 @@ def test_group_sampling_matches_generate_greedy_with_rows_finishing_early(tiny_m
     assert (logps <= 0).all()
 
 
-def test_sampled_log_probs_are_the_trainers(tiny_model_dir, tmp_path, use_core_registry):
+@pytest.mark.parametrize("decode", ["dynamic", "static"])
+def test_sampled_log_probs_are_the_trainers(tiny_model_dir, tmp_path, use_core_registry, decode):
     """Temperature 0.7, left-padded prompts: the trainer's log-probs of the sampled tokens equal the
-    sampler's own (the on-policy assumption), through the shared-prefill sampler."""
+    sampler's own (the on-policy assumption), through the shared-prefill sampler, over the model's own cache
+    or a static one."""
     from grpo_core.config import config_from_dict
     from grpo_core.generation.transformers_backend import TransformersBackend
     from grpo_core.policy.logprobs import completion_logprobs
     from grpo_core.policy.models import load_model_and_tokenizer
 
-    cfg = config_from_dict(_cfg(tiny_model_dir, tmp_path, generation={"temperature": 0.7}))
+    cfg = config_from_dict(_cfg(tiny_model_dir, tmp_path, generation={"temperature": 0.7, "decode": decode}))
     model, tok = load_model_and_tokenizer(cfg)
     backend = TransformersBackend(cfg, model, tok)
+    assert backend.decode == decode
     torch.manual_seed(0)
     batch = backend.generate(["What is 12 plus 7?", "Natalia sold clips to 48 of her friends"], 3)
     assert batch.sampling_logps is not None and (batch.prompt_mask == 0).any()
