@@ -201,11 +201,12 @@ def bwrap_command(scratch_root: str, needed: Sequence[str] = (), bwrap: str = "b
     under_tmp = sorted({"/tmp/" + os.path.realpath(p)[5:].split("/")[0] for p in needed
                         if os.path.realpath(p).startswith("/tmp/")})
     keep = [arg for path in under_tmp for arg in ("--ro-bind", path, path)]
-    keep += [arg for path in read_only for arg in ("--ro-bind", path, path)]  # the allowed packages' folder
+    # the pool's folder first, made 0711 (a bind below it would create it 0700, closing it to the slot uids),
+    # then the slot's scratch root and the allowed packages' folder inside it
     return [bwrap, "--die-with-parent", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
             "--unshare-cgroup-try", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
             *keep, "--perms", "0711", "--dir", os.path.dirname(scratch_root), "--bind", scratch_root, scratch_root,
-            "--cap-add", "ALL", "--chdir", "/", "--"]
+            *[arg for path in read_only for arg in ("--ro-bind", path, path)], "--cap-add", "ALL", "--chdir", "/", "--"]
 
 
 def _zygote_paths() -> list[str]:
