@@ -43,6 +43,7 @@ from grpo_rewards.sandbox.compile_cache import (
     COMPILE_CACHE_MB,
     COMPILE_LIMITS,
     CompileCache,
+    compile_status,
     limits_for,
     own_copy,
 )
@@ -52,6 +53,7 @@ from grpo_rewards.sandbox.program import (
     OK,
     RUNTIME_ERROR,
     SANDBOX_ERROR,
+    TIMEOUT,
     Limits,
     Program,
     RunResult,
@@ -400,10 +402,12 @@ class LocalSandbox:
         if binary is not None:
             return binary, result
         if result.status != SANDBOX_ERROR:
-            detail = result.error if result.status != RUNTIME_ERROR else "the compiler reported errors"
+            status = compile_status(result.status, result.stderr)  # a compiler process stopped by a limit
+            detail = (result.error if result.status != RUNTIME_ERROR else "the compiler reported errors" if
+                      status == RUNTIME_ERROR else f"the compiler stopped at its {'CPU' if status == TIMEOUT else 'memory'} limit")
             result = RunResult(COMPILE_ERROR, stdout="", stderr=result.stderr, exit_code=result.exit_code,
                                signal=result.signal, wall=result.wall, cpu=result.cpu,
-                               error=f"compile: {result.status}: {detail}", extra={"compile_status": result.status})
+                               error=f"compile: {status}: {detail}", extra={"compile_status": status})
         return None, result
 
     def _run_fds(self, fds: list[int], msg: dict[str, Any], limits: Limits) -> RunResult:
