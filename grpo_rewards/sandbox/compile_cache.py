@@ -7,7 +7,8 @@ across runs until a later program could not be given its limit. :func:`own_copy`
 the binary into a sealed memfd written by this process (its pages are the pool's) and the
 child's memfd is closed. :class:`CompileCache` keeps those copies, least recently used
 first out, within a count and a byte bound. :func:`limits_for` is the compile step's
-limits: the program's own CPU, wall-clock and memory limits, at most :data:`COMPILE_LIMITS`.
+limits: the program's own CPU, wall-clock and memory limits, at most :data:`COMPILE_LIMITS`;
+:func:`compile_status` tells a compile stopped by those limits from a compiler that reported errors.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from grpo_rewards.sandbox.program import Limits, RunResult
+from grpo_rewards.sandbox.program import MEMORY, RUNTIME_ERROR, TIMEOUT, Limits, RunResult
 
 COMPILE_LIMITS = Limits(cpu_seconds=20.0, wall_seconds=40.0, memory_mb=2048, output_bytes=1 << 16, file_size_mb=64,
                         open_files=256)
@@ -33,6 +34,28 @@ def limits_for(limits: Limits, cap: Limits = COMPILE_LIMITS) -> Limits:
     return Limits(**{**cap.as_dict(), "cpu_seconds": min(cap.cpu_seconds, limits.cpu_seconds),
                      "wall_seconds": min(cap.wall_seconds, limits.wall_seconds),
                      "memory_mb": min(cap.memory_mb, limits.memory_mb)})
+
+
+# What a compiler driver prints when a process it started (cc1plus, clang -cc1) hit a limit: the driver itself
+# exits with an error, so the run looks like a compiler that reported errors. gcc: "internal compiler error:
+# CPU time limit exceeded signal terminated program cc1plus", "cc1plus: out of memory allocating ...",
+# "fatal error: Killed signal terminated program cc1plus" (the OOM killer); clang: "unable to execute
+# command: CPU time limit exceeded". A source that prints these itself (#error) gains nothing: a compile
+# error either way.
+LIMIT_MESSAGES = ((TIMEOUT, ("CPU time limit exceeded",)),
+                  (MEMORY, ("out of memory allocating", "virtual memory exhausted", "Killed signal terminated program",
+                            "unable to execute command: Killed")))
+
+
+def compile_status(status: str, stderr: str) -> str:
+    """The compile's status: ``timeout`` or ``memory`` where the driver says a process of the compiler was
+    stopped by the CPU or memory limit (``status`` is then ``runtime_error``), else ``status``."""
+    if status != RUNTIME_ERROR:
+        return status
+    for verdict, messages in LIMIT_MESSAGES:
+        if any(message in stderr for message in messages):
+            return verdict
+    return status
 
 
 class Compiled:

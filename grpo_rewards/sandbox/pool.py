@@ -43,6 +43,7 @@ from grpo_rewards.sandbox.compile_cache import (
     COMPILE_CACHE_MB,
     COMPILE_LIMITS,
     CompileCache,
+    compile_status,
     limits_for,
     own_copy,
 )
@@ -52,6 +53,7 @@ from grpo_rewards.sandbox.program import (
     OK,
     RUNTIME_ERROR,
     SANDBOX_ERROR,
+    TIMEOUT,
     Limits,
     Program,
     RunResult,
@@ -201,11 +203,12 @@ def bwrap_command(scratch_root: str, needed: Sequence[str] = (), bwrap: str = "b
     under_tmp = sorted({"/tmp/" + os.path.realpath(p)[5:].split("/")[0] for p in needed
                         if os.path.realpath(p).startswith("/tmp/")})
     keep = [arg for path in under_tmp for arg in ("--ro-bind", path, path)]
-    keep += [arg for path in read_only for arg in ("--ro-bind", path, path)]  # the allowed packages' folder
+    # the pool's folder first, made 0711 (a bind below it would create it 0700, closing it to the slot uids),
+    # then the slot's scratch root and the allowed packages' folder inside it
     return [bwrap, "--die-with-parent", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
             "--unshare-cgroup-try", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
             *keep, "--perms", "0711", "--dir", os.path.dirname(scratch_root), "--bind", scratch_root, scratch_root,
-            "--cap-add", "ALL", "--chdir", "/", "--"]
+            *[arg for path in read_only for arg in ("--ro-bind", path, path)], "--cap-add", "ALL", "--chdir", "/", "--"]
 
 
 def _zygote_paths() -> list[str]:
@@ -399,10 +402,12 @@ class LocalSandbox:
         if binary is not None:
             return binary, result
         if result.status != SANDBOX_ERROR:
-            detail = result.error if result.status != RUNTIME_ERROR else "the compiler reported errors"
+            status = compile_status(result.status, result.stderr)  # a compiler process stopped by a limit
+            detail = (result.error if result.status != RUNTIME_ERROR else "the compiler reported errors" if
+                      status == RUNTIME_ERROR else f"the compiler stopped at its {'CPU' if status == TIMEOUT else 'memory'} limit")
             result = RunResult(COMPILE_ERROR, stdout="", stderr=result.stderr, exit_code=result.exit_code,
                                signal=result.signal, wall=result.wall, cpu=result.cpu,
-                               error=f"compile: {result.status}: {detail}", extra={"compile_status": result.status})
+                               error=f"compile: {status}: {detail}", extra={"compile_status": status})
         return None, result
 
     def _run_fds(self, fds: list[int], msg: dict[str, Any], limits: Limits) -> RunResult:

@@ -102,6 +102,24 @@ def test_a_template_bomb_compiles_under_the_programs_limits(profile):
 
 
 @needs_cpp
+def test_a_compiler_stopped_by_its_cpu_or_memory_limit_is_told_from_compiler_errors(profile):
+    """The compiler's own process (cc1plus) hits the limit, not the driver: g++ exits with an error. Given
+    the wall clock to reach it (an idle machine), the CPU limit is a timeout and the memory limit memory,
+    never "the compiler reported errors"; a source with a real error still is one."""
+    roomy = BOMB_LIMITS.with_(wall_seconds=120.0)
+    with LocalSandbox(slots=1, limits=FAST, **PROFILE_OPTIONS[profile]) as box:
+        cpu = box.run_one(Program(BOMB, "", "cpp", roomy))
+        assert (cpu.status, cpu.extra["compile_status"]) == ("compile_error", "timeout"), (cpu.error, cpu.stderr[-300:])
+        assert cpu.wall < roomy.wall_seconds and "CPU limit" in cpu.error
+        memory = box.run_one(Program(BOMB, "", "cpp", roomy.with_(cpu_seconds=60.0, memory_mb=150)))
+        assert (memory.status, memory.extra["compile_status"]) == ("compile_error", "memory"), (memory.error,
+                                                                                                memory.stderr[-300:])
+        wrong = box.run_one(Program("int main(){ return x; }", "", "cpp", roomy))
+        assert (wrong.status, wrong.extra["compile_status"]) == ("compile_error", "runtime_error"), wrong.error
+        assert "the compiler reported errors" in wrong.error and "was not declared" in wrong.stderr
+
+
+@needs_cpp
 def test_a_template_bomb_costs_the_reward_and_the_command_line_no_more(tmp_path, capsys):
     tests = json.dumps({"language": "cpp", "test_cases": [{"input": "", "output": "0\n"}]})
     code_reward = reward("code_execution", language="cpp", cpu_seconds=2.0, wall_seconds=4.0, memory_mb=512)
