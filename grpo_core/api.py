@@ -38,6 +38,7 @@ from typing import Any
 
 from grpo_core.adapter import attach_adapter
 from grpo_core.config import RunConfig, config_from_dict
+from grpo_core.config.sections import SECTIONS
 from grpo_core.data import train_eval_rows
 from grpo_core.dataset_objects import rows_from_object
 from grpo_core.policy.models import (
@@ -50,6 +51,7 @@ from grpo_core.policy.models import (
     ready_tokenizer,
 )
 from grpo_core.trainer import Trainer
+from grpo_core.trl_args import TrlArgs, is_flat_trl_dict, is_trl_config, sections_from_trl, steps_of_epochs
 from grpo_rewards.compose import ComposedReward, RewardEntry, check_weight
 from grpo_rewards.contract import SafeReward
 from grpo_rewards.plugins import get_registry
@@ -152,10 +154,18 @@ def compose_reward_funcs(reward_funcs: Any, reward_weights: Any = None, registry
     return ComposedReward(entries)
 
 
-def _sections(args: Any) -> tuple[dict[str, Any], str]:
-    """``args`` as a dict of sections (a copy) and the path its relative names resolve from."""
+def _sections(args: Any) -> tuple[dict[str, Any], str, TrlArgs | None]:
+    """``args`` as a dict of sections (a copy), the path its relative names resolve from, and what a TRL
+    ``GRPOConfig`` (or a flat dict of its keys) gives besides (grpo_core.trl_args)."""
     if args is None:
-        return {}, "<dict>"
+        return {}, "<dict>", None
+    if is_trl_config(args) or is_flat_trl_dict(args, tuple(SECTIONS)):
+        trl = sections_from_trl(args)
+        return copy.deepcopy(trl.sections), "<GRPOConfig>", trl
+    return (*_our_sections(args), None)
+
+
+def _our_sections(args: Any) -> tuple[dict[str, Any], str]:
     if isinstance(args, RunConfig):
         out = copy.deepcopy(args.raw)  # what was given (defaults stay defaults), validated again with the objects
         out.setdefault("rewards", args.rewards)
@@ -164,7 +174,8 @@ def _sections(args: Any) -> tuple[dict[str, Any], str]:
         return {k: (v if isinstance(v, ComposedReward) else copy.deepcopy(v)) for k, v in args.items()}, "<dict>"
     if isinstance(args, (str, os.PathLike)):
         return load_toml(args).data, str(args)
-    raise _problem("args", f"expected a RunConfig, a dict of sections or a TOML path, got {type(args).__name__}")
+    raise _problem("args", f"expected a trl.GRPOConfig, a RunConfig, a dict of sections or a TOML path, got "
+                           f"{type(args).__name__}")
 
 
 def _is_model_object(model: Any) -> bool:
@@ -188,14 +199,44 @@ def _model_name(model: Any) -> str:
     return f"<{type(base).__name__} object>"
 
 
+def _first_prompt(dataset: Any, field: str) -> Any:
+    """The first row's prompt of a dataset object (a ``datasets.Dataset`` or a list of dicts), else None."""
+    try:
+        row = dataset[0]
+    except (KeyError, IndexError, TypeError):
+        return None
+    return row.get(field) if isinstance(row, dict) else None
+
+
+def _apply_trl_rows(trl: TrlArgs, sections: dict[str, Any], train: Any) -> None:
+    """What a TRL config needs the training rows for: the step count of ``num_train_epochs``, warmup steps
+    as a ratio, and the chat template for conversational rows only (TRL uses a plain-text prompt as is)."""
+    g, ours = sections["grpo"], SECTIONS["grpo"]()
+    mu = g.get("num_iterations", ours.num_iterations)
+    if trl.epochs is not None:
+        if train is None or not hasattr(train, "__len__"):
+            raise _problem("args.max_steps", "num_train_epochs needs a train_dataset with a length: set max_steps "
+                                             "(TRL's rule for an IterableDataset too)")
+        g["max_steps"] = steps_of_epochs(trl.epochs, len(train), g.get("prompts_per_step", ours.prompts_per_step), mu)
+    if trl.warmup_steps:
+        g["warmup_ratio"] = min(trl.warmup_steps / (g.get("max_steps", ours.max_steps) * mu), 0.999)
+    prompt = _first_prompt(train, sections["data"].get("prompt_field", "prompt")) if train is not None else None
+    if prompt is not None and "chat_template" not in sections["data"]:
+        sections["data"]["chat_template"] = isinstance(prompt, list)
+
+
 class GRPOTrainer(Trainer):
     """TRL's ``GRPOTrainer`` signature over this project's trainer (see the module docs)."""
 
     def __init__(self, model: Any = None, reward_funcs: Any = None, args: Any = None, train_dataset: Any = None,
                  eval_dataset: Any = None, processing_class: Any = None, peft_config: Any = None, *,
                  reward_weights: list[float] | None = None, resume: bool = False, registry: Any = None):
-        sections, path = _sections(args)
-        for name in ("model", "data", "lora"):
+        sections, path, trl = _sections(args)
+        self.args = trl.original if trl is not None else args
+        self._trl = trl
+        if trl is not None and reward_weights is None:
+            reward_weights = trl.reward_weights
+        for name in ("model", "data", "lora", "grpo"):
             sections.setdefault(name, {})
             if not isinstance(sections[name], dict):
                 raise _problem("args", f"[{name}] must be a table of keys, got {type(sections[name]).__name__}")
@@ -237,6 +278,8 @@ class GRPOTrainer(Trainer):
             sections["rewards"] = compose_reward_funcs(reward_funcs, reward_weights, registry, defaults)
         elif reward_weights is not None:
             raise _problem("reward_weights", "needs reward_funcs (the config's rewards carry their own weights)")
+        if trl is not None:
+            _apply_trl_rows(trl, sections, self._train_object)
         cfg = config_from_dict(sections, path=path, registry=registry)
         if self._train_object is not None or self._eval_object is not None:  # bad rows: before the model loads
             self._rows = self._object_rows(cfg)
