@@ -84,8 +84,8 @@ TRL_FIELDS: dict[str, TrlField] = {
     "gradient_accumulation_steps": _same(1, "grpo.gradient_accumulation_steps"),
     "max_steps": _derived(-1, STEPS, "TRL counts optimizer steps; ours counts generation batches: max_steps / "
                                      "num_iterations"),
-    "num_train_epochs": _derived(3.0, STEPS, "the steps of that many passes over train_dataset (TRL's count: "
-                                             "len(train_dataset) // prompts_per_step per epoch)"),
+    "num_train_epochs": _derived(3.0, STEPS, "the steps of that many passes over the rows, "
+                                             "len(train_dataset) // prompts_per_step each, as TRL counts"),
     "save_strategy": _derived("steps", "checkpoint.every", "\"steps\": every save_steps; \"no\": never"),
     "save_steps": _derived(500, "checkpoint.every", "in our steps (save_steps / num_iterations)"),
     "eval_strategy": _derived("no", "logging.eval_every", "\"steps\": every eval_steps; \"no\": never"),
@@ -126,20 +126,18 @@ TRL_FIELDS: dict[str, TrlField] = {
     "num_generations_eval": _no(None, "the held-out rows get one greedy completion each"),
     "max_completion_length": _same(512, "generation.max_completion_length"),
     "ds3_gather_for_generation": _inert(True, "ZeRO-3 is not offered ([distributed] zero_stage <= 2)"),
-    "generation_batch_size": _derived(None, BATCH, "prompts_per_step = generation_batch_size / num_generations; "
-                                                   "it must be one optimizer step (steps_per_generation = "
-                                                   "gradient_accumulation_steps)"),
+    "generation_batch_size": _derived(None, BATCH, "prompts_per_step = generation_batch_size / num_generations, "
+                                                   "one optimizer step per iteration"),
     "steps_per_generation": _derived(None, BATCH, "must equal gradient_accumulation_steps: one generation batch is "
-                                                  "one optimizer step (times num_iterations) here"),
+                                                  "one optimizer step per iteration here"),
     "temperature": _same(1.0, "generation.temperature"),
     "top_p": _same(1.0, "generation.top_p"),
     "top_k": _same(0, "generation.top_k"),
     "min_p": _same(None, "generation.min_p"),
     "repetition_penalty": _same(1.0, "generation.repetition_penalty"),
-    "generation_kwargs": TrlField(None, "api", "generation_kwargs", "passed to generate() (GRPOTrainer reads it "
-                                                                    "from args)"),
-    "chat_template_kwargs": TrlField(None, "api", "chat_template_kwargs", "passed to apply_chat_template() "
-                                                                          "(GRPOTrainer reads it from args)"),
+    "generation_kwargs": TrlField(None, "api", "generation_kwargs", "passed to generate()"),
+    "chat_template_kwargs": TrlField(None, "api", "chat_template_kwargs",
+                                     "passed to apply_chat_template()"),
     "cache_implementation": _inert(None, "generation uses the model's own cache"),
     "use_transformers_continuous_batching": _no(False, "the transformers backend samples a step's groups in one "
                                                        "batch with their prompts shared"),
@@ -256,6 +254,6 @@ def trl_hint(name: str) -> str | None:
     if f.kind == "inert":
         return f"TRL's {name} has no key here: {f.note}"
     if f.kind == "api":
-        return f"TRL's {name} is GRPOTrainer's {f.ours} (or args=GRPOConfig({name}=...)): {f.note}"
+        return f"TRL's {name} has no key in a run file: pass args=GRPOConfig({name}=...) to GRPOTrainer ({f.note})"
     how = f" ({f.note})" if f.note else ""
     return f"TRL's {name} is our {f.ours}{how}"
