@@ -30,17 +30,20 @@ argument): a dataset without the prompt column, a reward that is not callable, a
 from __future__ import annotations
 
 import copy
-import inspect
+import dataclasses
 import os
-from collections.abc import Callable
+import sys
 from pathlib import Path
 from typing import Any
 
 from grpo_core.adapter import attach_adapter
+from grpo_core.cli.checks import ending, summary
 from grpo_core.config import RunConfig, config_from_dict
 from grpo_core.config.sections import SECTIONS
-from grpo_core.data import train_eval_rows
+from grpo_core.data import format_prompt, train_eval_rows
 from grpo_core.dataset_objects import rows_from_object
+from grpo_core.outputs.hub import push_to_hub as push_run_to_hub
+from grpo_core.parallel.distributed import world_from_env
 from grpo_core.policy.models import (
     _REFERENCES,
     disable_dropout,
@@ -49,9 +52,16 @@ from grpo_core.policy.models import (
     load_tokenizer,
     prepare_policy,
     ready_tokenizer,
+    save_model,
 )
+from grpo_core.prompt_fit import fit_prompts
+from grpo_core.quiet import quiet_libraries
+from grpo_core.run_folder.checkpoints import clear_run_dir, earlier_run
+from grpo_core.run_folder.layout import MODEL_DIR
 from grpo_core.trainer import Trainer
 from grpo_core.trl_args import TrlArgs, is_flat_trl_dict, is_trl_config, sections_from_trl, steps_of_epochs
+from grpo_core.trl_rewards import TrlReward
+from grpo_core.trl_surface import CallbackRelay, GRPOTrainOutput, RelayRegistry, train_output, trl_logs
 from grpo_rewards.compose import ComposedReward, RewardEntry, check_weight
 from grpo_rewards.contract import SafeReward
 from grpo_rewards.plugins import get_registry
@@ -64,34 +74,6 @@ REWARD_DEFAULT_KEYS = ("on_error", "timeout", "max_consecutive_failures")
 
 def _problem(key: str, message: str) -> ConfigError:
     return ConfigError([Problem(HERE, None, key, message)])
-
-
-class TrlReward:
-    """A TRL-style reward callable called the way TRL calls it: every argument by keyword (so
-    ``fn(prompts, completions, **kw)`` works), or the completions first when it has no ``completions``
-    parameter; keyword arguments it cannot take are left out. Pickles when the function does (then it runs
-    in a worker process under :class:`SafeReward`)."""
-
-    def __init__(self, fn: Callable[..., Any]):
-        self.fn = fn
-        self.__name__ = getattr(fn, "__name__", type(fn).__name__)
-        try:
-            params = inspect.signature(fn).parameters
-        except (TypeError, ValueError):  # a builtin without a signature: pass everything
-            params = {}
-        self._by_keyword = "completions" in params
-        self._accepts = None if not params or any(p.kind is p.VAR_KEYWORD for p in params.values()) else set(params)
-
-    def __call__(self, completions: list[Any], **columns: Any) -> Any:
-        if self._accepts is not None:
-            columns = {k: v for k, v in columns.items() if k in self._accepts}
-        if self._by_keyword:
-            return self.fn(completions=completions, **columns)
-        return self.fn(completions, **columns)
-
-    def metrics(self) -> dict[str, Any]:
-        report = getattr(self.fn, "metrics", None)
-        return dict(report()) if callable(report) else {}
 
 
 def _entries_of(item: Any, index: int, registry: Any, defaults: dict[str, Any]) -> list[RewardEntry]:
@@ -199,6 +181,16 @@ def _model_name(model: Any) -> str:
     return f"<{type(base).__name__} object>"
 
 
+def _check_run_folder(cfg: RunConfig, resume: bool, overwrite: bool) -> None:
+    """An earlier run in the output folder, refused before the model loads, in Python's words."""
+    if resume and overwrite:
+        raise _problem("resume", "resume=True continues the earlier run and overwrite=True replaces it: give one")
+    if not resume and not overwrite and (what := earlier_run(cfg.logging.output_dir)):
+        raise _problem("output_dir", f"{cfg.logging.output_dir} holds an earlier run ({what}): continue it with "
+                                     f"GRPOTrainer(..., resume=True), replace it with overwrite=True, or pass "
+                                     f"another output_dir")
+
+
 def _first_prompt(dataset: Any, field: str) -> Any:
     """The first row's prompt of a dataset object (a ``datasets.Dataset`` or a list of dicts), else None."""
     try:
@@ -230,8 +222,11 @@ class GRPOTrainer(Trainer):
 
     def __init__(self, model: Any = None, reward_funcs: Any = None, args: Any = None, train_dataset: Any = None,
                  eval_dataset: Any = None, processing_class: Any = None, peft_config: Any = None, *,
-                 reward_weights: list[float] | None = None, resume: bool = False, registry: Any = None):
+                 reward_weights: list[float] | None = None, callbacks: list[Any] | None = None,
+                 resume: bool = False, overwrite: bool = False, registry: Any = None):
         sections, path, trl = _sections(args)
+        self.reward_funcs = list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else \
+            ([reward_funcs] if reward_funcs is not None else [])
         self.args = trl.original if trl is not None else args
         self._trl = trl
         if trl is not None and reward_weights is None:
@@ -283,7 +278,90 @@ class GRPOTrainer(Trainer):
         cfg = config_from_dict(sections, path=path, registry=registry)
         if self._train_object is not None or self._eval_object is not None:  # bad rows: before the model loads
             self._rows = self._object_rows(cfg)
-        super().__init__(cfg, resume=resume, registry=registry)
+        _check_run_folder(cfg, resume, overwrite)  # before the model loads
+        quiet_libraries(cfg)  # library chatter that does not concern this run, as `grpo train` silences it
+        if world_from_env().is_main:
+            print(f"GRPOTrainer: {summary(cfg)}", file=sys.stderr, flush=True)
+        self._overwrite = overwrite
+        self._relay = CallbackRelay(self, callbacks)
+        super().__init__(cfg, resume=resume, registry=RelayRegistry(registry or get_registry(), self._relay))
+        self.reward_func_names = list(cfg.rewards.aliases)
+
+    # ---- what TRL users and transformers' callbacks touch (grpo_core.trl_surface) ----
+    @property
+    def state(self) -> Any:
+        """A ``transformers.TrainerState``: ``global_step`` (TRL's optimizer steps), ``max_steps``, ``epoch`` and
+        ``log_history`` in TRL's metric names."""
+        return self._relay.state
+
+    @property
+    def processing_class(self) -> Any:
+        return self.tokenizer
+
+    def add_callback(self, callback: Any) -> None:
+        """A ``transformers.TrainerCallback`` (or its class) that hears the training events from now on."""
+        self._relay.add(callback)
+
+    def remove_callback(self, callback: Any) -> None:
+        self._relay.callbacks = [c for c in self._relay.callbacks
+                                 if c is not callback and not (isinstance(callback, type) and isinstance(c, callback))]
+
+    def train(self, resume_from_checkpoint: Any = None) -> GRPOTrainOutput:  # type: ignore[override]
+        """Train; a ``transformers.trainer_utils.TrainOutput`` (``result["step"]`` etc. give the run summary)."""
+        if resume_from_checkpoint:
+            raise _problem("resume_from_checkpoint", "pass resume=True to GRPOTrainer (it resumes the run folder's "
+                                                     "newest checkpoint)")
+        if self._overwrite and not self.resume:
+            clear_run_dir(self.run_dir)
+        result = super().train()
+        if self._relay.stopped_at is not None:  # a callback's control.should_training_stop: no interruption
+            result["interrupted"] = False
+        if self.world.is_main:
+            line = ending(result, self.cfg.logging.output_dir)
+            if self._relay.stopped_at is not None:
+                line = f"stopped at step {self._relay.stopped_at} (control.should_training_stop): {self.run_dir}"
+            print(line, file=sys.stderr, flush=True)
+        return train_output(self._relay, result)
+
+    def save_model(self, output_dir: str | os.PathLike | None = None) -> None:
+        """Save the model (the adapter of a LoRA run) and the tokenizer to ``output_dir`` (default: the run
+        folder's ``model/``)."""
+        save_model(self.engine.plain_model(), self.tokenizer, Path(output_dir) if output_dir else
+                   self.run_dir / MODEL_DIR)
+
+    def push_to_hub(self, commit_message: str | None = None, **_: Any) -> str:
+        """Push the run folder's model (its card and curves) as ``[hub]`` says (``hub_model_id``, token); the
+        repo's URL. ``save_model()`` or ``train()`` first."""
+        cfg = dataclasses.replace(self.cfg, hub=dataclasses.replace(self.cfg.hub, push_to_hub=True))
+        return push_run_to_hub(self.run_dir, cfg)
+
+    def evaluate(self, eval_dataset: Any = None, metric_key_prefix: str = "eval") -> dict[str, float]:
+        """Score one greedy completion per held-out row with the run's rewards, in TRL's names
+        (``eval_reward``, ``eval_rewards/<name>/mean``, ``eval_completions/mean_length``). ``eval_dataset``: the
+        held-out rows given at construction by default; another dataset object; or a dict of them, each scored
+        under ``<prefix>_<name>_``."""
+        if isinstance(eval_dataset, dict):
+            out: dict[str, float] = {}
+            for name, dataset in eval_dataset.items():
+                out.update(self.evaluate(dataset, f"{metric_key_prefix}_{name}"))
+            return out
+        saved = self.eval_prompts, self.eval_rows
+        if eval_dataset is not None:
+            d = self.cfg.data
+            held = rows_from_object(eval_dataset, d, "eval_dataset")
+            self.eval_prompts, self.eval_rows = fit_prompts(
+                [format_prompt(r, d, self.tokenizer) for r in held], held, self.tokenizer, d.max_prompt_length,
+                d.overlong_prompts, not d.chat_template, "held-out")
+        if not len(self.eval_rows):
+            raise _problem("eval_dataset", "no held-out rows: pass eval_dataset= here or to GRPOTrainer")
+        try:
+            metrics = self._evaluate()
+        finally:
+            self.eval_prompts, self.eval_rows = saved
+        out = {f"{metric_key_prefix}_{k.removeprefix('eval_')}": v for k, v in trl_logs(metrics).items()}
+        self.state.log_history.append({**out, "step": self.state.global_step})
+        self._relay.fire("on_evaluate", metrics=out)
+        return out
 
     def _object_rows(self, cfg: RunConfig) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         d = cfg.data

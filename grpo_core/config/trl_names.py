@@ -19,6 +19,7 @@ import; a test keeps the defaults equal to the installed ``trl.GRPOConfig``'s.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -257,3 +258,36 @@ def trl_hint(name: str) -> str | None:
         return f"TRL's {name} has no key in a run file: pass args=GRPOConfig({name}=...) to GRPOTrainer ({f.note})"
     how = f" ({f.note})" if f.note else ""
     return f"TRL's {name} is our {f.ours}{how}"
+
+
+# TRL's logged metric names -> ours (names both sides share, ``loss``, ``kl``, ``clip_ratio/...``, pass as is);
+# ``rewards/<alias>/mean`` is our ``rewards/<alias>``
+METRIC_RENAMES = {
+    "reward": "reward/mean",
+    "reward_std": "reward/std",
+    "completions/mean_length": "completion_length/mean",
+    "completions/min_length": "completion_length/min",
+    "completions/max_length": "completion_length/max",
+    "completions/clipped_ratio": "truncated_ratio",
+}
+_TRL_NAMES = {ours: trl for trl, ours in METRIC_RENAMES.items()}
+_REWARD_MEAN = re.compile(r"^rewards/(.+)/mean$")
+_OUR_REWARD = re.compile(r"^rewards/([^/]+)$")
+
+
+def our_metric_name(name: str) -> str:
+    """TRL's name of a logged metric in ours."""
+    if name in METRIC_RENAMES:
+        return METRIC_RENAMES[name]
+    match = _REWARD_MEAN.match(name)
+    return f"rewards/{match.group(1)}" if match else name
+
+
+def trl_metric_name(name: str) -> str:
+    """Our name of a logged metric in TRL's (``eval/<x>`` -> ``eval_<TRL's x>``)."""
+    if name.startswith("eval/"):
+        return "eval_" + trl_metric_name(name.removeprefix("eval/"))
+    if name in _TRL_NAMES:
+        return _TRL_NAMES[name]
+    match = _OUR_REWARD.match(name)
+    return f"rewards/{match.group(1)}/mean" if match else name

@@ -15,10 +15,10 @@ optimizer steps: ``max_steps`` becomes ``max_steps * num_iterations``.
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, Any
 
 from grpo_core.config.trl_names import TO_TRL, same_fields
+from grpo_core.config.trl_names import our_metric_name as _our_name
 from grpo_rewards.tomlfile import ConfigError, Problem
 
 if TYPE_CHECKING:
@@ -140,22 +140,6 @@ def grpo_config_kwargs(cfg: RunConfig) -> dict[str, Any]:
     return kwargs
 
 
-_RENAMES = {
-    "reward": "reward/mean",
-    "reward_std": "reward/std",
-    "completions/mean_length": "completion_length/mean",
-    "completions/min_length": "completion_length/min",
-    "completions/max_length": "completion_length/max",
-    "completions/clipped_ratio": "truncated_ratio",
-}
-_REWARD_MEAN = re.compile(r"^rewards/(.+)/mean$")
-
-
-def _our_name(name: str) -> str:
-    if name in _RENAMES:
-        return _RENAMES[name]
-    match = _REWARD_MEAN.match(name)
-    return f"rewards/{match.group(1)}" if match else name
 
 
 def our_metrics(logs: dict[str, Any]) -> dict[str, Any]:
