@@ -60,6 +60,12 @@ from grpo_core.run_folder.checkpoints import clear_run_dir, earlier_run
 from grpo_core.run_folder.layout import MODEL_DIR
 from grpo_core.trainer import Trainer
 from grpo_core.trl_args import TrlArgs, is_flat_trl_dict, is_trl_config, sections_from_trl, steps_of_epochs
+from grpo_core.trl_reward_models import (
+    RewardModel,
+    is_reward_model,
+    load_reward_model,
+    looks_like_reward_model,
+)
 from grpo_core.trl_rewards import TrlReward
 from grpo_core.trl_surface import CallbackRelay, GRPOTrainOutput, RelayRegistry, train_output, trl_logs
 from grpo_rewards.compose import ComposedReward, RewardEntry, check_weight
@@ -76,13 +82,18 @@ def _problem(key: str, message: str) -> ConfigError:
     return ConfigError([Problem(HERE, None, key, message)])
 
 
-def _entries_of(item: Any, index: int, registry: Any, defaults: dict[str, Any]) -> list[RewardEntry]:
-    """The reward entries of one item of ``reward_funcs``."""
+def _entries_of(item: Any, index: int, registry: Any, defaults: dict[str, Any], tokenizer: Any = None,
+                chat_template_kwargs: dict[str, Any] | None = None) -> list[RewardEntry]:
+    """The reward entries of one item of ``reward_funcs`` (``tokenizer``: its reward model's, if it is one)."""
     key = f"reward_funcs[{index}]"
     if isinstance(item, ComposedReward):
         return [copy.copy(e) for e in item.entries]
     if isinstance(item, SafeReward):
         return [RewardEntry(item.__name__, item)]
+    if is_reward_model(item) or (isinstance(item, (str, os.PathLike)) and looks_like_reward_model(str(item))):
+        model = item if is_reward_model(item) else load_reward_model(os.fspath(item))
+        scorer = RewardModel(model, tokenizer, chat_template_kwargs)
+        return [RewardEntry(scorer.__name__, SafeReward(scorer, scorer.__name__, **defaults))]
     if isinstance(item, str):
         alias = item.split(":")[-1].replace("/", "_").replace(".", "_") or "reward"
         doc = TomlDoc(HERE, {"rewards": {**defaults, alias: {"use": item}}})
@@ -104,7 +115,8 @@ def _entries_of(item: Any, index: int, registry: Any, defaults: dict[str, Any]) 
 
 
 def compose_reward_funcs(reward_funcs: Any, reward_weights: Any = None, registry: Any = None,
-                         defaults: dict[str, Any] | None = None) -> ComposedReward:
+                         defaults: dict[str, Any] | None = None, reward_processing_classes: Any = None,
+                         chat_template_kwargs: dict[str, Any] | None = None) -> ComposedReward:
     """``reward_funcs`` (one item or a list, mixed kinds) and ``reward_weights`` -> one composed reward; an
     alias used twice gets ``_2``, ``_3``, ...; a ``compose()`` result's own weights are multiplied by its item's.
     ``defaults`` (``on_error``, ``timeout``, ``max_consecutive_failures``: a ``[rewards]`` table's top-level
@@ -121,10 +133,15 @@ def compose_reward_funcs(reward_funcs: Any, reward_weights: Any = None, registry
         for i, w in enumerate(reward_weights):
             if (why := check_weight(w)) is not None:
                 raise _problem(f"reward_weights[{i}]", why)
+    tokenizers = reward_processing_classes if isinstance(reward_processing_classes, (list, tuple)) else \
+        [reward_processing_classes] * len(items) if reward_processing_classes is not None else [None] * len(items)
+    if len(tokenizers) != len(items):
+        raise _problem("reward_processing_classes", f"must be a list of {len(items)} (one per reward_funcs item, "
+                                                    f"None for a function), got {len(tokenizers)}")
     entries: list[RewardEntry] = []
     seen: set[str] = set()
     for i, item in enumerate(items):
-        for entry in _entries_of(item, i, registry, dict(defaults or {})):
+        for entry in _entries_of(item, i, registry, dict(defaults or {}), tokenizers[i], chat_template_kwargs):
             alias, n = entry.alias, 2
             while alias in seen or alias == "total":
                 alias, n = f"{entry.alias}_{n}", n + 1
@@ -222,7 +239,8 @@ class GRPOTrainer(Trainer):
 
     def __init__(self, model: Any = None, reward_funcs: Any = None, args: Any = None, train_dataset: Any = None,
                  eval_dataset: Any = None, processing_class: Any = None, peft_config: Any = None, *,
-                 reward_weights: list[float] | None = None, callbacks: list[Any] | None = None,
+                 reward_processing_classes: Any = None, reward_weights: list[float] | None = None,
+                 callbacks: list[Any] | None = None,
                  resume: bool = False, overwrite: bool = False, registry: Any = None):
         sections, path, trl = _sections(args)
         self.reward_funcs = list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else \
@@ -270,7 +288,9 @@ class GRPOTrainer(Trainer):
         if reward_funcs is not None:
             table = sections.get("rewards")
             defaults = {k: v for k, v in table.items() if k in REWARD_DEFAULT_KEYS} if isinstance(table, dict) else {}
-            sections["rewards"] = compose_reward_funcs(reward_funcs, reward_weights, registry, defaults)
+            sections["rewards"] = compose_reward_funcs(
+                reward_funcs, reward_weights, registry, defaults, reward_processing_classes,
+                trl.chat_template_kwargs if trl is not None else None)
         elif reward_weights is not None:
             raise _problem("reward_weights", "needs reward_funcs (the config's rewards carry their own weights)")
         if trl is not None:
