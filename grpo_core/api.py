@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import os
 import sys
 from pathlib import Path
@@ -59,7 +60,14 @@ from grpo_core.quiet import quiet_libraries
 from grpo_core.run_folder.checkpoints import clear_run_dir, earlier_run
 from grpo_core.run_folder.layout import MODEL_DIR
 from grpo_core.trainer import Trainer
-from grpo_core.trl_args import TrlArgs, is_flat_trl_dict, is_trl_config, sections_from_trl, steps_of_epochs
+from grpo_core.trl_args import (
+    TrlArgs,
+    is_flat_trl_dict,
+    is_trl_config,
+    sections_from_trl,
+    steps_of_epochs,
+    trl_installed,
+)
 from grpo_core.trl_reward_models import (
     RewardModel,
     is_reward_model,
@@ -153,9 +161,20 @@ def compose_reward_funcs(reward_funcs: Any, reward_weights: Any = None, registry
     return ComposedReward(entries)
 
 
-def _sections(args: Any) -> tuple[dict[str, Any], str, TrlArgs | None]:
+def _default_name(model: Any) -> str:
+    if isinstance(model, (str, os.PathLike)):
+        name = os.fspath(model)
+    else:
+        config = getattr(model, "config", None)
+        name = str(getattr(config, "_name_or_path", "") or "model")
+    return name.rstrip("/").split("/")[-1] or "model"
+
+
+def _sections(args: Any, model: Any = None) -> tuple[dict[str, Any], str, TrlArgs | None]:
     """``args`` as a dict of sections (a copy), the path its relative names resolve from, and what a TRL
     ``GRPOConfig`` (or a flat dict of its keys) gives besides (grpo_core.trl_args)."""
+    if args is None and trl_installed():  # TRL's default: GRPOConfig("<model name>-GRPO")
+        args = {"output_dir": f"{_default_name(model)}-GRPO"}
     if args is None:
         return {}, "<dict>", None
     if is_trl_config(args) or is_flat_trl_dict(args, tuple(SECTIONS)):
@@ -242,7 +261,7 @@ class GRPOTrainer(Trainer):
                  reward_processing_classes: Any = None, reward_weights: list[float] | None = None,
                  callbacks: list[Any] | None = None,
                  resume: bool = False, overwrite: bool = False, registry: Any = None):
-        sections, path, trl = _sections(args)
+        sections, path, trl = _sections(args, model)
         self.reward_funcs = list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else \
             ([reward_funcs] if reward_funcs is not None else [])
         self.args = trl.original if trl is not None else args
@@ -306,6 +325,11 @@ class GRPOTrainer(Trainer):
         self._relay = CallbackRelay(self, callbacks)
         super().__init__(cfg, resume=resume, registry=RelayRegistry(registry or get_registry(), self._relay))
         self.reward_func_names = list(cfg.rewards.aliases)
+        if trl is not None and trl.generation_kwargs:
+            if not hasattr(self.backend, "generation_kwargs"):
+                raise _problem("args.generation_kwargs", f"the {cfg.generation.backend} generation backend takes no "
+                                                         f"generate() keywords; the transformers backend does")
+            self.backend.generation_kwargs = dict(trl.generation_kwargs)
 
     # ---- what TRL users and transformers' callbacks touch (grpo_core.trl_surface) ----
     @property
@@ -394,9 +418,17 @@ class GRPOTrainer(Trainer):
         return rows if rows is not None else super()._load_rows()
 
     def _load_policy(self) -> tuple[Any, Any]:
+        model, tokenizer = self._load_objects()
+        kwargs = self._trl.chat_template_kwargs if self._trl is not None else {}
+        if kwargs:  # TRL's chat_template_kwargs (Qwen3's enable_thinking): every prompt is formatted with them
+            tokenizer.apply_chat_template = functools.partial(type(tokenizer).apply_chat_template, tokenizer,
+                                                              **kwargs)
+        return model, tokenizer
+
+    def _load_objects(self) -> tuple[Any, Any]:
         model, cfg = self._model_object, self.cfg
         if model is None and self._tokenizer_object is None and self._peft_config is None:
-            return super()._load_policy()
+            return Trainer._load_policy(self)
         if model is None:
             model = load_base_model(cfg)
             if cfg.model.adapter:

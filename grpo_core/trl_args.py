@@ -89,6 +89,13 @@ def config_from_flat_dict(data: dict[str, Any]) -> Any:
         raise _error("args", f"trl.GRPOConfig refused it: {exc}") from None
 
 
+def trl_installed() -> bool:
+    """Whether ``trl`` can be imported (``GRPOTrainer(args=None)`` then takes TRL's defaults, as TRL does)."""
+    import importlib.util
+
+    return importlib.util.find_spec("trl") is not None
+
+
 def _cuda() -> bool:
     try:
         import torch  # heavy: only to know whether TRL's bf16 default applies

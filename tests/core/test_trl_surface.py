@@ -163,3 +163,25 @@ def test_an_interrupt_says_stopped(arithmetic_model_dir, tmp_path, capsys):
                       train_dataset=_ds(), callbacks=[Interrupt]).train()
     assert out["interrupted"] and out.global_step == 1
     assert f"stopped at step 1 (interrupted): {tmp_path / 'run'}" in capsys.readouterr().err
+
+
+def test_chat_template_kwargs_and_generation_kwargs_pass_through(tiny_model_dir, tmp_path):
+    """Qwen3's enable_thinking reaches the chat template; generate() gets generation_kwargs (min_new_tokens)."""
+    from transformers import AutoTokenizer
+
+    from grpo_core import GRPOTrainer
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    tok.chat_template = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}</s>{% endfor %}"
+                         "{% if add_generation_prompt %}<|assistant|>{% if enable_thinking is defined and not "
+                         "enable_thinking %}<answer>{% endif %}{% endif %}")
+    rows = [{"prompt": [{"role": "user", "content": f"What is {i} plus 7?"}]} for i in range(4)]
+    args = _config(tmp_path / "run", max_steps=1, max_completion_length=3, model_init_kwargs={"dtype": "float32"},
+                   chat_template_kwargs={"enable_thinking": False}, generation_kwargs={"min_new_tokens": 3})
+    trainer = GRPOTrainer(model=str(tiny_model_dir), processing_class=tok, reward_funcs=length, args=args,
+                          train_dataset=datasets.Dataset.from_list(rows))
+    assert trainer.cfg.data.chat_template is True  # conversational rows: the template, as TRL applies it
+    assert all(trainer.prompts[i].endswith("<|assistant|><answer>") for i in range(len(rows)))
+    assert trainer.backend.generation_kwargs == {"min_new_tokens": 3}
+    batch = trainer.backend.generate([trainer.prompts[0]], 4)
+    assert batch.completion_mask.sum(1).tolist() == [3, 3, 3, 3]  # no EOS before the third token
