@@ -21,7 +21,12 @@ What goes in, and what it becomes (everything ends in the same :class:`grpo_core
                       each runs under :class:`grpo_rewards.SafeReward` as a TOML reward does (raises and bad
                       values scored None, a deadline; a module-level function runs in its own process)
 ``reward_weights``    one weight per item of ``reward_funcs`` (TRL's ``GRPOConfig.reward_weights``)
-``args``              a ``RunConfig``, a dict of sections, or a TOML path; the objects replace its keys
+``args``              a ``trl.GRPOConfig`` or a flat dict of its keys (grpo_core.trl_args; ``None``: TRL's
+                      defaults when trl is installed), a ``RunConfig``, a dict of sections, or a TOML path; the
+                      objects replace its keys
+``reward_processing_classes``  the tokenizers of reward models in ``reward_funcs`` (grpo_core.trl_reward_models)
+``callbacks``         transformers ``TrainerCallback``s (grpo_core.trl_surface: ``state``, ``evaluate``, ...)
+``resume``/``overwrite``  an earlier run in the output folder: continue it, or replace it (else refused)
 
 Bad objects raise the TOML path's errors (``ConfigError`` / ``DataError``, one line each, naming the
 argument): a dataset without the prompt column, a reward that is not callable, a weight that is not a number.
