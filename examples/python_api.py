@@ -59,7 +59,7 @@ result = trainer.train()
 # Results out: the run folder holds `metrics.jsonl`, `samples.jsonl` and the adapter in `model/`.
 
 # %%
-summary = {"steps": result["step"], "reward_mean": result["reward/mean"],
-           "rewards": {k: result[k] for k in result if k.startswith("rewards/") and k.count("/") == 1},
+summary = {"steps": result.global_step, "reward_mean": result["reward/mean"],  # a TrainOutput; by name: the run
+           "rewards": {k: v for k, v in result.summary.items() if k.startswith("rewards/") and k.count("/") == 1},
            "adapter": str(workdir / "run" / "model")}
 print(json.dumps(summary))

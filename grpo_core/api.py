@@ -21,7 +21,12 @@ What goes in, and what it becomes (everything ends in the same :class:`grpo_core
                       each runs under :class:`grpo_rewards.SafeReward` as a TOML reward does (raises and bad
                       values scored None, a deadline; a module-level function runs in its own process)
 ``reward_weights``    one weight per item of ``reward_funcs`` (TRL's ``GRPOConfig.reward_weights``)
-``args``              a ``RunConfig``, a dict of sections, or a TOML path; the objects replace its keys
+``args``              a ``trl.GRPOConfig`` or a flat dict of its keys (grpo_core.trl_args; ``None``: TRL's
+                      defaults when trl is installed), a ``RunConfig``, a dict of sections, or a TOML path; the
+                      objects replace its keys
+``reward_processing_classes``  the tokenizers of reward models in ``reward_funcs`` (grpo_core.trl_reward_models)
+``callbacks``         transformers ``TrainerCallback``s (grpo_core.trl_surface: ``state``, ``evaluate``, ...)
+``resume``/``overwrite``  an earlier run in the output folder: continue it, or replace it (else refused)
 
 Bad objects raise the TOML path's errors (``ConfigError`` / ``DataError``, one line each, naming the
 argument): a dataset without the prompt column, a reward that is not callable, a weight that is not a number.
@@ -30,16 +35,21 @@ argument): a dataset without the prompt column, a reward that is not callable, a
 from __future__ import annotations
 
 import copy
-import inspect
+import dataclasses
+import functools
 import os
-from collections.abc import Callable
+import sys
 from pathlib import Path
 from typing import Any
 
 from grpo_core.adapter import attach_adapter
+from grpo_core.cli.checks import ending, summary
 from grpo_core.config import RunConfig, config_from_dict
-from grpo_core.data import train_eval_rows
+from grpo_core.config.sections import SECTIONS
+from grpo_core.data import format_prompt, train_eval_rows
 from grpo_core.dataset_objects import rows_from_object
+from grpo_core.outputs.hub import push_to_hub as push_run_to_hub
+from grpo_core.parallel.distributed import world_from_env
 from grpo_core.policy.models import (
     _REFERENCES,
     disable_dropout,
@@ -48,8 +58,29 @@ from grpo_core.policy.models import (
     load_tokenizer,
     prepare_policy,
     ready_tokenizer,
+    save_model,
 )
+from grpo_core.prompt_fit import fit_prompts
+from grpo_core.quiet import quiet_libraries
+from grpo_core.run_folder.checkpoints import clear_run_dir, earlier_run
+from grpo_core.run_folder.layout import MODEL_DIR
 from grpo_core.trainer import Trainer
+from grpo_core.trl_args import (
+    TrlArgs,
+    is_flat_trl_dict,
+    is_trl_config,
+    sections_from_trl,
+    steps_of_epochs,
+    trl_installed,
+)
+from grpo_core.trl_reward_models import (
+    RewardModel,
+    is_reward_model,
+    load_reward_model,
+    looks_like_reward_model,
+)
+from grpo_core.trl_rewards import TrlReward
+from grpo_core.trl_surface import CallbackRelay, GRPOTrainOutput, RelayRegistry, train_output, trl_logs
 from grpo_rewards.compose import ComposedReward, RewardEntry, check_weight
 from grpo_rewards.contract import SafeReward
 from grpo_rewards.plugins import get_registry
@@ -64,41 +95,18 @@ def _problem(key: str, message: str) -> ConfigError:
     return ConfigError([Problem(HERE, None, key, message)])
 
 
-class TrlReward:
-    """A TRL-style reward callable called the way TRL calls it: every argument by keyword (so
-    ``fn(prompts, completions, **kw)`` works), or the completions first when it has no ``completions``
-    parameter; keyword arguments it cannot take are left out. Pickles when the function does (then it runs
-    in a worker process under :class:`SafeReward`)."""
-
-    def __init__(self, fn: Callable[..., Any]):
-        self.fn = fn
-        self.__name__ = getattr(fn, "__name__", type(fn).__name__)
-        try:
-            params = inspect.signature(fn).parameters
-        except (TypeError, ValueError):  # a builtin without a signature: pass everything
-            params = {}
-        self._by_keyword = "completions" in params
-        self._accepts = None if not params or any(p.kind is p.VAR_KEYWORD for p in params.values()) else set(params)
-
-    def __call__(self, completions: list[Any], **columns: Any) -> Any:
-        if self._accepts is not None:
-            columns = {k: v for k, v in columns.items() if k in self._accepts}
-        if self._by_keyword:
-            return self.fn(completions=completions, **columns)
-        return self.fn(completions, **columns)
-
-    def metrics(self) -> dict[str, Any]:
-        report = getattr(self.fn, "metrics", None)
-        return dict(report()) if callable(report) else {}
-
-
-def _entries_of(item: Any, index: int, registry: Any, defaults: dict[str, Any]) -> list[RewardEntry]:
-    """The reward entries of one item of ``reward_funcs``."""
+def _entries_of(item: Any, index: int, registry: Any, defaults: dict[str, Any], tokenizer: Any = None,
+                chat_template_kwargs: dict[str, Any] | None = None) -> list[RewardEntry]:
+    """The reward entries of one item of ``reward_funcs`` (``tokenizer``: its reward model's, if it is one)."""
     key = f"reward_funcs[{index}]"
     if isinstance(item, ComposedReward):
         return [copy.copy(e) for e in item.entries]
     if isinstance(item, SafeReward):
         return [RewardEntry(item.__name__, item)]
+    if is_reward_model(item) or (isinstance(item, (str, os.PathLike)) and looks_like_reward_model(str(item))):
+        model = item if is_reward_model(item) else load_reward_model(os.fspath(item))
+        scorer = RewardModel(model, tokenizer, chat_template_kwargs)
+        return [RewardEntry(scorer.__name__, SafeReward(scorer, scorer.__name__, **defaults))]
     if isinstance(item, str):
         alias = item.split(":")[-1].replace("/", "_").replace(".", "_") or "reward"
         doc = TomlDoc(HERE, {"rewards": {**defaults, alias: {"use": item}}})
@@ -120,7 +128,8 @@ def _entries_of(item: Any, index: int, registry: Any, defaults: dict[str, Any]) 
 
 
 def compose_reward_funcs(reward_funcs: Any, reward_weights: Any = None, registry: Any = None,
-                         defaults: dict[str, Any] | None = None) -> ComposedReward:
+                         defaults: dict[str, Any] | None = None, reward_processing_classes: Any = None,
+                         chat_template_kwargs: dict[str, Any] | None = None) -> ComposedReward:
     """``reward_funcs`` (one item or a list, mixed kinds) and ``reward_weights`` -> one composed reward; an
     alias used twice gets ``_2``, ``_3``, ...; a ``compose()`` result's own weights are multiplied by its item's.
     ``defaults`` (``on_error``, ``timeout``, ``max_consecutive_failures``: a ``[rewards]`` table's top-level
@@ -137,10 +146,15 @@ def compose_reward_funcs(reward_funcs: Any, reward_weights: Any = None, registry
         for i, w in enumerate(reward_weights):
             if (why := check_weight(w)) is not None:
                 raise _problem(f"reward_weights[{i}]", why)
+    tokenizers = reward_processing_classes if isinstance(reward_processing_classes, (list, tuple)) else \
+        [reward_processing_classes] * len(items) if reward_processing_classes is not None else [None] * len(items)
+    if len(tokenizers) != len(items):
+        raise _problem("reward_processing_classes", f"must be a list of {len(items)} (one per reward_funcs item, "
+                                                    f"None for a function), got {len(tokenizers)}")
     entries: list[RewardEntry] = []
     seen: set[str] = set()
     for i, item in enumerate(items):
-        for entry in _entries_of(item, i, registry, dict(defaults or {})):
+        for entry in _entries_of(item, i, registry, dict(defaults or {}), tokenizers[i], chat_template_kwargs):
             alias, n = entry.alias, 2
             while alias in seen or alias == "total":
                 alias, n = f"{entry.alias}_{n}", n + 1
@@ -152,10 +166,29 @@ def compose_reward_funcs(reward_funcs: Any, reward_weights: Any = None, registry
     return ComposedReward(entries)
 
 
-def _sections(args: Any) -> tuple[dict[str, Any], str]:
-    """``args`` as a dict of sections (a copy) and the path its relative names resolve from."""
+def _default_name(model: Any) -> str:
+    if isinstance(model, (str, os.PathLike)):
+        name = os.fspath(model)
+    else:
+        config = getattr(model, "config", None)
+        name = str(getattr(config, "_name_or_path", "") or "model")
+    return name.rstrip("/").split("/")[-1] or "model"
+
+
+def _sections(args: Any, model: Any = None) -> tuple[dict[str, Any], str, TrlArgs | None]:
+    """``args`` as a dict of sections (a copy), the path its relative names resolve from, and what a TRL
+    ``GRPOConfig`` (or a flat dict of its keys) gives besides (grpo_core.trl_args)."""
+    if args is None and trl_installed():  # TRL's default: GRPOConfig("<model name>-GRPO")
+        args = {"output_dir": f"{_default_name(model)}-GRPO"}
     if args is None:
-        return {}, "<dict>"
+        return {}, "<dict>", None
+    if is_trl_config(args) or is_flat_trl_dict(args, tuple(SECTIONS)):
+        trl = sections_from_trl(args)
+        return copy.deepcopy(trl.sections), "<GRPOConfig>", trl
+    return (*_our_sections(args), None)
+
+
+def _our_sections(args: Any) -> tuple[dict[str, Any], str]:
     if isinstance(args, RunConfig):
         out = copy.deepcopy(args.raw)  # what was given (defaults stay defaults), validated again with the objects
         out.setdefault("rewards", args.rewards)
@@ -164,7 +197,8 @@ def _sections(args: Any) -> tuple[dict[str, Any], str]:
         return {k: (v if isinstance(v, ComposedReward) else copy.deepcopy(v)) for k, v in args.items()}, "<dict>"
     if isinstance(args, (str, os.PathLike)):
         return load_toml(args).data, str(args)
-    raise _problem("args", f"expected a RunConfig, a dict of sections or a TOML path, got {type(args).__name__}")
+    raise _problem("args", f"expected a trl.GRPOConfig, a RunConfig, a dict of sections or a TOML path, got "
+                           f"{type(args).__name__}")
 
 
 def _is_model_object(model: Any) -> bool:
@@ -188,14 +222,58 @@ def _model_name(model: Any) -> str:
     return f"<{type(base).__name__} object>"
 
 
+def _check_run_folder(cfg: RunConfig, resume: bool, overwrite: bool) -> None:
+    """An earlier run in the output folder, refused before the model loads, in Python's words."""
+    if resume and overwrite:
+        raise _problem("resume", "resume=True continues the earlier run and overwrite=True replaces it: give one")
+    if not resume and not overwrite and (what := earlier_run(cfg.logging.output_dir)):
+        raise _problem("output_dir", f"{cfg.logging.output_dir} holds an earlier run ({what}): continue it with "
+                                     f"GRPOTrainer(..., resume=True), replace it with overwrite=True, or pass "
+                                     f"another output_dir")
+
+
+def _first_prompt(dataset: Any, field: str) -> Any:
+    """The first row's prompt of a dataset object (a ``datasets.Dataset`` or a list of dicts), else None."""
+    try:
+        row = dataset[0]
+    except (KeyError, IndexError, TypeError):
+        return None
+    return row.get(field) if isinstance(row, dict) else None
+
+
+def _apply_trl_rows(trl: TrlArgs, sections: dict[str, Any], train: Any) -> None:
+    """What a TRL config needs the training rows for: the step count of ``num_train_epochs``, warmup steps
+    as a ratio, and the chat template for conversational rows only (TRL uses a plain-text prompt as is)."""
+    g, ours = sections["grpo"], SECTIONS["grpo"]()
+    mu = g.get("num_iterations", ours.num_iterations)
+    if trl.epochs is not None:
+        if train is None or not hasattr(train, "__len__"):
+            raise _problem("args.max_steps", "num_train_epochs needs a train_dataset with a length: set max_steps "
+                                             "(TRL's rule for an IterableDataset too)")
+        g["max_steps"] = steps_of_epochs(trl.epochs, len(train), g.get("prompts_per_step", ours.prompts_per_step), mu)
+    if trl.warmup_steps:
+        g["warmup_ratio"] = min(trl.warmup_steps / (g.get("max_steps", ours.max_steps) * mu), 0.999)
+    prompt = _first_prompt(train, sections["data"].get("prompt_field", "prompt")) if train is not None else None
+    if prompt is not None and "chat_template" not in sections["data"]:
+        sections["data"]["chat_template"] = isinstance(prompt, list)
+
+
 class GRPOTrainer(Trainer):
     """TRL's ``GRPOTrainer`` signature over this project's trainer (see the module docs)."""
 
     def __init__(self, model: Any = None, reward_funcs: Any = None, args: Any = None, train_dataset: Any = None,
                  eval_dataset: Any = None, processing_class: Any = None, peft_config: Any = None, *,
-                 reward_weights: list[float] | None = None, resume: bool = False, registry: Any = None):
-        sections, path = _sections(args)
-        for name in ("model", "data", "lora"):
+                 reward_processing_classes: Any = None, reward_weights: list[float] | None = None,
+                 callbacks: list[Any] | None = None,
+                 resume: bool = False, overwrite: bool = False, registry: Any = None):
+        sections, path, trl = _sections(args, model)
+        self.reward_funcs = list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else \
+            ([reward_funcs] if reward_funcs is not None else [])
+        self.args = trl.original if trl is not None else args
+        self._trl = trl
+        if trl is not None and reward_weights is None:
+            reward_weights = trl.reward_weights
+        for name in ("model", "data", "lora", "grpo"):
             sections.setdefault(name, {})
             if not isinstance(sections[name], dict):
                 raise _problem("args", f"[{name}] must be a table of keys, got {type(sections[name]).__name__}")
@@ -234,13 +312,105 @@ class GRPOTrainer(Trainer):
         if reward_funcs is not None:
             table = sections.get("rewards")
             defaults = {k: v for k, v in table.items() if k in REWARD_DEFAULT_KEYS} if isinstance(table, dict) else {}
-            sections["rewards"] = compose_reward_funcs(reward_funcs, reward_weights, registry, defaults)
+            sections["rewards"] = compose_reward_funcs(
+                reward_funcs, reward_weights, registry, defaults, reward_processing_classes,
+                trl.chat_template_kwargs if trl is not None else None)
         elif reward_weights is not None:
             raise _problem("reward_weights", "needs reward_funcs (the config's rewards carry their own weights)")
+        if trl is not None:
+            _apply_trl_rows(trl, sections, self._train_object)
         cfg = config_from_dict(sections, path=path, registry=registry)
         if self._train_object is not None or self._eval_object is not None:  # bad rows: before the model loads
             self._rows = self._object_rows(cfg)
-        super().__init__(cfg, resume=resume, registry=registry)
+        _check_run_folder(cfg, resume, overwrite)  # before the model loads
+        quiet_libraries(cfg)  # library chatter that does not concern this run, as `grpo train` silences it
+        if world_from_env().is_main:
+            print(f"GRPOTrainer: {summary(cfg)}", file=sys.stderr, flush=True)
+        self._overwrite = overwrite
+        self._relay = CallbackRelay(self, callbacks)
+        super().__init__(cfg, resume=resume, registry=RelayRegistry(registry or get_registry(), self._relay))
+        self.reward_func_names = list(cfg.rewards.aliases)
+        if trl is not None and trl.generation_kwargs:
+            if not hasattr(self.backend, "generation_kwargs"):
+                raise _problem("args.generation_kwargs", f"the {cfg.generation.backend} generation backend takes no "
+                                                         f"generate() keywords; the transformers backend does")
+            self.backend.generation_kwargs = dict(trl.generation_kwargs)
+
+    # ---- what TRL users and transformers' callbacks touch (grpo_core.trl_surface) ----
+    @property
+    def state(self) -> Any:
+        """A ``transformers.TrainerState``: ``global_step`` (TRL's optimizer steps), ``max_steps``, ``epoch`` and
+        ``log_history`` in TRL's metric names."""
+        return self._relay.state
+
+    @property
+    def processing_class(self) -> Any:
+        return self.tokenizer
+
+    def add_callback(self, callback: Any) -> None:
+        """A ``transformers.TrainerCallback`` (or its class) that hears the training events from now on."""
+        self._relay.add(callback)
+
+    def remove_callback(self, callback: Any) -> None:
+        self._relay.callbacks = [c for c in self._relay.callbacks
+                                 if c is not callback and not (isinstance(callback, type) and isinstance(c, callback))]
+
+    def train(self, resume_from_checkpoint: Any = None) -> GRPOTrainOutput:  # type: ignore[override]
+        """Train; a ``transformers.trainer_utils.TrainOutput`` (``result["step"]`` etc. give the run summary)."""
+        if resume_from_checkpoint:
+            raise _problem("resume_from_checkpoint", "pass resume=True to GRPOTrainer (it resumes the run folder's "
+                                                     "newest checkpoint)")
+        if self._overwrite and not self.resume:
+            clear_run_dir(self.run_dir)
+        result = super().train()
+        if self._relay.stopped_at is not None:  # a callback's control.should_training_stop: no interruption
+            result["interrupted"] = False
+        if self.world.is_main:
+            line = ending(result, self.cfg.logging.output_dir)
+            if self._relay.stopped_at is not None:
+                line = f"stopped at step {self._relay.stopped_at} (control.should_training_stop): {self.run_dir}"
+            print(line, file=sys.stderr, flush=True)
+        return train_output(self._relay, result)
+
+    def save_model(self, output_dir: str | os.PathLike | None = None) -> None:
+        """Save the model (the adapter of a LoRA run) and the tokenizer to ``output_dir`` (default: the run
+        folder's ``model/``)."""
+        save_model(self.engine.plain_model(), self.tokenizer, Path(output_dir) if output_dir else
+                   self.run_dir / MODEL_DIR)
+
+    def push_to_hub(self, commit_message: str | None = None, **_: Any) -> str:
+        """Push the run folder's model (its card and curves) as ``[hub]`` says (``hub_model_id``, token); the
+        repo's URL. ``save_model()`` or ``train()`` first."""
+        cfg = dataclasses.replace(self.cfg, hub=dataclasses.replace(self.cfg.hub, push_to_hub=True))
+        return push_run_to_hub(self.run_dir, cfg)
+
+    def evaluate(self, eval_dataset: Any = None, metric_key_prefix: str = "eval") -> dict[str, float]:
+        """Score one greedy completion per held-out row with the run's rewards, in TRL's names
+        (``eval_reward``, ``eval_rewards/<name>/mean``, ``eval_completions/mean_length``). ``eval_dataset``: the
+        held-out rows given at construction by default; another dataset object; or a dict of them, each scored
+        under ``<prefix>_<name>_``."""
+        if isinstance(eval_dataset, dict):
+            out: dict[str, float] = {}
+            for name, dataset in eval_dataset.items():
+                out.update(self.evaluate(dataset, f"{metric_key_prefix}_{name}"))
+            return out
+        saved = self.eval_prompts, self.eval_rows
+        if eval_dataset is not None:
+            d = self.cfg.data
+            held = rows_from_object(eval_dataset, d, "eval_dataset")
+            self.eval_prompts, self.eval_rows = fit_prompts(
+                [format_prompt(r, d, self.tokenizer) for r in held], held, self.tokenizer, d.max_prompt_length,
+                d.overlong_prompts, not d.chat_template, "held-out")
+        if not len(self.eval_rows):
+            raise _problem("eval_dataset", "no held-out rows: pass eval_dataset= here or to GRPOTrainer")
+        try:
+            metrics = self._evaluate()
+        finally:
+            self.eval_prompts, self.eval_rows = saved
+        out = {f"{metric_key_prefix}_{k.removeprefix('eval_')}": v for k, v in trl_logs(metrics).items()}
+        self.state.log_history.append({**out, "step": self.state.global_step})
+        self._relay.fire("on_evaluate", metrics=out)
+        return out
 
     def _object_rows(self, cfg: RunConfig) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         d = cfg.data
@@ -253,9 +423,17 @@ class GRPOTrainer(Trainer):
         return rows if rows is not None else super()._load_rows()
 
     def _load_policy(self) -> tuple[Any, Any]:
+        model, tokenizer = self._load_objects()
+        kwargs = self._trl.chat_template_kwargs if self._trl is not None else {}
+        if kwargs:  # TRL's chat_template_kwargs (Qwen3's enable_thinking): every prompt is formatted with them
+            tokenizer.apply_chat_template = functools.partial(type(tokenizer).apply_chat_template, tokenizer,
+                                                              **kwargs)
+        return model, tokenizer
+
+    def _load_objects(self) -> tuple[Any, Any]:
         model, cfg = self._model_object, self.cfg
         if model is None and self._tokenizer_object is None and self._peft_config is None:
-            return super()._load_policy()
+            return Trainer._load_policy(self)
         if model is None:
             model = load_base_model(cfg)
             if cfg.model.adapter:

@@ -94,6 +94,7 @@ def _where(exc: BaseException, fn: Any) -> str:
     frames = [f for f in frames if f.filename != __file__]
     if not frames:
         return ""
+    fn = inspect.unwrap(fn) if hasattr(fn, "__wrapped__") else fn  # a wrapper's user function: the user's file
     try:
         source = inspect.getsourcefile(fn if inspect.isfunction(fn) else type(fn)) or ""
     except (TypeError, OSError):

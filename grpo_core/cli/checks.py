@@ -43,6 +43,15 @@ def summary(cfg: Any) -> str:
             f"generations; loss {o.loss_type}, beta {o.beta:g}; rewards: {rewards}; run folder {cfg.logging.output_dir}")
 
 
+def ending(result: Any, output_dir: str) -> str:
+    """The last line of a run: ``done at step N: <run folder>``, or ``stopped at step N (interrupted): ...``."""
+    steps = result.get("step", result.get("steps")) if isinstance(result, dict) else None
+    at = f" at step {steps}" if steps is not None else ""
+    if isinstance(result, dict) and result.get("interrupted"):
+        return f"stopped{at} (interrupted): {output_dir}"
+    return f"done{at}: {output_dir}"
+
+
 STREAM_CHECKED = 1000  # rows of a streamed source read by the checks before a run
 
 

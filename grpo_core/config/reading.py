@@ -21,6 +21,7 @@ from typing import Any
 
 from grpo_core.config.checks import cross_checks
 from grpo_core.config.sections import LIMITS, REQUIRED, SECTIONS, RunConfig
+from grpo_core.config.trl_names import trl_hint
 from grpo_rewards.compose import ComposedReward
 from grpo_rewards.plugins import Registry, get_registry
 from grpo_rewards.reward_config import rewards_from_doc
@@ -89,6 +90,7 @@ def _coerce(annotation: Any, value: Any) -> Any:
 
 
 _HINTS: dict[type, dict[str, Any]] = {cls: typing.get_type_hints(cls) for cls in SECTIONS.values()}
+_KEYS: dict[str, dict[str, Any]] = {name: _HINTS[cls] for name, cls in SECTIONS.items()}
 
 
 # -------------------------------------------------------------- overrides ----
@@ -143,6 +145,21 @@ def _attribute(problems: list[Problem], origins: dict[str, str]) -> list[Problem
 
 # ------------------------------------------------------------- sections ----
 
+def _suggestion(key: str, candidates: Any, section: str | None) -> str:
+    """What to say after "unknown key/section": where our key of that name lives when it is in another section
+    (``grpo.temperature`` -> ``generation.temperature``), what TRL's field of that name is here (the one table,
+    :mod:`grpo_core.config.trl_names`), else a did-you-mean among ``candidates``. The first two come before a
+    look-alike, which for a TRL name is often a key of another meaning (``num_train_epochs`` is not
+    ``num_iterations``)."""
+    elsewhere = [f"{other}.{key}" for other, hints in _KEYS.items() if other != section and key in hints]
+    if elsewhere:
+        return f": it is {' or '.join(elsewhere)}"
+    hint = trl_hint(key)
+    if hint is not None:
+        return f": {hint}"
+    return did_you_mean(key, candidates)
+
+
 def _build_section(doc: TomlDoc, name: str) -> Any:
     cls = SECTIONS[name]
     table = doc.data.get(name, {})
@@ -155,7 +172,7 @@ def _build_section(doc: TomlDoc, name: str) -> Any:
         if isinstance(value, os.PathLike):  # the Python API: Path objects for paths
             value = os.fspath(value)
         if key not in hints:
-            doc.problem((name, key), f"unknown key{did_you_mean(key, hints)}")
+            doc.problem((name, key), f"unknown key{_suggestion(key, hints, name)}")
         elif (why := _type_problem(hints[key], value)
               or _limit_problem((name, key), _coerce(hints[key], value))) is not None:
             doc.problem((name, key), why)
@@ -175,7 +192,7 @@ def config_from_doc(doc: TomlDoc, overrides: Sequence[str] = (), registry: Regis
     origins = apply_overrides(doc, overrides)
     for name in doc.data:
         if name not in SECTIONS and name != "rewards":
-            doc.problem((name,), f"unknown section{did_you_mean(name, [*SECTIONS, 'rewards'])}")
+            doc.problem((name,), f"unknown section{_suggestion(name, [*SECTIONS, 'rewards'], None)}")
     sections = {name: _build_section(doc, name) for name in SECTIONS}
     cross_checks(doc, sections, registry)
     rewards = doc.data.get("rewards")

@@ -116,6 +116,9 @@ class TransformersBackend(TokenizerBackend):
         self.shared_prefill = True  # grpo_core.generation.group_sampling for plain temperature sampling
         self.decode, self.decode_strict = resolve_decode(config.generation.decode, self.model)
         self.hands_over_groups = True  # generate takes on_groups (grpo_core.generation.backend.OnGroups)
+        # more keywords for model.generate (TRL's GRPOConfig.generation_kwargs, set by grpo_core.api); any makes
+        # every call model.generate's, with them on top of the sampling settings
+        self.generation_kwargs: dict[str, Any] = {}
 
     def _tokenize(self, prompts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
         self.tokenizer.padding_side = "left"
@@ -132,7 +135,7 @@ class TransformersBackend(TokenizerBackend):
                  on_groups: OnGroups | None = None) -> Generation:
         prompt_ids, prompt_mask = self._tokenize(prompts)
         plain = greedy or (self.gen.top_p == 1 and self.gen.top_k == 0 and self.gen.repetition_penalty == 1)
-        if plain and self.shared_prefill:
+        if plain and self.shared_prefill and not self.generation_kwargs:
             return self._sample_groups(prompt_ids, prompt_mask, num_generations, greedy, on_groups)
         prompt_ids = prompt_ids.repeat_interleave(num_generations, dim=0)
         prompt_mask = prompt_mask.repeat_interleave(num_generations, dim=0)
@@ -145,7 +148,8 @@ class TransformersBackend(TokenizerBackend):
         try:
             with clean_generation_config(self.model, self.eos_ids, self.tokenizer.pad_token_id) as gen_cfg, \
                     sampling_autocast(self.model), lean_lora(self.model):
-                gen_cfg.update(max_new_tokens=self.gen.max_completion_length, use_cache=True, **sampling)
+                gen_cfg.update(**{"max_new_tokens": self.gen.max_completion_length, "use_cache": True, **sampling,
+                                  **self.generation_kwargs})
                 out = self.model.generate(input_ids=prompt_ids, attention_mask=prompt_mask, generation_config=gen_cfg)
         finally:
             self.model.train(was_training)

@@ -15,9 +15,10 @@ optimizer steps: ``max_steps`` becomes ``max_steps * num_iterations``.
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, Any
 
+from grpo_core.config.trl_names import TO_TRL, same_fields
+from grpo_core.config.trl_names import our_metric_name as _our_name
 from grpo_rewards.tomlfile import ConfigError, Problem
 
 if TYPE_CHECKING:
@@ -39,6 +40,17 @@ NO_TRL_EQUIVALENT: dict[str, str] = {
 }
 
 GENERATION_BACKENDS = ("transformers", "vllm")
+# the TRL fields whose value is one of our keys as it is (the one table, grpo_core.config.trl_names), less the
+# ones set below by rule: the vLLM block, the hub (pushed by our side) and the trackers (ours)
+SHARED = {trl: ours for trl, ours in same_fields().items()
+          if not ours.startswith(("hub.", "generation.vllm_", "generation.importance_"))
+          and trl not in ("run_name", "report_to", "eval_on_start")}
+
+
+def _to_trl(trl: str, cfg: RunConfig, ours: str) -> Any:
+    section, _, key = ours.partition(".")
+    value = getattr(getattr(cfg, section), key)
+    return TO_TRL[trl](value) if trl in TO_TRL else value
 # TRL 1.16's GRPOConfig.loss_type values: a registered loss type of one of these names runs as TRL's own; any
 # other (a plugin's) has no TRL equivalent and is refused
 TRL_LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo", "vespo")
@@ -70,7 +82,7 @@ def grpo_config_kwargs(cfg: RunConfig) -> dict[str, Any]:
     """Keyword arguments for ``trl.GRPOConfig`` that run ``cfg`` as our trainer would (see module docs).
 
     Raises ``ConfigError`` (``file: key: what is wrong``) for a value TRL cannot run."""
-    g, o, m, lg, ck = cfg.generation, cfg.grpo, cfg.model, cfg.logging, cfg.checkpoint
+    g, o, lg, ck = cfg.generation, cfg.grpo, cfg.logging, cfg.checkpoint
     if g.backend not in GENERATION_BACKENDS:
         raise ConfigError([Problem(cfg.path, None, "generation.backend", f"the trl trainer backend generates with "
                                    f"{' or '.join(GENERATION_BACKENDS)}, not {g.backend!r}")])
@@ -82,66 +94,26 @@ def grpo_config_kwargs(cfg: RunConfig) -> dict[str, Any]:
                                    "datasets.Dataset of every row; set streaming = false")])
     mu = o.num_iterations
     vllm = g.backend == "vllm"
-    kwargs: dict[str, Any] = {
-        "output_dir": lg.output_dir,
+    kwargs: dict[str, Any] = {trl: _to_trl(trl, cfg, ours) for trl, ours in SHARED.items()}
+    kwargs.update({
         # [model]: the model is loaded by grpo_core.policy.models in its dtype; no autocast, as in our trainer
-        "trust_remote_code": m.trust_remote_code,
-        "gradient_checkpointing": m.gradient_checkpointing,
         "gradient_checkpointing_kwargs": {"use_reentrant": False},
         "bf16": False,
         "fp16": False,
-        # [data]
-        "shuffle_dataset": cfg.data.shuffle,
         "remove_unused_columns": False,  # rewards read the other columns
-        # [generation]
         "use_vllm": vllm,
-        "num_generations": g.num_generations,
-        "max_completion_length": g.max_completion_length,
-        "temperature": g.temperature,
-        "top_p": g.top_p,
-        "top_k": g.top_k,
-        "min_p": g.min_p or None,  # 0 = off on both sides
-        "repetition_penalty": g.repetition_penalty,
-        # [grpo]
-        "learning_rate": o.learning_rate,
+        # one generation batch of ours is one TRL optimizer step (module docs)
         "per_device_train_batch_size": cfg.sequences_per_step // o.gradient_accumulation_steps,
-        "gradient_accumulation_steps": o.gradient_accumulation_steps,
         "max_steps": o.max_steps * mu,
-        "num_iterations": mu,
-        "beta": o.beta,
-        "epsilon": o.epsilon,
-        "epsilon_high": o.epsilon_high,
-        "delta": o.delta,
-        "loss_type": o.loss_type,
-        "importance_sampling_level": o.importance_sampling_level,
-        "off_policy_mask_threshold": o.off_policy_mask_threshold,
-        "use_bias_correction_kl": o.use_bias_correction_kl,
-        "sapo_temperature_pos": o.sapo_temperature_pos,
-        "sapo_temperature_neg": o.sapo_temperature_neg,
-        "vespo_k_pos": o.vespo_k_pos,
-        "vespo_lambda_pos": o.vespo_lambda_pos,
-        "vespo_k_neg": o.vespo_k_neg,
-        "vespo_lambda_neg": o.vespo_lambda_neg,
-        "scale_rewards": o.scale_rewards,
-        "multi_objective_aggregation": o.multi_objective_aggregation,
-        "mask_truncated_completions": o.mask_truncated_completions,
-        "max_grad_norm": o.max_grad_norm,
-        "lr_scheduler_type": o.lr_scheduler,
         "warmup_steps": o.warmup_ratio,  # a float in [0, 1) is a ratio of the total steps
-        "weight_decay": o.weight_decay,
-        "adam_beta1": o.adam_beta1,
-        "adam_beta2": o.adam_beta2,
-        "seed": o.seed,
         "reward_weights": cfg.rewards.weights,
         # [logging]: metrics.jsonl, the progress bar, wandb and tensorboard are ours (grpo_core.run_folder.metrics)
-        "logging_steps": lg.log_every,
         "report_to": "none",
         "disable_tqdm": True,
         # [checkpoint]
         "save_strategy": "steps" if ck.every else "no",
         "save_steps": ck.every * mu if ck.every else 500,
-        "save_total_limit": ck.keep_last,
-    }
+    })
     if vllm:
         kwargs.update(
             vllm_mode=g.vllm_mode,
@@ -170,22 +142,6 @@ def grpo_config_kwargs(cfg: RunConfig) -> dict[str, Any]:
     return kwargs
 
 
-_RENAMES = {
-    "reward": "reward/mean",
-    "reward_std": "reward/std",
-    "completions/mean_length": "completion_length/mean",
-    "completions/min_length": "completion_length/min",
-    "completions/max_length": "completion_length/max",
-    "completions/clipped_ratio": "truncated_ratio",
-}
-_REWARD_MEAN = re.compile(r"^rewards/(.+)/mean$")
-
-
-def _our_name(name: str) -> str:
-    if name in _RENAMES:
-        return _RENAMES[name]
-    match = _REWARD_MEAN.match(name)
-    return f"rewards/{match.group(1)}" if match else name
 
 
 def our_metrics(logs: dict[str, Any]) -> dict[str, Any]:

@@ -14,3 +14,10 @@ def length_reward(completions: list[Any], **kwargs: Any) -> list[float]:
 def sleepy_reward(completions: list[Any], **kwargs: Any) -> list[float]:
     time.sleep(30)
     return [0.0] * len(completions)
+
+
+async def async_logging_reward(completions: list[Any], log_metric: Any, log_extra: Any, **kwargs: Any) -> list[float]:
+    """TRL's async reward with its loggers, run in a worker process."""
+    log_metric("mean_chars", sum(len(c) for c in completions) / len(completions))
+    log_extra("chars", [len(c) for c in completions])
+    return [float(len(c) % 2) for c in completions]

@@ -137,7 +137,7 @@ def test_dataset_kinds(demo_model):
     ({"reward_funcs": [len], "reward_weights": [float("nan")]}, "GRPOTrainer: reward_weights[0]: must be a finite"),
     ({"reward_funcs": []}, "GRPOTrainer: reward_funcs: is empty"),
     ({"model": object()}, "GRPOTrainer: model: expected a transformers or peft model or a name, got object"),
-    ({"args": 3}, "GRPOTrainer: args: expected a RunConfig, a dict of sections or a TOML path, got int"),
+    ({"args": 3}, "GRPOTrainer: args: expected a trl.GRPOConfig, a RunConfig, a dict of sections or a TOML path, got int"),
     ({"max_steps": 0}, "<dict>: grpo.max_steps: must be >= 1 and <= 1000000000, got 0"),
 ])
 def test_bad_objects_fail_in_one_line_before_loading(demo_model, tmp_path, kwargs, message):

@@ -16,7 +16,7 @@ import threading
 from typing import Any
 
 from grpo_core.cli.argument_types import add_overrides
-from grpo_core.cli.checks import run_checks, summary
+from grpo_core.cli.checks import ending, run_checks, summary
 from grpo_core.cli.launch import LAUNCHED, launch
 from grpo_core.config import SECTIONS, load_config
 from grpo_core.quiet import quiet_libraries
@@ -176,8 +176,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         result = trainer.train()
     except CheckpointError as exc:
         return _error(f"--resume: {exc}")
-    steps = result.get("step", result.get("steps")) if isinstance(result, dict) else None
     if world.is_main:
-        print(f"done{f' at step {steps}' if steps is not None else ''}: {cfg.logging.output_dir}", file=sys.stderr)
+        print(ending(result, cfg.logging.output_dir), file=sys.stderr)
     interrupted = isinstance(result, dict) and result.get("interrupted")
     return 130 if interrupted and not os.environ.get(LAUNCHED) else 0  # under `--nproc` the launcher says 130
