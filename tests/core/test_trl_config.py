@@ -153,3 +153,11 @@ def test_grpo_trainer_runs_a_grpo_config(arithmetic_model_dir, tmp_path):
     assert cfg.model.dtype == "float32" and cfg.grpo.seed == 42
     trainer.train()
     assert seen and all(p in {r["prompt"] for r in rows} for p in seen[0])
+
+
+def test_trls_loss_options_carry_over_under_the_same_names():
+    options = {"loss_type": "vespo", "importance_sampling_level": "sequence", "off_policy_mask_threshold": 0.4,
+               "use_bias_correction_kl": False, "sapo_temperature_neg": 1.2, "vespo_k_pos": 1.5,
+               "vespo_lambda_neg": 1.7}
+    grpo = sections_from_trl(config(**options)).sections["grpo"]
+    assert {key: grpo[key] for key in options} == options
