@@ -44,6 +44,8 @@ from grpo_core.atomic_folders import (
     exception_chain,
 )
 from grpo_core.run_folder.layout import CHECKPOINTS, RECORDS, REPLACED, REPLACED_DIRS
+from grpo_core.run_folder.lock import check_free
+from grpo_core.run_folder.overlap import resolved
 from grpo_rewards.errors import UserError
 
 _NAME = re.compile(r"^step-(\d+)$")
@@ -124,6 +126,7 @@ def check_run_dir(run_dir: str | Path, *, resume: bool = False, overwrite: bool 
     if resume and overwrite:
         raise RunFolderError("--resume continues the earlier run and --overwrite replaces it: give one",
                              file="--resume --overwrite")
+    resolved(run_dir, RunFolderError, file=file, key=key)  # a symbolic link loop, a name too long: one line
     if run_dir.exists() and not run_dir.is_dir():
         raise RunFolderError(f"{run_dir} is a file, not a folder", file=file, key=key)
     existing = run_dir
@@ -133,6 +136,7 @@ def check_run_dir(run_dir: str | Path, *, resume: bool = False, overwrite: bool 
         raise RunFolderError(f"{existing} is a file, so {run_dir} cannot be created", file=file, key=key)
     if not os.access(existing, os.W_OK | os.X_OK):
         raise RunFolderError(f"cannot write in {existing} (permission denied)", file=file, key=key)
+    check_free(run_dir, error=RunFolderError, file=file, key=key)  # another run writing it (--overwrite too)
     if resume:  # whether there is a checkpoint to resume from is the trainer backend's to say
         return
     if not overwrite and (what := earlier_run(run_dir)):
