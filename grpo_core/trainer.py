@@ -121,6 +121,7 @@ from grpo_core.run_folder.checkpoints import (
     restore,
     rng_state,
     save_checkpoint,
+    write_error,
 )
 from grpo_core.run_folder.layout import CHECKPOINTS, MERGED_DIR, MODEL_DIR
 from grpo_core.run_folder.lock import INHERITED, hold
@@ -414,6 +415,8 @@ class Trainer:
         except Exception as exc:  # a full disk (not always an OSError): one line saying which checkpoint is good
             if is_disk_full(exc, self.run_dir):
                 raise disk_full_error(self.run_dir, exc) from exc
+            if (unwritable := write_error(self.run_dir, exc)) is not None:  # made read-only or replaced mid-run
+                raise unwritable from exc
             raise
         finally:
             self._restore_sigint(previous_handler)

@@ -78,6 +78,25 @@ def disk_full_error(run_dir: str | Path, exc: BaseException) -> DiskFullError:
     return DiskFullError(f"disk full ({what}); {resume}", file=str(run_dir))
 
 
+def write_error(run_dir: str | Path, exc: BaseException) -> RunFolderError | None:
+    """The one line for a write into ``run_dir`` that failed for another reason than a full disk (a folder made
+    read-only, removed or replaced by a file while the run went on), naming the last good checkpoint; None when
+    ``exc`` is not such a write."""
+    root = Path(run_dir).expanduser().absolute()
+    for inner in exception_chain(exc):
+        if not isinstance(inner, OSError) or not inner.filename:
+            continue
+        where = Path(str(inner.filename)).expanduser().absolute()
+        if where != root and root not in where.parents:
+            continue
+        latest = load_latest_checkpoint(run_dir)
+        resume = (f"the last good checkpoint, {latest.path} (step {latest.step}), is intact: make the folder "
+                  "writable and continue with --resume" if latest is not None else "no checkpoint had been written")
+        return RunFolderError(f"cannot write {inner.filename} ({inner.strerror or type(inner).__name__}); {resume}",
+                              file=str(run_dir))
+    return None
+
+
 def describe_restored(checkpoint: Checkpoint, state: dict[str, Any]) -> str:
     """The line a resumed run prints: which checkpoint, which step, where in the data."""
     return (f"resumed from {checkpoint.path} at step {int(state['step'])} (epoch {int(state.get('epoch', 0))}, "
