@@ -158,3 +158,21 @@ def test_disabling_a_plugin_that_is_not_installed_is_said(monkeypatch: pytest.Mo
     assert said == ["GRPO_DISABLE_PLUGINS names 'no-such-plugin', which is not an installed plugin or distribution: "
                     "nothing left out"]
     assert any("builtin_sandbox" in s for s in registry.skipped)  # the installed one is left out, unremarked
+
+
+def test_a_broken_row_deep_in_a_streamed_file_is_one_line_when_the_run_reaches_it(tmp_path: Path) -> None:
+    from grpo_core.config import DataConfig
+    from grpo_core.data import DataError, train_eval_rows
+
+    data = tmp_path / "big.jsonl"
+    good = [json.dumps({"prompt": f"row {i} " + "x" * 1000, "answer": str(i)}) + "\n" for i in range(11_000)]
+    data.write_text("".join(good) + '{"prompt": "broken", "answer": \n' + good[0])  # past datasets' first 10 MB
+    rows, _ = train_eval_rows(DataConfig(source=str(data), streaming=True, shuffle=False))
+    assert len(list(rows.head(1000))) == 1000  # what the checks before a run read is fine
+    ids, epoch, position = rows.take(5000, 0, 0)
+    assert (len(ids), epoch, position) == (5000, 0, 5000)
+    with pytest.raises(DataError) as caught:
+        rows.take(8000, epoch, position)
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith(f"data.source: {data} [train]: the row after row ")
+    assert "of epoch 0 cannot be read (" in message
