@@ -176,3 +176,18 @@ def test_a_broken_row_deep_in_a_streamed_file_is_one_line_when_the_run_reaches_i
     message = str(caught.value)
     assert "\n" not in message and message.startswith(f"data.source: {data} [train]: the row after row ")
     assert "of epoch 0 cannot be read (" in message
+
+
+def test_a_reward_that_fails_every_call_stops_grpo_train_in_one_line(tmp_path: Path, models: dict[str, Path],
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "bad_reward.py").write_text("def always_fails(completions, **kwargs):\n    raise ValueError('boom')\n")
+    config = run_config(tmp_path, models["small"], models["adapter"], max_steps=4)
+    text = config.read_text().replace('use = "xml_count"', f'use = "{tmp_path / "bad_reward.py"}:always_fails"\n'
+                                                         "max_consecutive_failures = 2")
+    config.write_text(text)
+    code = main(["train", str(config)])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err and "internal error" not in err, err
+    lines = [line for line in err.splitlines() if "failed 2 calls in a row" in line]
+    assert len(lines) == 1 and lines[0].startswith(f"error: {config}: reward 'fmt' (plugin 'local "), err
+    assert "raised ValueError: boom); fix the reward" in lines[0]

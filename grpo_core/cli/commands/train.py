@@ -23,6 +23,7 @@ from grpo_core.config import SECTIONS, load_config
 from grpo_core.quiet import quiet_libraries
 from grpo_core.run_folder.checkpoints import CheckpointError, RunFolderError, clear_run_dir
 from grpo_core.run_folder.lock import INHERITED, hold
+from grpo_rewards.contract import RewardError
 from grpo_rewards.errors import ConfigError, UserError
 from grpo_rewards.plugins import get_registry
 
@@ -189,6 +190,8 @@ def _train(cfg: Any, args: argparse.Namespace, world: Any) -> int:
         result = trainer.train()
     except CheckpointError as exc:
         return _error(f"--resume: {exc}")
+    except RewardError as exc:  # a reward failing every call: the user's code or setup, not the trainer's
+        return _error(f"{cfg.path}: {_first_line(exc)}")
     steps = result.get("step", result.get("steps")) if isinstance(result, dict) else None
     if world.is_main:
         print(f"done{f' at step {steps}' if steps is not None else ''}: {cfg.logging.output_dir}", file=sys.stderr)
