@@ -177,8 +177,8 @@ def check_free(target: str | Path, *, folder: bool = True, error: type[UserError
                key: str = "logging.output_dir") -> None:
     """Refuse ``target`` while another process holds its lock (nothing is created; the lock is not kept)."""
     lock = lock_path_of(target, folder=folder)
-    if is_held(target, folder=folder) or not lock.is_file():
-        return
+    if is_held(target, folder=folder) or not lock.is_file() or (folder and os.environ.get(INHERITED)):
+        return  # (a rank `grpo train --nproc` started: the launcher holds it)
     try:
         with open(lock, encoding="utf-8") as fh:
             try:
