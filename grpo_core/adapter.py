@@ -13,6 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from grpo_rewards.errors import ConfigError
+
 WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin")
 # [lora] key -> adapter_config.json key
 LORA_KEYS = {"r": "r", "alpha": "lora_alpha", "dropout": "lora_dropout", "target_modules": "target_modules"}
@@ -94,8 +96,45 @@ def adapter_problems(adapter: str, lora: Any, lora_table: dict[str, Any] | None)
     return []
 
 
-def attach_adapter(model: Any, adapter: str | Path) -> Any:
-    """``model`` with the saved adapter at ``adapter`` on top, its LoRA weights trainable (a ``PeftModel``)."""
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return (text.splitlines()[0] if text else type(exc).__name__)[:300]
+
+
+def check_adapter_weights(adapter: str | Path, *, file: str = "") -> None:
+    """Refuse adapter weights that cannot be read (a truncated or damaged ``adapter_model.safetensors``)."""
+    weights_file = Path(adapter).expanduser() / WEIGHT_FILES[0]
+    if not weights_file.is_file():
+        return
+    from safetensors import safe_open  # torch's companion: loaded when an adapter is attached
+
+    try:
+        with safe_open(str(weights_file), "pt") as weights:
+            for name in weights.keys():  # noqa: SIM118 (safe_open is not a mapping)
+                weights.get_slice(name).get_shape()
+    except Exception as exc:  # noqa: BLE001 (safetensors raises its own error kinds for a damaged file)
+        raise ConfigError(f"{weights_file}: the adapter's weights cannot be read ({_first_line(exc)}); truncated or "
+                          "damaged?", file=file, key="model.adapter") from None
+
+
+def attach_adapter(model: Any, adapter: str | Path, *, file: str = "") -> Any:
+    """``model`` with the saved adapter at ``adapter`` on top, its LoRA weights trainable (a ``PeftModel``).
+    Weights that cannot be read, or that do not fit ``model`` (an adapter of another base model), are a
+    ``ConfigError`` naming the adapter, its base model and the first difference."""
     from peft import PeftModel
 
-    return PeftModel.from_pretrained(model, str(Path(adapter).expanduser()), is_trainable=True)
+    check_adapter_weights(adapter, file=file)
+    try:
+        return PeftModel.from_pretrained(model, str(Path(adapter).expanduser()), is_trainable=True)
+    except (RuntimeError, ValueError, KeyError) as exc:
+        if isinstance(exc, ConfigError):
+            raise
+        try:
+            base = read_adapter_config(adapter).get("base_model_name_or_path") or "another model"
+        except ValueError:
+            base = "another model"
+        text = str(exc)
+        detail = next((line.strip() for line in text.splitlines() if "size mismatch" in line), _first_line(exc))
+        ours = getattr(getattr(model, "config", None), "_name_or_path", "") or "this model"
+        raise ConfigError(f"{adapter} does not fit {ours}: it was trained on {base} ({detail[:300]})",
+                          file=file, key="model.adapter") from None

@@ -292,7 +292,12 @@ class GRPOTrainer(Trainer):
             if is_peft(model):
                 if peft_config is not None:
                     raise _problem("peft_config", "the model is already a PeftModel: pass one or the other")
-                sections["lora"] = _lora_section(model.peft_config[model.active_adapter])
+                active = model.peft_config[model.active_adapter]
+                if not hasattr(active, "lora_alpha"):
+                    kind = getattr(active, "peft_type", None)
+                    raise _problem("model", f"a PeftModel of type {getattr(kind, 'value', kind)}; only LoRA adapters "
+                                            "train here (a peft.LoraConfig)")
+                sections["lora"] = _lora_section(active)
         if peft_config is not None:
             if not hasattr(peft_config, "lora_alpha"):
                 raise _problem("peft_config", f"expected a peft.LoraConfig, got {type(peft_config).__name__}")
@@ -309,6 +314,9 @@ class GRPOTrainer(Trainer):
             elif value is not None:
                 sections["data"][key] = f"<{arg}>"  # rows come from the object (see _load_rows)
                 setattr(self, f"_{arg.split('_')[0]}_object", value)
+                if not hasattr(value, "__len__") and "max_steps" not in (sections.get("grpo") or {}):
+                    raise _problem(arg, "an iterable dataset has no length (it may never end): set grpo.max_steps, "
+                                        "and the rows the steps need are read")
         if reward_funcs is not None:
             table = sections.get("rewards")
             defaults = {k: v for k, v in table.items() if k in REWARD_DEFAULT_KEYS} if isinstance(table, dict) else {}
@@ -414,6 +422,10 @@ class GRPOTrainer(Trainer):
 
     def _object_rows(self, cfg: RunConfig) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         d = cfg.data
+        if self._train_object is not None and not hasattr(self._train_object, "__len__"):  # only what the steps use
+            needed = cfg.grpo.max_steps * cfg.grpo.prompts_per_step
+            d = copy.copy(d)
+            d.limit = min(d.limit or needed, needed)
         train = rows_from_object(self._train_object, d, "train_dataset") if self._train_object is not None else None
         held = rows_from_object(self._eval_object, d, "eval_dataset") if self._eval_object is not None else None
         return train_eval_rows(d, train=train, held=held)
@@ -448,7 +460,20 @@ class GRPOTrainer(Trainer):
         frozen_reference = None
         if not is_peft(model) and self._peft_config is None and not cfg.lora.enabled and cfg.grpo.beta:
             frozen_reference = copy.deepcopy(model).requires_grad_(False).eval()  # the KL reference: the start
-        policy = prepare_policy(model, tokenizer, cfg, self._peft_config)
+        embeddings = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+        rows = getattr(getattr(embeddings, "weight", None), "shape", (None,))[0]
+        if rows is not None and len(tokenizer) > rows:
+            raise _problem("processing_class", f"the tokenizer has {len(tokenizer)} tokens and the model's embeddings "
+                                               f"{rows} rows: resize them (model.resize_token_embeddings) or pass the "
+                                               "model's own tokenizer")
+        try:
+            policy = prepare_policy(model, tokenizer, cfg, self._peft_config)
+        except ValueError as exc:
+            text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            if self._peft_config is not None and "target" in text.lower():
+                raise _problem("peft_config", f"target_modules {cfg.lora.target_modules!r} match no module of the "
+                                              f"model: {text[:300]}") from None
+            raise
         if frozen_reference is not None:
             disable_dropout(frozen_reference)
             _REFERENCES[policy] = frozen_reference.to(next(policy.parameters()).dtype)

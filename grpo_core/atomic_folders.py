@@ -1,12 +1,14 @@
 """Folders and files written so that nothing half-written is ever taken for complete, and telling a full disk
 from other write errors: :func:`atomic_folder` (a folder written beside its place and renamed in when complete)
-and :func:`is_disk_full`. Used by checkpoints (grpo_core.run_folder) and model saves (grpo_core.policy.models);
+and :func:`is_disk_full`. An existing folder is replaced in one step (:func:`exchange`) where the kernel allows,
+else set aside and put back by the next write (:func:`recover`) when a process dies between the two renames. Used by checkpoints (grpo_core.run_folder) and model saves (grpo_core.policy.models);
 no project imports, so any layer may use it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import os
 import shutil
@@ -57,6 +59,7 @@ def atomic_folder(final: str | Path) -> Iterator[Path]:
     takes for the folder and the next write of it removes."""
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
+    recover(final)
     for stale in final.parent.glob(f".tmp-{final.name}-*"):
         shutil.rmtree(stale, ignore_errors=True)
     tmp = final.parent / f".tmp-{final.name}-{os.getpid()}"
@@ -64,7 +67,9 @@ def atomic_folder(final: str | Path) -> Iterator[Path]:
     try:
         yield tmp
         fsync_tree(tmp)
-        if final.exists():
+        if final.exists() and exchange(tmp, final):  # one step: final is the old folder or the new, never absent
+            shutil.rmtree(tmp, ignore_errors=True)  # (now the old one)
+        elif final.exists():  # no atomic exchange here: the old one is set aside, and put back if killed now
             old = final.parent / f".old-{final.name}-{os.getpid()}"
             final.rename(old)
             tmp.rename(final)
@@ -77,6 +82,42 @@ def atomic_folder(final: str | Path) -> Iterator[Path]:
         if is_disk_full(exc, final.parent):  # say which folder could not be written (safetensors does not)
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(final)) from exc
         raise
+
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def exchange(a: Path, b: Path) -> bool:
+    """Swap two paths in one step (Linux ``renameat2(RENAME_EXCHANGE)``); False where that is not available."""
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return False
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    if fn(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EPERM):
+        return False  # a file system or kernel without it
+    raise OSError(code, os.strerror(code), str(b))
+
+
+def recover(final: str | Path) -> Path | None:
+    """Put back the complete folder a replacement set aside (``.old-<name>-<pid>``) when the process was killed
+    before the new one was renamed in, so ``final`` is never lost; returns it when one was put back."""
+    final = Path(final)
+    if final.exists():
+        for old in final.parent.glob(f".old-{final.name}-*"):
+            shutil.rmtree(old, ignore_errors=True)
+        return None
+    aside = sorted(final.parent.glob(f".old-{final.name}-*"), key=lambda p: p.stat().st_mtime)
+    if not aside:
+        return None
+    aside[-1].rename(final)
+    for old in aside[:-1]:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
 
 
 def fsync_dir(folder: Path) -> None:

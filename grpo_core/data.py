@@ -179,9 +179,33 @@ def _error_key(exc: BaseException, kwargs: dict[str, Any]) -> str:
     return "source"
 
 
+# the file types datasets reads from a folder; it picks the commonest and silently skips the others
+FOLDER_DATA_SUFFIXES = (".jsonl", ".json", ".csv", ".tsv", ".parquet", ".arrow", ".txt")
+
+
+def mixed_folder_problem(source: str, kwargs: dict[str, Any]) -> str | None:
+    """Why a data folder without ``data_files`` cannot be read whole: it holds more than one type of data file."""
+    folder = Path(source).expanduser()
+    if kwargs.get("data_files") or not folder.is_dir():
+        return None
+    kinds: dict[str, int] = {}
+    for path in folder.rglob("*"):
+        suffix = path.suffix.lower()
+        if suffix in FOLDER_DATA_SUFFIXES and path.is_file() and not any(p.startswith(".") for p in path.parts):
+            kind = "json" if suffix == ".jsonl" else suffix[1:]  # one reader for .json and .jsonl
+            kinds[kind] = kinds.get(kind, 0) + 1
+    if len(kinds) < 2:
+        return None
+    found = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))  # "1 csv, 2 json"
+    return (f"data.source: {source} holds data files of several types ({found}): only one type would be read and "
+            "the others skipped; keep one type in the folder or name the files with data.data_files")
+
+
 def _load_dataset(source: str, subset: str | None, split: str, kwargs: dict[str, Any], shown: str,
                   quiet: bool = False) -> Any:
     """``datasets.load_dataset(source, subset, split=split, **kwargs)``; a failure is one line naming the key."""
+    if (mixed := mixed_folder_problem(source, kwargs)) is not None:
+        raise DataError(mixed)
     try:
         import datasets  # heavy optional import: only where a source needs it
     except ImportError:

@@ -19,7 +19,6 @@ are checked the same way, when read (``keep``, set by the trainer).
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -48,15 +47,35 @@ class StreamedRows:
     def __repr__(self) -> str:
         return f"<rows streamed from {self.where}>"
 
+    def _next(self, it: Iterator[Any], epoch: int, position: int) -> Any:
+        """The next raw row; a row the reader cannot parse (a broken line of a streamed file) is ``error``."""
+        try:
+            return next(it)
+        except (StopIteration, UserError):
+            raise
+        except Exception as exc:  # noqa: BLE001 (datasets, arrow, json and the hub raise many kinds)
+            inner = exc.__cause__ or exc.__context__ or exc
+            why = (str(inner).strip() or str(exc).strip() or type(exc).__name__).splitlines()[0][:300]
+            raise self.error(f"data.source: {self.where}: the row after row {position} of epoch {epoch} cannot be "
+                             f"read ({why})") from None
+
     def _open(self, epoch: int, position: int) -> None:
         self._it = iter(self.epoch_stream(epoch))
-        for _ in itertools.islice(self._it, position):  # past the rows of this epoch already used
-            pass
+        for skipped in range(position):  # past the rows of this epoch already used
+            try:
+                self._next(self._it, epoch, skipped)
+            except StopIteration:
+                break
         self._at = (epoch, position)
 
     def head(self, count: int) -> Iterator[dict[str, Any]]:
         """The first ``count`` rows of epoch 0, checked (not counted as read)."""
-        for number, raw in enumerate(itertools.islice(self.epoch_stream(0), count), start=1):
+        it = iter(self.epoch_stream(0))
+        for number in range(1, count + 1):
+            try:
+                raw = self._next(it, 0, number - 1)
+            except StopIteration:
+                return
             yield self.shape(raw, 0, number)
 
     def take(self, n: int, epoch: int, position: int) -> tuple[list[int], int, int]:
@@ -68,7 +87,7 @@ class StreamedRows:
         self._held, out, kept_this_epoch = {}, [], position > 0
         while len(out) < n:
             try:
-                raw = next(self._it)
+                raw = self._next(self._it, epoch, position)
             except StopIteration:
                 if not kept_this_epoch:
                     what = "no rows" if position == 0 and not self.dropped else "no row short enough to train on"

@@ -114,15 +114,19 @@ from grpo_core.prompt_fit import fit_prompts, fit_rows
 from grpo_core.row_stream import StreamedRows
 from grpo_core.run_folder.checkpoints import (
     CheckpointError,
+    RunFolderError,
     describe_restored,
     disk_full_error,
     load_latest_checkpoint,
     restore,
     rng_state,
     save_checkpoint,
+    write_error,
 )
 from grpo_core.run_folder.layout import CHECKPOINTS, MERGED_DIR, MODEL_DIR
+from grpo_core.run_folder.lock import INHERITED, hold
 from grpo_core.run_folder.metrics import MetricsLogger, held_state_gb, peak_memory_gb
+from grpo_core.run_folder.overlap import check_run_dir_apart
 from grpo_rewards.plugins import get_registry
 from grpo_rewards.streaming import StreamingScore
 
@@ -299,6 +303,7 @@ class Trainer:
     def __init__(self, config: RunConfig | str | Path | dict[str, Any], *, resume: bool = False,
                  registry: Any = None):
         config = as_run_config(config)
+        check_run_dir_apart(config, RunFolderError)  # before anything loads: the run never writes into its inputs
         self.cfg = config
         self.registry = registry or get_registry()
         self.run_dir = Path(config.logging.output_dir)
@@ -346,6 +351,13 @@ class Trainer:
     # ------------------------------------------------------------------ the loop ----
 
     def train(self) -> dict[str, Any]:
+        """Train to ``[grpo] max_steps`` (or a Ctrl-C); the run folder is this run's alone while it lasts
+        (grpo_core.run_folder.lock: another run writing it is a RunFolderError)."""
+        owner = self.world.is_main and not (self.world.enabled and os.environ.get(INHERITED))
+        with hold(self.run_dir, error=RunFolderError, file=self.cfg.path) if owner else contextlib.nullcontext():
+            return self._train()
+
+    def _train(self) -> dict[str, Any]:
         cfg, g = self.cfg, self.cfg.grpo
         check_outputs(cfg)  # a named tracker that is not installed, a push without a token: before the first step
         if self.resume:
@@ -404,6 +416,8 @@ class Trainer:
         except Exception as exc:  # a full disk (not always an OSError): one line saying which checkpoint is good
             if is_disk_full(exc, self.run_dir):
                 raise disk_full_error(self.run_dir, exc) from exc
+            if (unwritable := write_error(self.run_dir, exc)) is not None:  # made read-only or replaced mid-run
+                raise unwritable from exc
             raise
         finally:
             self._restore_sigint(previous_handler)

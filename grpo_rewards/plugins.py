@@ -267,6 +267,10 @@ def _candidates(registry: Registry, exactly: Iterable[str] | None) -> list[tuple
         message = f"{source} names {name!r}, which is not an installed plugin or distribution"
         registry.problems.append(message)
         log.warning(message)
+    for name in sorted(disabled - seen_names) if wanted is None else []:  # a typo would leave nothing out, silently
+        message = f"{DISABLE_ENV} names {name!r}, which is not an installed plugin or distribution: nothing left out"
+        registry.problems.append(message)
+        log.warning(message)
     candidates.sort(key=lambda c: not c[0].builtin)  # stable: the built-ins first, then by entry-point name
     return candidates
 

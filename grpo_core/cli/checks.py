@@ -30,6 +30,7 @@ from grpo_core.run_folder.checkpoints import (
     earlier_run,
     load_latest_checkpoint,
 )
+from grpo_core.run_folder.overlap import check_run_dir_apart
 from grpo_rewards.errors import ConfigError, Problem
 from grpo_rewards.tomlfile import load_toml
 
@@ -121,6 +122,7 @@ def preflight(cfg: Any, *, resume: bool = False, overwrite: bool = False, all_so
             print(f"warning: {line}", file=sys.stderr)
         check_outputs(cfg)
     if run_folder:
+        check_run_dir_apart(cfg, RunFolderError)  # the model, an adapter, a data file or the run file: never written
         check_run_dir(cfg.logging.output_dir, resume=resume, overwrite=overwrite, file=cfg.path)
         if resume and cfg.trainer.backend == "grpo_core" and load_latest_checkpoint(cfg.logging.output_dir) is None:
             raise RunFolderError(f"no checkpoint in {checkpoints_dir(cfg.logging.output_dir)}", file="--resume")
@@ -184,6 +186,7 @@ def run_checks(cfg: Any, *, resume: bool = False, overwrite: bool = False, proce
     if run_folder and not validate:
         preflight(cfg, resume=resume, overwrite=overwrite, run_folder=True, all_sources=False, data=False)
     if validate and run_folder:
+        check_run_dir_apart(cfg, RunFolderError)
         check_run_dir(cfg.logging.output_dir, overwrite=True, file=cfg.path)  # a file in the way, no access
         if what := earlier_run(cfg.logging.output_dir):
             print(f"warning: {cfg.path}: logging.output_dir: {cfg.logging.output_dir} holds an earlier run ({what}); "

@@ -16,6 +16,8 @@ import sys
 import threading
 from pathlib import Path
 
+from grpo_core.run_folder.lock import INHERITED
+
 LAUNCHED = "GRPO_LAUNCHED"  # set for the ranks started by ``grpo train --nproc``
 
 
@@ -36,7 +38,7 @@ def launch(args: argparse.Namespace) -> int:
     command += ["--resume"] if args.resume else ["--overwrite"] if args.overwrite else []
     if threading.current_thread() is threading.main_thread():  # started with SIGINT ignored (a shell's background
         signal.signal(signal.SIGINT, signal.default_int_handler)  # job, CI), Ctrl-C still stops it as it does a rank
-    proc = subprocess.Popen(command, env={**os.environ, LAUNCHED: "1"},
+    proc = subprocess.Popen(command, env={**os.environ, LAUNCHED: "1", INHERITED: "1"},
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     interrupted = False
     while True:

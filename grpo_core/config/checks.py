@@ -170,6 +170,9 @@ def cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None:
         if tr.backend != "grpo_core":
             doc.problem(("model", "adapter"), f"starts the grpo_core trainer from an adapter, not the {tr.backend!r} "
                                               "backend")
+    if d.streaming and tr.backend != "grpo_core":  # TRL trains on a datasets.Dataset of every row
+        doc.problem(("data", "streaming"), f"streams rows into the grpo_core trainer, not the {tr.backend!r} backend "
+                                           "(it trains on a datasets.Dataset of every row); set streaming = false")
     if d.source:
         d.source = _check_source(doc, ("data", "source"), d.source, registry)
     if d.eval_source:

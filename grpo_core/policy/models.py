@@ -270,7 +270,7 @@ def load_model_and_tokenizer(cfg: RunConfig) -> tuple[Any, Any]:
     model = load_base_model(cfg)
     if cfg.model.adapter:  # a saved LoRA adapter on top: its weights are where training starts
 
-        model = attach_adapter(model, cfg.model.adapter)
+        model = attach_adapter(model, cfg.model.adapter, file=cfg.path)
     return prepare_policy(model, tokenizer, cfg), tokenizer
 
 

@@ -44,6 +44,8 @@ from grpo_core.atomic_folders import (
     exception_chain,
 )
 from grpo_core.run_folder.layout import CHECKPOINTS, RECORDS, REPLACED, REPLACED_DIRS
+from grpo_core.run_folder.lock import check_free
+from grpo_core.run_folder.overlap import resolved
 from grpo_rewards.errors import UserError
 
 _NAME = re.compile(r"^step-(\d+)$")
@@ -74,6 +76,25 @@ def disk_full_error(run_dir: str | Path, exc: BaseException) -> DiskFullError:
     resume = (f"the last good checkpoint, {latest.path} (step {latest.step}), is intact: free space and continue "
               "with --resume" if latest is not None else "no checkpoint had been written yet: free space and start again")
     return DiskFullError(f"disk full ({what}); {resume}", file=str(run_dir))
+
+
+def write_error(run_dir: str | Path, exc: BaseException) -> RunFolderError | None:
+    """The one line for a write into ``run_dir`` that failed for another reason than a full disk (a folder made
+    read-only, removed or replaced by a file while the run went on), naming the last good checkpoint; None when
+    ``exc`` is not such a write."""
+    root = Path(run_dir).expanduser().absolute()
+    for inner in exception_chain(exc):
+        if not isinstance(inner, OSError) or not inner.filename:
+            continue
+        where = Path(str(inner.filename)).expanduser().absolute()
+        if where != root and root not in where.parents:
+            continue
+        latest = load_latest_checkpoint(run_dir)
+        resume = (f"the last good checkpoint, {latest.path} (step {latest.step}), is intact: make the folder "
+                  "writable and continue with --resume" if latest is not None else "no checkpoint had been written")
+        return RunFolderError(f"cannot write {inner.filename} ({inner.strerror or type(inner).__name__}); {resume}",
+                              file=str(run_dir))
+    return None
 
 
 def describe_restored(checkpoint: Checkpoint, state: dict[str, Any]) -> str:
@@ -124,6 +145,7 @@ def check_run_dir(run_dir: str | Path, *, resume: bool = False, overwrite: bool 
     if resume and overwrite:
         raise RunFolderError("--resume continues the earlier run and --overwrite replaces it: give one",
                              file="--resume --overwrite")
+    resolved(run_dir, RunFolderError, file=file, key=key)  # a symbolic link loop, a name too long: one line
     if run_dir.exists() and not run_dir.is_dir():
         raise RunFolderError(f"{run_dir} is a file, not a folder", file=file, key=key)
     existing = run_dir
@@ -133,6 +155,7 @@ def check_run_dir(run_dir: str | Path, *, resume: bool = False, overwrite: bool 
         raise RunFolderError(f"{existing} is a file, so {run_dir} cannot be created", file=file, key=key)
     if not os.access(existing, os.W_OK | os.X_OK):
         raise RunFolderError(f"cannot write in {existing} (permission denied)", file=file, key=key)
+    check_free(run_dir, error=RunFolderError, file=file, key=key)  # another run writing it (--overwrite too)
     if resume:  # whether there is a checkpoint to resume from is the trainer backend's to say
         return
     if not overwrite and (what := earlier_run(run_dir)):
@@ -226,23 +249,76 @@ def save_checkpoint(
     return final
 
 
+def _load(path: Path, what: str, loader: Any) -> Any:
+    """``loader(path)``, or a CheckpointError naming the checkpoint file that cannot be read (truncated, garbage)."""
+    try:
+        return loader(path)
+    except Exception as exc:  # noqa: BLE001 (safetensors, pickle and zip raise many kinds for a damaged file)
+        why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CheckpointError(f"{path}: the checkpoint's {what} cannot be read ({why[:200]}); the checkpoint is "
+                              f"damaged: remove {path.parent.name} to resume from the one before it") from None
+
+
+def check_fits(path: Path, weights: dict[str, Any], params: dict[str, Any], model: Any = None) -> None:
+    """Refuse a checkpoint whose trainable parameters are not this model's: other names (another model, LoRA
+    switched on or off), other shapes (a changed ``[lora] r``), or an adapter config that differs."""
+    missing, unexpected = sorted(set(params) - set(weights)), sorted(set(weights) - set(params))
+    if missing or unexpected:
+        raise CheckpointError(f"{path}: checkpoint does not match the model's trainable parameters "
+                              f"(missing {missing[:3]}, unexpected {unexpected[:3]}); was the [lora] config or "
+                              "the model changed?")
+    for name, param in params.items():
+        saved = tuple(weights[name].shape)
+        if saved != tuple(param.shape):
+            raise CheckpointError(f"{path}: {name} has shape {list(saved)} in the checkpoint and "
+                                  f"{list(param.shape)} in this run; was [lora] r or the model changed?")
+    saved_config = path / "adapter" / "adapter_config.json"
+    config = getattr(model, "peft_config", {}).get("default") if model is not None else None
+    if config is None or not saved_config.is_file():
+        return
+    saved = _load(saved_config, "adapter config", lambda p: json.loads(p.read_text(encoding="utf-8")))
+    differ = []
+    for key in ("r", "lora_alpha", "target_modules", "base_model_name_or_path"):
+        ours, theirs = getattr(config, key, None), saved.get(key) if isinstance(saved, dict) else None
+        if isinstance(ours, (set, list, tuple)) or isinstance(theirs, list):
+            ours, theirs = sorted(ours or []), sorted(theirs or [])
+        if key == "base_model_name_or_path" and ours and theirs and Path(str(ours)).name == Path(str(theirs)).name:
+            continue  # the same model, moved
+        if ours != theirs:
+            differ.append(f"{key} {theirs!r} in the checkpoint, {ours!r} in this run")
+    if differ:
+        raise CheckpointError(f"{path}: the checkpoint's adapter differs from this run's: {'; '.join(differ)}")
+
+
 def restore(checkpoint: Checkpoint, model: Any, optimizer: Any = None, scheduler: Any = None, *,
             rank: int = 0, load_state: Any = None) -> dict[str, Any]:
     """Load weights, optimizer, scheduler and RNG states (``rank``'s) from ``checkpoint``; returns the saved
     ``state``. ``load_state(weights, optimizer_state)``, when given, loads the first two (a sharded model's:
-    grpo_core.parallel.fsdp)."""
+    grpo_core.parallel.fsdp). Everything is read and checked against the model (:func:`check_fits`) before
+    anything is loaded into it: a damaged or foreign checkpoint is one CheckpointError."""
     import torch
     from safetensors.torch import load_file
 
     path = checkpoint.path
-    weights = load_file(path / "weights.safetensors")
+
+    def tensors(file: Path) -> Any:
+        return torch.load(file, weights_only=True, map_location="cpu")
+
+    weights = _load(path / "weights.safetensors", "weights", load_file)
     params = _trainable(model)
-    missing, unexpected = sorted(set(params) - set(weights)), sorted(set(weights) - set(params))
-    if missing or unexpected:
-        raise CheckpointError(f"{path}: checkpoint does not match the model's trainable parameters "
-                         f"(missing {missing[:3]}, unexpected {unexpected[:3]}); was the [lora] config changed?")
-    optimizer_state = (torch.load(path / "optimizer.pt", weights_only=True, map_location="cpu")
-                       if optimizer is not None else None)
+    check_fits(path, weights, params, model)
+    optimizer_state = _load(path / "optimizer.pt", "optimizer state", tensors) if optimizer is not None else None
+    scheduler_state = (_load(path / "scheduler.pt", "scheduler state", tensors)
+                       if scheduler is not None and (path / "scheduler.pt").exists() else None)
+    rng_file = path / ("rng.pt" if rank == 0 else f"rng-rank{rank}.pt")
+    if not rng_file.exists():
+        raise CheckpointError(f"{path}: no random generator state for rank {rank}: the checkpoint was written by "
+                              "fewer processes; resume it with the same number")
+    rng = _load(rng_file, "random generator state", lambda p: torch.load(p, weights_only=True))
+    state = _load(path / "state.pt", "trainer state", lambda p: torch.load(p, weights_only=True))
+    if not isinstance(state, dict) or "step" not in state:
+        raise CheckpointError(f"{path / 'state.pt'}: not a trainer state (no step); the checkpoint is damaged: "
+                              f"remove {path.name} to resume from the one before it")
     if load_state is not None:
         load_state(weights, optimizer_state)
     else:
@@ -250,12 +326,13 @@ def restore(checkpoint: Checkpoint, model: Any, optimizer: Any = None, scheduler
             for name, param in params.items():
                 param.copy_(weights[name].to(param.device, param.dtype))
         if optimizer is not None:
-            optimizer.load_state_dict(optimizer_state)
-    if scheduler is not None and (path / "scheduler.pt").exists():
-        scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=True))
-    rng_file = path / ("rng.pt" if rank == 0 else f"rng-rank{rank}.pt")
-    if not rng_file.exists():
-        raise CheckpointError(f"{path}: no random generator state for rank {rank}: the checkpoint was written by "
-                              "fewer processes; resume it with the same number")
-    set_rng_state(torch.load(rng_file, weights_only=True))
-    return torch.load(path / "state.pt", weights_only=True)
+            try:
+                optimizer.load_state_dict(optimizer_state)
+            except (ValueError, KeyError, TypeError, RuntimeError) as exc:
+                raise CheckpointError(f"{path / 'optimizer.pt'}: the optimizer state does not fit this run's "
+                                      f"parameters ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
+                                      ) from None
+    if scheduler_state is not None:
+        scheduler.load_state_dict(scheduler_state)
+    set_rng_state(rng)
+    return state

@@ -7,6 +7,7 @@
         curves.png       the curves of metrics.jsonl (CURVES_FILE)
         checkpoints/     step-N/ each (CHECKPOINTS)
         model/           the trained model (MODEL_DIR), merged/ with LoRA merged in (MERGED_DIR)
+        .grpo-run.lock   held by the run writing the folder, one at a time (LOCK_FILE, grpo_core.run_folder.lock)
 
 The modules of this folder (checkpoints, metrics, plotting) and the trainers name these through here only.
 """
@@ -32,6 +33,9 @@ TRACKERS_FILE = "trackers.json"  # the experiment trackers' run ids, so a resume
 TENSORBOARD_DIR = "tensorboard"
 REPLACED = (*RECORDS, CONFIG_FILE, CURVES_FILE, TRACKERS_FILE)  # what --overwrite removes, with the checkpoints
 REPLACED_DIRS = (CHECKPOINTS, TENSORBOARD_DIR)  # (an earlier run's tensorboard events would mix into the new curves)
+LOCK_FILE = ".grpo-run.lock"
+# every name a run writes, replaces or removes: an input of the run may not live at one of them
+WRITTEN = (*REPLACED, *REPLACED_DIRS, MODEL_DIR, MERGED_DIR, LOCK_FILE)
 
 
 def read_jsonl(path: str | Path, problems: list[str] | None = None,

@@ -16,6 +16,8 @@ from typing import Any
 
 from grpo_core.cli.argument_types import at_least
 from grpo_core.data import load_rows
+from grpo_core.run_folder.lock import check_free, hold
+from grpo_core.run_folder.overlap import check_apart
 from grpo_rewards.files import atomic_write, check_output
 from grpo_rewards.reward_config import load_rewards
 
@@ -69,21 +71,27 @@ def _check_outputs(args: argparse.Namespace) -> None:
     outs = [("--out", args.out)] + ([("--summary", args.summary)] if args.summary else [])
     if args.summary and Path(args.summary).expanduser().resolve() == Path(args.out).expanduser().resolve():
         raise EvalError("is the same file as --out", file="--summary")
+    read = [(what, path, Path(path).expanduser().is_dir()) for what, path in
+            (("the model", args.model), ("--base", args.base), ("--data", args.data), ("--rewards", args.rewards))
+            if path and _exists(path)]
     for label, out in outs:
+        check_apart(out, read, EvalError, label=label, folder=False)  # not into the model folder, symlinks resolved
         check_output(out, inputs, EvalError, label=label)
+        check_free(out, folder=False, error=EvalError, key=label)
         if Path(out).expanduser().exists() and not args.overwrite:
             raise EvalError(f"{out} exists; pass --overwrite to replace it", file=label)
 
 
+def _exists(path: str) -> bool:
+    try:
+        return Path(path).expanduser().exists()
+    except OSError:  # a name too long: the checks say so
+        return False
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
-    from grpo_core.evaluation.run import (  # numpy: loaded when the command runs
-        EvalError,
-        eval_config,
-        resolve_model,
-        sample_and_score,
-        summarize,
-        summary_table,
-    )
+    from grpo_core.evaluation.run import EvalError  # numpy: loaded when the command runs
+
     ks = sorted(set(args.k or [1, args.samples]))
     if ks[-1] > args.samples:
         raise EvalError(f"pass@{ks[-1]} needs at least {ks[-1]} samples per prompt; raise --samples", file="--k")
@@ -91,6 +99,21 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise EvalError(f"must be > 0 to sample {args.samples} completions, got {args.temperature}",
                         file="--temperature")
     _check_outputs(args)
+    out = Path(args.out).expanduser()
+    if out.exists() and not out.is_file():  # a device (/dev/null): nothing to keep apart
+        return _eval(args, ks)
+    with hold(out, folder=False, error=EvalError, key="--out", command="grpo eval"):  # one eval writes it at a time
+        return _eval(args, ks)
+
+
+def _eval(args: argparse.Namespace, ks: list[int]) -> int:
+    from grpo_core.evaluation.run import (  # numpy: loaded when the command runs
+        eval_config,
+        resolve_model,
+        sample_and_score,
+        summarize,
+        summary_table,
+    )
     model, adapter = resolve_model(args.model, args.base)
     rewards = load_rewards(args.rewards)
     data = {"source": args.data, "split": args.split, "prompt_field": args.prompt_field,

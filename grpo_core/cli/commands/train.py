@@ -9,6 +9,7 @@ problem), 130 after a Ctrl-C.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
@@ -20,7 +21,9 @@ from grpo_core.cli.checks import ending, run_checks, summary
 from grpo_core.cli.launch import LAUNCHED, launch
 from grpo_core.config import SECTIONS, load_config
 from grpo_core.quiet import quiet_libraries
-from grpo_core.run_folder.checkpoints import CheckpointError, clear_run_dir
+from grpo_core.run_folder.checkpoints import CheckpointError, RunFolderError, clear_run_dir
+from grpo_core.run_folder.lock import INHERITED, hold
+from grpo_rewards.contract import RewardError
 from grpo_rewards.errors import ConfigError, UserError
 from grpo_rewards.plugins import get_registry
 
@@ -131,25 +134,36 @@ def cmd_train(args: argparse.Namespace) -> int:
     # starts anything
     run_checks(cfg, resume=args.resume, overwrite=args.overwrite, processes=max(world.size, args.nproc),
                run_folder=world.is_main)
-    if args.nproc > 1 and not args.dry_run:
-        return launch(args)
     if args.dry_run:
-        try:
-            estimate = memory_estimate(cfg)
-        except OSError as exc:
-            return _error(str(exc))
-        print(estimate.table())
-        if estimate.peak > LARGEST_ACCELERATOR_GIB * 2**30:
-            print(f"warning: the estimated peak ({estimate.peak / 2**30:,.0f} GiB) is more than the largest single "
-                  f"accelerator holds ({LARGEST_ACCELERATOR_GIB} GiB): lower generation.num_generations, "
-                  "grpo.prompts_per_step, the prompt/completion lengths, or raise gradient_accumulation_steps",
-                  file=sys.stderr)
-        if cfg.trainer.backend != "grpo_core":
-            print(f"warning: this is the built-in trainer's peak; trainer.backend = {cfg.trainer.backend!r} has its "
-                  "own memory path (TRL: its fused LM head, no micro_batch_tokens slices, no MLP tiles)",
-                  file=sys.stderr)
-        return 0
+        return _dry_run(cfg)
+    # one run at a time in a run folder: held from before --overwrite clears it until the final model is written
+    # (the ranks --nproc starts inherit the launcher's; a rank of torchrun started by hand: rank 0 takes it)
+    owner = world.is_main and not (world.enabled and os.environ.get(INHERITED))
+    with hold(cfg.logging.output_dir, error=RunFolderError, file=cfg.path) if owner else contextlib.nullcontext():
+        if args.nproc > 1:
+            return launch(args)
+        return _train(cfg, args, world)
 
+
+def _dry_run(cfg: Any) -> int:
+    try:
+        estimate = memory_estimate(cfg)
+    except OSError as exc:
+        return _error(str(exc))
+    print(estimate.table())
+    if estimate.peak > LARGEST_ACCELERATOR_GIB * 2**30:
+        print(f"warning: the estimated peak ({estimate.peak / 2**30:,.0f} GiB) is more than the largest single "
+              f"accelerator holds ({LARGEST_ACCELERATOR_GIB} GiB): lower generation.num_generations, "
+              "grpo.prompts_per_step, the prompt/completion lengths, or raise gradient_accumulation_steps",
+              file=sys.stderr)
+    if cfg.trainer.backend != "grpo_core":
+        print(f"warning: this is the built-in trainer's peak; trainer.backend = {cfg.trainer.backend!r} has its "
+              "own memory path (TRL: its fused LM head, no micro_batch_tokens slices, no MLP tiles)",
+              file=sys.stderr)
+    return 0
+
+
+def _train(cfg: Any, args: argparse.Namespace, world: Any) -> int:
     if args.overwrite and world.is_main:  # before rank 0 builds its model: no rank has written anything yet
         clear_run_dir(cfg.logging.output_dir)
 
@@ -176,6 +190,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         result = trainer.train()
     except CheckpointError as exc:
         return _error(f"--resume: {exc}")
+    except RewardError as exc:  # a reward failing every call: the user's code or setup, not the trainer's
+        return _error(f"{cfg.path}: {_first_line(exc)}")
     if world.is_main:
         print(ending(result, cfg.logging.output_dir), file=sys.stderr)
     interrupted = isinstance(result, dict) and result.get("interrupted")
