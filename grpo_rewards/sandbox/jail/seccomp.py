@@ -96,10 +96,10 @@ ALLOWED: dict[str, tuple[tuple[str, ...], str]] = {
     "paths": (("open", "openat", "creat", "stat", "lstat", "newfstatat", "statx", "access", "faccessat",
                "faccessat2", "readlink", "readlinkat", "getdents64", "getcwd", "chdir", "fchdir", "mkdir", "mkdirat",
                "rmdir", "unlink", "unlinkat", "rename", "renameat", "renameat2", "link", "linkat", "symlink",
-               "symlinkat", "truncate", "umask", "chmod", "fchmod", "fchmodat", "fchmodat2"),
+               "symlinkat", "truncate", "umask", "chmod", "fchmod", "fchmodat", "fchmodat2", "statfs", "fstatfs"),
               "imports, the loader and the compiler reading the system paths, programs using their scratch "
               "folder: Landlock decides which files (the system paths read-only, the scratch folder read-write); "
-              "the modes of the linker's output"),
+              "the modes of the linker's output; a file system's block size (posix_fallocate writes by it)"),
     "sockets": (("socket", "socketpair", "sendto", "recvfrom", "recvmsg", "shutdown", "getsockopt", "setsockopt",
                  "getsockname", "getpeername"),
                 "a socketpair between threads (asyncio's self-pipe); only AF_UNIX and only to its peer"),
