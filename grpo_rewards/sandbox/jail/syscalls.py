@@ -3,7 +3,8 @@
 Generated from the kernel's UAPI headers: ``asm/unistd_64.h`` for x86_64 and ``asm-generic/unistd.h`` for
 aarch64 (64-bit: the ``__NR3264_*`` names under their 64-bit names, ``newfstatat`` for ``fstatat``), plus the
 numbers Linux 6.6 to 6.18 added past those headers: from 403 on every architecture but alpha shares one
-numbering. A name missing from a table does not exist there (aarch64 has no ``open``, ``fork`` or ``stat``).
+numbering (403 to 423 are the 32-bit architectures' 64-bit time calls: not on aarch64). A name
+missing from a table does not exist there (aarch64 has no ``open``, ``fork`` or ``stat``).
 A test checks these against the headers of the machine it runs on.
 """
 
@@ -122,12 +123,7 @@ AARCH64: dict[str, int] = {
     "renameat2": 276, "seccomp": 277, "getrandom": 278, "memfd_create": 279, "bpf": 280, "execveat": 281,
     "userfaultfd": 282, "membarrier": 283, "mlock2": 284, "copy_file_range": 285, "preadv2": 286, "pwritev2": 287,
     "pkey_mprotect": 288, "pkey_alloc": 289, "pkey_free": 290, "statx": 291, "io_pgetevents": 292, "rseq": 293,
-    "kexec_file_load": 294, "clock_gettime64": 403, "clock_settime64": 404, "clock_adjtime64": 405,
-    "clock_getres_time64": 406, "clock_nanosleep_time64": 407, "timer_gettime64": 408, "timer_settime64": 409,
-    "timerfd_gettime64": 410, "timerfd_settime64": 411, "utimensat_time64": 412, "pselect6_time64": 413,
-    "ppoll_time64": 414, "io_pgetevents_time64": 416, "recvmmsg_time64": 417, "mq_timedsend_time64": 418,
-    "mq_timedreceive_time64": 419, "semtimedop_time64": 420, "rt_sigtimedwait_time64": 421, "futex_time64": 422,
-    "sched_rr_get_interval_time64": 423, "pidfd_send_signal": 424, "io_uring_setup": 425, "io_uring_enter": 426,
+    "kexec_file_load": 294, "pidfd_send_signal": 424, "io_uring_setup": 425, "io_uring_enter": 426,
     "io_uring_register": 427, "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432,
     "fspick": 433, "pidfd_open": 434, "clone3": 435, "close_range": 436, "openat2": 437, "pidfd_getfd": 438,
     "faccessat2": 439, "process_madvise": 440, "epoll_pwait2": 441, "mount_setattr": 442, "quotactl_fd": 443,
