@@ -192,6 +192,8 @@ def _run_bpf(code: bytes, arch: int, nr: int, args: tuple[int, ...] = ()) -> int
             pc += 1
         elif op == seccomp.RET_K:
             return k
+        elif op == seccomp.JA:
+            pc += 1 + k
         else:
             cond = {seccomp.JEQ_K: acc == k, seccomp.JGE_K: acc >= k, seccomp.JSET_K: bool(acc & k)}[op]
             pc += 1 + (jt if cond else jf)

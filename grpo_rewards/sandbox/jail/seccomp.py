@@ -55,7 +55,7 @@ RET_KILL_PROCESS = 0x80000000
 RET_ERRNO = 0x00050000
 RET_ALLOW = 0x7FFF0000
 
-LD_W_ABS, JEQ_K, JGE_K, JSET_K, RET_K = 0x20, 0x15, 0x35, 0x45, 0x06
+LD_W_ABS, JA, JEQ_K, JGE_K, JSET_K, RET_K = 0x20, 0x05, 0x15, 0x35, 0x45, 0x06
 OFF_NR, OFF_ARCH = 0, 4
 CLONE_THREAD = 0x00010000
 AF_UNIX = 1
@@ -187,20 +187,15 @@ def _ret(value: int) -> bytes:
     return _ins(RET_K, value)
 
 
-def _only_if(nr: int, body: list[bytes]) -> list[bytes]:
-    """``if nr == NR: body`` (the body ends in a return); jumps stay short."""
-    return [_ins(JEQ_K, nr, 0, len(body)), *body]
-
-
 def _null_arg(arg: int) -> list[bytes]:
     """Allow when the 64-bit argument ``arg`` is 0 (a NULL pointer), else EPERM."""
     return [_ins(LD_W_ABS, _arg_lo(arg)), _ins(JEQ_K, 0, 0, 3), _ins(LD_W_ABS, _arg_lo(arg) + 4),
             _ins(JEQ_K, 0, 0, 1), _ret(RET_ALLOW), _ret(RET_ERRNO | errno.EPERM)]
 
 
-def _self_only(nr: int, pid_arg: int, own_pid: int, whole_user: tuple[int, int] | None = None,
+def _self_only(pid_arg: int, own_pid: int, whole_user: tuple[int, int] | None = None,
                then: list[bytes] | None = None) -> list[bytes]:
-    """``if nr == NR``: EPERM unless the pid argument is 0 or ``own_pid`` (and, with ``whole_user``, the
+    """EPERM unless the pid argument is 0 or ``own_pid`` (and, with ``whole_user``, the
     argument that would name a whole user does not); then ``then`` (default: allow). Pids are ``pid_t``:
     the kernel reads the low 32 bits only."""
     then = then or [_ret(RET_ALLOW)]
@@ -209,11 +204,11 @@ def _self_only(nr: int, pid_arg: int, own_pid: int, whole_user: tuple[int, int] 
         body += [_ins(LD_W_ABS, _arg_lo(whole_user[0])), _ins(JEQ_K, whole_user[1], 3, 0)]  # to the deny
     body += [_ins(LD_W_ABS, _arg_lo(pid_arg)), _ins(JEQ_K, 0, 2, 0), _ins(JEQ_K, own_pid & 0xFFFFFFFF, 1, 0),
              _ret(RET_ERRNO | errno.EPERM), *then]
-    return _only_if(nr, body)
+    return body
 
 
-def _by_value(nr: int, arg: int, allowed: tuple[int, ...], refused: dict[int, int], otherwise: int) -> list[bytes]:
-    """``if nr == NR``: allow when the low word of ``arg`` is one of ``allowed``; answer ``refused[value]`` for
+def _by_value(arg: int, allowed: tuple[int, ...], refused: dict[int, int], otherwise: int) -> list[bytes]:
+    """Allow when the low word of ``arg`` is one of ``allowed``; answer ``refused[value]`` for
     those values; ``otherwise`` for any other value."""
     body = [_ins(LD_W_ABS, _arg_lo(arg))]
     for value in allowed:
@@ -221,7 +216,7 @@ def _by_value(nr: int, arg: int, allowed: tuple[int, ...], refused: dict[int, in
     for value, answer in refused.items():
         body += [_ins(JEQ_K, value, 0, 1), _ret(answer)]
     body.append(_ret(otherwise))
-    return _only_if(nr, body)
+    return body
 
 
 OWN_PID_MARK = 0x5EC0DE01  # stands for the child's pid in the filter built once; patched per child
@@ -256,58 +251,81 @@ def build_filter(deny_signals: bool = False, mode: str = "python", *, own_pid: i
         return table.get(name)
 
     eperm = RET_ERRNO | errno.EPERM
-    prog = [_ins(LD_W_ABS, OFF_ARCH), _ins(JEQ_K, arch, 1, 0), _ret(RET_KILL_PROCESS), _ins(LD_W_ABS, OFF_NR)]
-    if machine == "x86_64":
-        prog += [_ins(JGE_K, X32_BIT, 0, 1), _ret(RET_KILL_PROCESS)]
     allowed = allowed_names(mode, deny_signals=deny_signals, deny_memfd=deny_memfd)
     special = {"clone", "clone3", "socket", "socketpair", "sendto", "fcntl", "ioctl", "prctl", "execveat",
                *SELF_ONLY_CALLS}
     if shared_uid and mode != "compile":  # the linker sets the mode of its output
         special |= set(CHMOD)
-    plain = sorted(n for name in allowed - special if (n := nr(name)) is not None)
-    # the kernel caches the answer of every call the filter answers without looking at an argument: the
-    # order and length of this list cost nothing per call
-    for number in plain:
-        prog += [_ins(JEQ_K, number, 0, 1), _ret(RET_ALLOW)]
+    # call number -> a constant answer, or the instructions that answer by argument (they end in returns)
+    answer: dict[int, int | list[bytes]] = {n: RET_ALLOW for name in allowed - special if (n := nr(name)) is not None}
     if mode == "compile":
-        prog += [_ins(JEQ_K, table["clone"], 0, 1), _ret(RET_ALLOW)]
-        prog += [_ins(JEQ_K, table["execveat"], 0, 1), _ret(RET_ALLOW)]
+        answer[table["clone"]] = answer[table["execveat"]] = RET_ALLOW
     else:
-        prog += _only_if(table["clone"], [_ins(LD_W_ABS, _arg_lo(0)), _ins(JSET_K, CLONE_THREAD, 0, 1),
-                                          _ret(RET_ALLOW), _ret(eperm)])
+        answer[table["clone"]] = [_ins(LD_W_ABS, _arg_lo(0)), _ins(JSET_K, CLONE_THREAD, 0, 1), _ret(RET_ALLOW),
+                                  _ret(eperm)]
         if mode == "exec":
-            prog += _only_if(table["execveat"], [_ins(LD_W_ABS, _arg_lo(4)), _ins(JEQ_K, AT_EMPTY_PATH, 0, 1),
-                                                 _ret(RET_ALLOW), _ret(eperm)])
-    prog += [_ins(JEQ_K, table["clone3"], 0, 1), _ret(RET_ERRNO | errno.ENOSYS)]
+            answer[table["execveat"]] = [_ins(LD_W_ABS, _arg_lo(4)), _ins(JEQ_K, AT_EMPTY_PATH, 0, 1),
+                                         _ret(RET_ALLOW), _ret(eperm)]
+    answer[table["clone3"]] = RET_ERRNO | errno.ENOSYS
     for name in ("socket", "socketpair"):
-        prog += _only_if(table[name], [_ins(LD_W_ABS, _arg_lo(0)), _ins(JEQ_K, AF_UNIX, 0, 1),
-                                       _ret(RET_ALLOW), _ret(RET_ERRNO | errno.EAFNOSUPPORT)])
-    prog += _only_if(table["sendto"], _null_arg(4))
+        answer[table[name]] = [_ins(LD_W_ABS, _arg_lo(0)), _ins(JEQ_K, AF_UNIX, 0, 1), _ret(RET_ALLOW),
+                               _ret(RET_ERRNO | errno.EAFNOSUPPORT)]
+    answer[table["sendto"]] = _null_arg(4)
     locks = {cmd: RET_ERRNO | errno.ENOLCK for cmd in FCNTL_LOCKS}
-    prog += _by_value(table["fcntl"], 1, FCNTL_ALLOWED, locks, eperm)
-    prog += _by_value(table["ioctl"], 1, IOCTL_ALLOWED, {}, RET_ERRNO | errno.ENOTTY)
-    prog += _by_value(table["prctl"], 0, PRCTL_ALLOWED, {}, RET_ERRNO | errno.EINVAL)
+    answer[table["fcntl"]] = _by_value(1, FCNTL_ALLOWED, locks, eperm)
+    answer[table["ioctl"]] = _by_value(1, IOCTL_ALLOWED, {}, RET_ERRNO | errno.ENOTTY)
+    answer[table["prctl"]] = _by_value(0, PRCTL_ALLOWED, {}, RET_ERRNO | errno.EINVAL)
     for name in SELF_ONLY_CALLS:
         if name == "prlimit64":
-            prog += _self_only(table[name], 0, own_pid, then=_null_arg(2))
+            answer[table[name]] = _self_only(0, own_pid, then=_null_arg(2))
         else:
             pid_arg, whole_user = SELF_ONLY_ARGS.get(name, (0, None))
-            prog += _self_only(table[name], pid_arg, own_pid, whole_user)
-    answers = [(eperm, [n for names in REFUSED.values() for n in names if n not in allowed]),
-               (RET_ERRNO | errno.EOPNOTSUPP, UNSUPPORTED), (RET_ERRNO | 0, NOOP_TIMES)]
+            answer[table[name]] = _self_only(pid_arg, own_pid, whole_user)
+    refusals = [(eperm, [n for names in REFUSED.values() for n in names if n not in allowed]),
+                (RET_ERRNO | errno.EOPNOTSUPP, UNSUPPORTED), (RET_ERRNO | 0, NOOP_TIMES)]
     if shared_uid and mode != "compile":
-        answers.append((RET_ERRNO | 0, CHMOD))
+        refusals.append((RET_ERRNO | 0, CHMOD))
     if deny_signals:
-        answers.append((eperm, SIGNAL_CALLS))
+        refusals.append((eperm, SIGNAL_CALLS))
     if deny_memfd:
-        answers.append((eperm, ("memfd_create",)))
-    for answer, names in answers:
-        for number in sorted({n for name in names if (n := nr(name)) is not None}):
-            prog += [_ins(JEQ_K, number, 0, 1), _ret(answer)]
-    prog.append(_ret(RET_ERRNO | errno.ENOSYS))
+        refusals.append((eperm, ("memfd_create",)))
+    for value, names in refusals:
+        for name in names:
+            if (n := nr(name)) is not None:
+                answer.setdefault(n, value)
+    head = [_ins(LD_W_ABS, OFF_ARCH), _ins(JEQ_K, arch, 1, 0), _ret(RET_KILL_PROCESS), _ins(LD_W_ABS, OFF_NR)]
+    if machine == "x86_64":
+        head += [_ins(JGE_K, X32_BIT, 0, 1), _ret(RET_KILL_PROCESS)]
+    prog = head + _search(answer, RET_ERRNO | errno.ENOSYS)
     if len(prog) > 4096:
         raise ValueError(f"seccomp filter of {len(prog)} instructions (the kernel takes 4096)")
     return b"".join(prog)
+
+
+def _search(answer: dict[int, int | list[bytes]], default: int) -> list[bytes]:
+    """A binary search over the call number (in the accumulator): the number line is cut into runs of one
+    answer (a constant, or the instructions of one call that answers by argument), and a tree of ``JGE``
+    finds the run in a few comparisons, both when a call runs and when the kernel, installing the filter,
+    works out (and caches) the answer of every call that does not depend on an argument. Short: one
+    instruction per cut, so it costs little to load."""
+    top = max(answer) + 2
+    runs: list[tuple[int, int | list[bytes]]] = []  # (first number, answer) of each run
+    for number in range(top):
+        value = answer.get(number, default)
+        if not runs or isinstance(value, list) or isinstance(runs[-1][1], list) or runs[-1][1] != value:
+            runs.append((number, value))
+
+    def emit(lo: int, hi: int) -> list[bytes]:  # the runs lo..hi-1
+        if hi - lo == 1:
+            value = runs[lo][1]
+            return list(value) if isinstance(value, list) else [_ret(value)]
+        mid = (lo + hi) // 2
+        left, right = emit(lo, mid), emit(mid, hi)
+        if len(left) <= 255:
+            return [_ins(JGE_K, runs[mid][0], len(left), 0), *left, *right]
+        return [_ins(JGE_K, runs[mid][0], 0, 1), _ins(JA, len(left)), *left, *right]
+
+    return emit(0, len(runs))
 
 
 class _Fprog(ctypes.Structure):
