@@ -5,7 +5,7 @@ test suite's own Python, C and C++ programs and the compiler driving them: ``str
 language and reward tests, every call made after the filter went on). Every other call gets ``ENOSYS``, as
 on a kernel that does not have it, so a runtime that probes a newer call falls back; a system call added by
 the next kernel release is refused the same way without anyone naming it (``listmount``, ``statmount``,
-``file_setattr``, ``setxattrat``... are not named anywhere: they are simply not allowed).
+``file_setattr``, ``cachestat``... are not named anywhere: they are simply not allowed).
 
 Some refusals answer otherwise, so programs meet the error they expect (each named in :data:`REFUSED`):
 ``EPERM`` for what a program is not allowed (exec, fork, every socket family but ``AF_UNIX``, the other
@@ -14,7 +14,8 @@ process, IPC and limit calls of :data:`REFUSED`), ``EOPNOTSUPP`` for extended at
 times (and, with a shared uid, modes), ``ENOLCK`` for file locks (``fcntl`` record and OFD locks: a lock on a
 file every program can open, and the holder ``F_GETLK`` reports, would carry data between programs running
 at the same time; ``flock`` is not allowed at all) and ``ENOTTY`` for every ``ioctl`` request but the few
-that ask about a file descriptor itself.
+that ask about a file descriptor itself (``prctl``: ``EINVAL`` for every option but naming and reading its own
+flags).
 
 Calls whose arguments decide: ``clone`` only for a thread (``clone3`` gets ``ENOSYS`` so libc falls back to
 ``clone``); ``socket``/``socketpair`` only ``AF_UNIX``, and ``sendto`` only without an address (a unix
