@@ -85,6 +85,7 @@ def test_python_pair_cannot_talk(pair_pool, kind):
     assert got != str(tok) and got == "none", (kind, got, sent)
 
 
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the programs name x86_64 numbers")
 def test_queued_signal_count_says_nothing(pair_pool):
     """The uid's count of queued signals: the receiver sees the same whether the sender filled it or not."""
     seen = [run_pair(pair_pool, *H.python_pair("sigqueue", tok))[0] for tok in (H.token() | 1, H.token() & ~1)]
