@@ -16,6 +16,11 @@ def apply(spec: dict[str, Any], *, nproc: int | None = None) -> None:
     RLIMIT_NPROC (``nproc``; None: unset) counts every task of the uid: the caller
     gives the program's own limit with a slot uid, or the uid's current count plus
     it where the uid is shared (seccomp forbids fork either way; threads count).
+
+    Per-user kernel budgets get nothing the program could use up for others: no queued signals
+    (RLIMIT_SIGPENDING 0: the count is the uid's, and a full count stops every process of the uid from
+    queuing a real-time signal or creating a POSIX timer; the kernel still delivers standard signals, only
+    without their queued details), no message queue bytes, no locked memory, no real-time priority.
     """
     cpu = max(1, int(-(-float(spec["cpu_seconds"]) // 1)))
     pairs = [
@@ -27,6 +32,8 @@ def apply(spec: dict[str, Any], *, nproc: int | None = None) -> None:
         (resource.RLIMIT_CORE, (0, 0)),
         (resource.RLIMIT_MEMLOCK, (0, 0)),
         (resource.RLIMIT_MSGQUEUE, (0, 0)),
+        (resource.RLIMIT_SIGPENDING, (0, 0)),
+        (resource.RLIMIT_RTPRIO, (0, 0)),
     ]
     if nproc is not None:
         pairs.append((resource.RLIMIT_NPROC, (int(nproc),) * 2))

@@ -1,50 +1,41 @@
-"""A seccomp-BPF filter written by hand (no libseccomp): what a sandboxed Python program may not call.
+"""A seccomp-BPF allow-list written by hand (no libseccomp): the system calls a sandboxed program may make.
 
-Denied (``EPERM`` unless noted): exec, fork/vfork and any ``clone`` that is not a
-thread (``clone3`` gets ``ENOSYS`` so libc falls back to ``clone``), every socket
-family but ``AF_UNIX``, ``connect``/``bind``/``listen``/``accept``/``sendmsg`` and
-``sendto`` with an address (so a unix socket can only talk to its ``socketpair``
-peer), ptrace and ``process_vm_*``, mount/unshare/setns/chroot and the new mount
-API, bpf, io_uring, userfaultfd, perf events, keyrings, kernel modules, System V
-IPC and POSIX message queues (they outlive a process: a stash between runs), raising
-limits (``setrlimit``, ``prlimit64`` with a new limit), ``TIOCSTI``, and every way
-to aim a signal through a file: ``fcntl`` ``F_SETOWN``/``F_SETOWN_EX``/``F_SETSIG``
-and the ``ioctl`` calls ``FIOSETOWN``/``SIOCSPGRP``/``TIOCSPGRP`` (SIGIO to any pid, in
-every profile). A foreign architecture or an x32 call kills the process.
+Only the calls of :data:`ALLOWED` pass, each group with the reason a runtime needs it (measured from the
+test suite's own Python, C and C++ programs and the compiler driving them: ``strace -f`` of the benign,
+language and reward tests, every call made after the filter went on). Every other call gets ``ENOSYS``, as
+on a kernel that does not have it, so a runtime that probes a newer call falls back; a system call added by
+the next kernel release is refused the same way without anyone naming it (``listmount``, ``statmount``,
+``file_setattr``, ``cachestat``... are not named anywhere: they are simply not allowed).
 
-File metadata, which Landlock does not mediate: the extended attribute calls (get, set,
-list, remove, every variant: ``EOPNOTSUPP``, as on a file system without them, so
-``shutil.copy2`` still works), file times (``utime``, ``utimes``, ``futimesat``,
-``utimensat``: they report success and change nothing, so ``touch`` and ``copy2`` in the
-scratch folder go on), ownership (``chown`` and variants), inotify, fanotify and
-``fcntl`` ``F_NOTIFY`` (watching how the host uses its files), ``F_SETLEASE`` (holding
-the next open of a file its uid owns), the ``ioctl`` calls ``FS_IOC_SETFLAGS`` and
-``FS_IOC_FSSETXATTR`` (file attribute flags), and ``fallocate`` (``EOPNOTSUPP``: it reserves disk past the
-file-size limit with ``FALLOC_FL_KEEP_SIZE``, and ``posix_fallocate`` falls back to
-writing). Other processes' memory: ``migrate_pages``, ``move_pages``,
-``process_madvise``, ``process_mrelease``, ``get_robust_list``.
+Some refusals answer otherwise, so programs meet the error they expect (each named in :data:`REFUSED`):
+``EPERM`` for what a program is not allowed (exec, fork, every socket family but ``AF_UNIX``, the other
+process, IPC and limit calls of :data:`REFUSED`), ``EOPNOTSUPP`` for extended attributes and ``fallocate``
+(what a file system without them answers: ``shutil.copy2`` goes on), success that changes nothing for file
+times (and, with a shared uid, modes), ``ENOLCK`` for file locks (``fcntl`` record and OFD locks: a lock on a
+file every program can open, and the holder ``F_GETLK`` reports, would carry data between programs running
+at the same time; ``flock`` is not allowed at all) and ``ENOTTY`` for every ``ioctl`` request but the few
+that ask about a file descriptor itself (``prctl``: ``EINVAL`` for every option but naming and reading its own
+flags).
 
-Other processes: the scheduling, priority and limit calls (``setpriority``/``getpriority``,
-``sched_*``, ``ioprio_*``, ``prlimit64``) are refused unless their pid argument is 0 or the
-caller's own pid (and never for a whole user): each child installs a copy of the filter
-with its pid patched in (:meth:`Filter.for_pid`). Without a slot uid the program shares
-its uid with other slots, or with the pool's owner: there only signal scoping and these
-rules keep it from renicing, pinning or reading the limits of their processes.
+Calls whose arguments decide: ``clone`` only for a thread (``clone3`` gets ``ENOSYS`` so libc falls back to
+``clone``); ``socket``/``socketpair`` only ``AF_UNIX``, and ``sendto`` only without an address (a unix
+socket talks to its ``socketpair`` peer, nothing else: ``connect``/``bind``/``sendmsg`` are refused);
+``fcntl`` no lock, no lease, no ``F_NOTIFY``, no pipe resize (pipe pages are a per-user budget) and no
+way to aim a signal at a pid (``F_SETOWN``/``F_SETOWN_EX``/``F_SETSIG``); the scheduling, priority and limit
+calls (``setpriority``/``getpriority``, ``sched_*``, ``ioprio_*``, ``prlimit64``) only on pid 0 or the
+caller's own pid and never for a whole user (each child installs a copy of the filter with its pid patched
+in: :meth:`Filter.for_pid`), ``prlimit64`` only to read.
 
-``shared_uid`` also makes ``chmod`` and variants a no-op that reports success (the
-program could change the mode of its owner's files; ``shutil.copy`` in the scratch
-folder goes on; the compiler keeps them). ``deny_memfd``: no ``memfd_create``
-(where no memory cgroup accounts its pages: a memfd's unmapped pages are outside
-RLIMIT_AS).
+``deny_signals`` (no slot uid and no Landlock signal scope): ``kill`` and friends are refused too.
+``shared_uid``: ``chmod`` and variants are a no-op that reports success (the program shares its uid with
+the pool's owner and could change the mode of their files; Landlock does not mediate it). ``deny_memfd``:
+no ``memfd_create`` (where no memory cgroup accounts its pages).
 
-Modes: ``python`` (the default: no exec at all); ``exec`` (a compiled program: the
-child may ``execveat(fd, "", AT_EMPTY_PATH)`` its binary's memfd, nothing else: a
-program that execs anything it can open gains nothing over its own native code under
-no_new_privs, Landlock and this filter); ``compile`` (the compiler driver: fork,
-vfork, clone and exec allowed, so ``g++`` can run ``cc1plus``, ``as`` and ``ld``;
-Landlock still limits what it reads, writes and executes). Everything else is allowed: Python
-and numpy need a wide surface, and the other layers (Landlock, rlimits, the slot
-uid, namespaces) confine what those calls can reach.
+Modes: ``python`` (the default: no exec at all); ``exec`` (a compiled program: the child may
+``execveat(fd, "", AT_EMPTY_PATH)`` its binary's memfd, nothing else); ``compile`` (the compiler driver:
+fork, vfork, any clone and exec, so ``g++`` can run ``cc1plus``, ``as`` and ``ld``; Landlock still limits
+what it reads, writes and executes). A foreign architecture (a 32-bit call) or an x32 call kills the
+process. The numbers are the machine's own: x86_64 and aarch64 (:mod:`syscalls`).
 """
 
 from __future__ import annotations
@@ -54,91 +45,135 @@ import errno
 import struct
 
 from .linux import MACHINE, PR_SET_NO_NEW_PRIVS, check, libc, prctl
+from .syscalls import AARCH64, X86_64
 
-SYS_SECCOMP = 317
-SECCOMP_SET_MODE_FILTER = 1
 AUDIT_ARCH_X86_64 = 0xC000003E
+AUDIT_ARCH_AARCH64 = 0xC00000B7
 X32_BIT = 0x40000000
+SECCOMP_SET_MODE_FILTER = 1
 
 RET_KILL_PROCESS = 0x80000000
 RET_ERRNO = 0x00050000
 RET_ALLOW = 0x7FFF0000
 
-LD_W_ABS, JEQ_K, JGE_K, JSET_K, RET_K = 0x20, 0x15, 0x35, 0x45, 0x06
+LD_W_ABS, JA, JEQ_K, JGE_K, JSET_K, RET_K = 0x20, 0x05, 0x15, 0x35, 0x45, 0x06
 OFF_NR, OFF_ARCH = 0, 4
 CLONE_THREAD = 0x00010000
 AF_UNIX = 1
-TIOCSTI = 0x5412
+AT_EMPTY_PATH = 0x1000
+PRIO_USER, IOPRIO_WHO_USER = 2, 3
+MODES = ("python", "exec", "compile")
 
-# x86_64 numbers, denied outright
-X86_64_DENY: dict[str, int] = {
-    "fork": 57, "vfork": 58, "execve": 59, "execveat": 322,
-    "connect": 42, "accept": 43, "sendmsg": 46, "bind": 49, "listen": 50, "accept4": 288, "sendmmsg": 307,
-    "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "kcmp": 312, "pidfd_getfd": 438,
-    "mount": 165, "umount2": 166, "pivot_root": 155, "chroot": 161, "unshare": 272, "setns": 308,
-    "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
-    "mount_setattr": 442,
-    "bpf": 321, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
-    "userfaultfd": 323, "perf_event_open": 298, "fanotify_init": 300,
-    "add_key": 248, "request_key": 249, "keyctl": 250,
-    "init_module": 175, "finit_module": 313, "delete_module": 176, "kexec_load": 246, "kexec_file_load": 320,
-    "reboot": 169, "swapon": 167, "swapoff": 168, "acct": 163, "syslog": 103, "vhangup": 153,
-    "settimeofday": 164, "clock_settime": 227, "clock_adjtime": 305, "adjtimex": 159,
-    "sethostname": 170, "setdomainname": 171, "iopl": 172, "ioperm": 173, "quotactl": 179,
-    "name_to_handle_at": 303, "open_by_handle_at": 304, "lookup_dcookie": 212, "personality": 135,
-    "setrlimit": 160, "memfd_secret": 447, "uselib": 134, "modify_ldt": 154,
-    # System V IPC and POSIX message queues outlive the process: a stash between runs
-    "shmget": 29, "shmat": 30, "shmctl": 31, "shmdt": 67, "semget": 64, "semop": 65, "semctl": 66,
-    "semtimedop": 220, "msgget": 68, "msgsnd": 69, "msgrcv": 70, "msgctl": 71,
-    "mq_open": 240, "mq_unlink": 241, "mq_timedsend": 242, "mq_timedreceive": 243, "mq_notify": 244,
-    "mq_getsetattr": 245,
+# machine -> (audit architecture, numbers by name)
+ARCHES: dict[str, tuple[int, dict[str, int]]] = {"x86_64": (AUDIT_ARCH_X86_64, X86_64),
+                                                 "aarch64": (AUDIT_ARCH_AARCH64, AARCH64)}
+
+# group -> (system calls, why the runtimes need them). Names one architecture lacks are skipped there.
+ALLOWED: dict[str, tuple[tuple[str, ...], str]] = {
+    "exit": (("exit", "exit_group", "restart_syscall", "rt_sigreturn"),
+             "ending the program and its threads, resuming an interrupted call, returning from a handler"),
+    "memory": (("brk", "mmap", "munmap", "mprotect", "mremap", "madvise", "msync", "mseal", "mbind",
+                "get_mempolicy", "set_mempolicy"),
+               "malloc, the loader mapping shared libraries and extension modules, the garbage collector; NUMA "
+               "policy of its own pages (OpenBLAS); bounded by RLIMIT_AS and the memory cgroup"),
+    "threads": (("set_tid_address", "set_robust_list", "rseq", "futex", "futex_waitv", "futex_wake", "futex_wait",
+                 "futex_requeue", "gettid", "sched_yield", "getcpu", "arch_prctl", "prctl"),
+                "threads (a thread is a clone with CLONE_THREAD, below), their locks and thread-local storage; "
+                "prctl only to name a thread, name its own mappings and read its own flags (by option, below)"),
+    "time": (("clock_gettime", "clock_getres", "clock_nanosleep", "nanosleep", "gettimeofday", "time",
+              "getitimer", "setitimer", "alarm", "timerfd_create", "timerfd_settime", "timerfd_gettime"),
+             "clocks, sleeps, alarms and timers of the process itself (POSIX timers, which count against a "
+             "per-user budget, are not allowed)"),
+    "signals": (("rt_sigaction", "rt_sigprocmask", "rt_sigpending", "rt_sigtimedwait", "rt_sigsuspend",
+                 "sigaltstack", "pause", "signalfd", "signalfd4"),
+                "signal handlers and masks (Python's own, alarms, SIGPIPE)"),
+    "descriptors": (("read", "write", "pread64", "pwrite64", "readv", "writev", "preadv", "pwritev", "preadv2",
+                     "pwritev2", "lseek", "close", "close_range", "dup", "dup2", "dup3", "fstat", "ftruncate",
+                     "fsync", "fdatasync", "fadvise64", "sendfile", "copy_file_range", "splice", "tee", "pipe",
+                     "pipe2", "poll", "ppoll", "select", "pselect6", "epoll_create", "epoll_create1", "epoll_ctl",
+                     "epoll_wait", "epoll_pwait", "epoll_pwait2", "eventfd", "eventfd2", "fcntl", "ioctl"),
+                    "I/O on descriptors it holds (stdin, stdout, stderr, its own files, pipes and socketpairs), "
+                    "asyncio's event loop; fcntl and ioctl by command, below"),
+    "paths": (("open", "openat", "creat", "stat", "lstat", "newfstatat", "statx", "access", "faccessat",
+               "faccessat2", "readlink", "readlinkat", "getdents64", "getcwd", "chdir", "fchdir", "mkdir", "mkdirat",
+               "rmdir", "unlink", "unlinkat", "rename", "renameat", "renameat2", "link", "linkat", "symlink",
+               "symlinkat", "truncate", "umask", "chmod", "fchmod", "fchmodat", "fchmodat2", "statfs", "fstatfs"),
+              "imports, the loader and the compiler reading the system paths, programs using their scratch "
+              "folder: Landlock decides which files (the system paths read-only, the scratch folder read-write); "
+              "the modes of the linker's output; a file system's block size (posix_fallocate writes by it)"),
+    "sockets": (("socket", "socketpair", "sendto", "recvfrom", "recvmsg", "shutdown", "getsockopt", "setsockopt",
+                 "getsockname", "getpeername"),
+                "a socketpair between threads (asyncio's self-pipe); only AF_UNIX and only to its peer"),
+    "self": (("getpid", "getppid", "getuid", "geteuid", "getgid", "getegid", "getresuid", "getresgid", "getgroups",
+              "getpgrp", "getpgid", "getsid", "uname", "getrusage", "times", "getrlimit", "getrandom", "capget",
+              "wait4", "waitid"),
+             "who and where it is (the uname of its own UTS namespace), its own usage and limits, random bytes, "
+             "its own children (the compiler's)"),
+    "signals to itself": (("kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo"),
+                          "raise(), abort(), Python's signal.raise_signal; other processes are out of reach (slot "
+                          "uid, Landlock signal scope, or refused outright where neither holds); queued signals "
+                          "are capped at RLIMIT_SIGPENDING 0"),
 }
-# file metadata Landlock does not mediate, and other processes' memory
-X86_64_DENY_METADATA: dict[str, int] = {
-    "chown": 92, "fchown": 93, "lchown": 94, "fchownat": 260,
-    "inotify_init": 253, "inotify_init1": 294, "inotify_add_watch": 254, "fanotify_mark": 301,
-    "migrate_pages": 256, "move_pages": 279, "process_madvise": 440, "process_mrelease": 448,
-    "get_robust_list": 274,
+SELF_ONLY_CALLS = ("getpriority", "setpriority", "sched_setparam", "sched_getparam", "sched_setscheduler",
+                   "sched_getscheduler", "sched_rr_get_interval", "sched_setaffinity", "sched_getaffinity",
+                   "sched_setattr", "sched_getattr", "ioprio_set", "ioprio_get", "prlimit64")
+ALLOWED["scheduling of itself"] = (SELF_ONLY_CALLS, "CPU affinity (OpenMP, OpenBLAS, os.sched_getaffinity), nice "
+                                                    "and limits read back: pid 0 or its own only")
+ALLOWED["memfd"] = (("memfd_create",), "anonymous files (only where the slot's memory cgroup accounts them)")
+ALLOWED["compile"] = (("fork", "vfork", "clone", "execve", "execveat"),
+                      "the compiler driver running cc1plus, as and ld (compile mode only)")
+
+# refused with EPERM (the rest of what is not allowed gets ENOSYS): what a program is not allowed to do
+REFUSED: dict[str, tuple[str, ...]] = {
+    "exec and processes": ("fork", "vfork", "execve", "execveat", "ptrace", "process_vm_readv", "process_vm_writev",
+                           "kcmp", "pidfd_open", "pidfd_getfd", "pidfd_send_signal", "setsid", "setpgid"),
+    "network": ("connect", "accept", "accept4", "sendmsg", "sendmmsg", "bind", "listen"),
+    "mounts and namespaces": ("mount", "umount2", "pivot_root", "chroot", "unshare", "setns", "open_tree",
+                              "move_mount", "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr"),
+    "kernel": ("bpf", "io_uring_setup", "io_uring_enter", "io_uring_register", "userfaultfd", "perf_event_open",
+               "init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load", "reboot", "swapon",
+               "swapoff", "acct", "syslog", "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "iopl",
+               "ioperm", "quotactl", "personality", "setrlimit", "memfd_secret", "modify_ldt", "add_key",
+               "request_key", "keyctl", "io_setup", "lookup_dcookie", "name_to_handle_at", "open_by_handle_at"),
+    "IPC that outlives a process": ("shmget", "shmat", "shmctl", "shmdt", "semget", "semop", "semctl", "semtimedop",
+                                    "msgget", "msgsnd", "msgrcv", "msgctl", "mq_open", "mq_unlink", "mq_timedsend",
+                                    "mq_timedreceive", "mq_notify", "mq_getsetattr"),
+    "file metadata and notification": ("chown", "fchown", "lchown", "fchownat", "inotify_init", "inotify_init1",
+                                       "inotify_add_watch", "fanotify_init", "fanotify_mark"),
+    "other processes' memory": ("migrate_pages", "move_pages", "process_madvise", "process_mrelease",
+                                "get_robust_list"),
 }
 # refused with EOPNOTSUPP: what a file system without them answers, which programs handle
-X86_64_UNSUPPORTED: dict[str, int] = {
-    "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190, "getxattr": 191, "lgetxattr": 192, "fgetxattr": 193,
-    "listxattr": 194, "llistxattr": 195, "flistxattr": 196, "removexattr": 197, "lremovexattr": 198,
-    "fremovexattr": 199, "setxattrat": 463, "getxattrat": 464, "listxattrat": 465, "removexattrat": 466,
-    "fallocate": 285,
+UNSUPPORTED = ("setxattr", "lsetxattr", "fsetxattr", "getxattr", "lgetxattr", "fgetxattr", "listxattr", "llistxattr",
+               "flistxattr", "removexattr", "lremovexattr", "fremovexattr", "setxattrat", "getxattrat", "listxattrat",
+               "removexattrat", "fallocate")
+# a no-op that reports success: file times (no host file's change; shutil.copy2 goes on); with a shared uid
+# also the mode of a file
+NOOP_TIMES = ("utime", "utimes", "futimesat", "utimensat")
+CHMOD = ("chmod", "fchmod", "fchmodat", "fchmodat2")
+SIGNAL_CALLS = ALLOWED["signals to itself"][0]
+COMPILE_ONLY = ALLOWED["compile"][0]
+
+# (pid argument, (argument, value) that names a whole user or None) of the calls that reach only the caller
+SELF_ONLY_ARGS: dict[str, tuple[int, tuple[int, int] | None]] = {
+    "getpriority": (1, (0, PRIO_USER)), "setpriority": (1, (0, PRIO_USER)), "ioprio_set": (1, (0, IOPRIO_WHO_USER)),
+    "ioprio_get": (1, (0, IOPRIO_WHO_USER)),
 }
-# file times: a no-op that reports success (no host file's times change; programs that set the times of their
-# own files, shutil.copy2 say, go on)
-X86_64_NOOP: dict[str, int] = {"utime": 132, "utimes": 235, "futimesat": 261, "utimensat": 280}
-# a shared uid: the mode of the owner's files (a no-op too)
-X86_64_CHMOD: dict[str, int] = {"chmod": 90, "fchmod": 91, "fchmodat": 268, "fchmodat2": 452}
-SYS_MEMFD_CREATE = 319
-# (nr, pid argument, (argument, value) that names a whole user or None): only for the caller itself
-PRIO_USER, IOPRIO_WHO_USER = 2, 3
-X86_64_SELF_ONLY: dict[str, tuple[int, int, tuple[int, int] | None]] = {
-    "getpriority": (140, 1, (0, PRIO_USER)), "setpriority": (141, 1, (0, PRIO_USER)),
-    "sched_setparam": (142, 0, None), "sched_getparam": (143, 0, None), "sched_setscheduler": (144, 0, None),
-    "sched_getscheduler": (145, 0, None), "sched_rr_get_interval": (148, 0, None),
-    "sched_setaffinity": (203, 0, None), "sched_getaffinity": (204, 0, None), "sched_setattr": (314, 0, None),
-    "sched_getattr": (315, 0, None), "ioprio_set": (251, 1, (0, IOPRIO_WHO_USER)),
-    "ioprio_get": (252, 1, (0, IOPRIO_WHO_USER)),
-}
-SYS_CLONE, SYS_CLONE3, SYS_SOCKET, SYS_SOCKETPAIR = 56, 435, 41, 53
-SYS_SENDTO, SYS_PRLIMIT64, SYS_IOCTL, SYS_FCNTL = 44, 302, 16, 72
-SYS_FORK, SYS_VFORK, SYS_EXECVE, SYS_EXECVEAT = 57, 58, 59, 322
-AT_EMPTY_PATH = 0x1000
-F_SETOWN, F_SETSIG, F_SETOWN_EX = 8, 10, 15  # aim SIGIO (or any signal) at a pid or process group
-# a lease on a file its uid owns (holds the owner's next open up to 45 s), directory change notification
-F_SETLEASE, F_NOTIFY = 1024, 1026
-# file attribute flags (noatime, nodump, ...) and extended attributes (project id) through an open fd
-FS_IOC_SETFLAGS, FS_IOC32_SETFLAGS, FS_IOC_FSSETXATTR = 0x40086602, 0x40046602, 0x401C5820
-FIOSETOWN, SIOCSPGRP, TIOCSPGRP = 0x8901, 0x8902, 0x5410
-MODES = ("python", "exec", "compile")
+F_GETLK, F_SETLK, F_SETLKW, F_OFD_GETLK, F_OFD_SETLK, F_OFD_SETLKW = 5, 6, 7, 36, 37, 38
+FCNTL_LOCKS = (F_GETLK, F_SETLK, F_SETLKW, F_OFD_GETLK, F_OFD_SETLK, F_OFD_SETLKW)
+# duplicate, close-on-exec, status flags, owner and lease read back, seals, pipe size read back
+FCNTL_ALLOWED = (0, 1, 2, 3, 4, 9, 11, 16, 1025, 1027, 1030, 1032, 1033, 1034)
+# isatty (TCGETS), terminal size, bytes readable, non-blocking, close-on-exec
+TCGETS, TIOCGWINSZ, FIONREAD, FIONBIO, FIONCLEX, FIOCLEX = 0x5401, 0x5413, 0x541B, 0x5421, 0x5450, 0x5451
+IOCTL_ALLOWED = (TCGETS, TIOCGWINSZ, FIONREAD, FIONBIO, FIONCLEX, FIOCLEX)
+# prctl: read its dumpable flag, name (set and read), seccomp mode, no_new_privs (set and read), bounding set and
+# THP flag; name an anonymous mapping. Any other option: EINVAL, as a kernel that does not know it answers
+PRCTL_ALLOWED = (3, 15, 16, 21, 23, 38, 39, 42, 0x53564D41)
 
 
 def available() -> bool:
-    """Whether this module has a syscall table for this machine (x86_64 only, for now)."""
-    return MACHINE == "x86_64"
+    """Whether this module has a syscall table for this machine (x86_64 and aarch64)."""
+    return MACHINE in ARCHES
 
 
 def _ins(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
@@ -153,24 +188,15 @@ def _ret(value: int) -> bytes:
     return _ins(RET_K, value)
 
 
-def _only_if(nr: int, body: list[bytes]) -> list[bytes]:
-    """``if nr == NR: body`` (the body ends in a return); jumps stay short."""
-    return [_ins(JEQ_K, nr, 0, len(body)), *body]
-
-
 def _null_arg(arg: int) -> list[bytes]:
     """Allow when the 64-bit argument ``arg`` is 0 (a NULL pointer), else EPERM."""
     return [_ins(LD_W_ABS, _arg_lo(arg)), _ins(JEQ_K, 0, 0, 3), _ins(LD_W_ABS, _arg_lo(arg) + 4),
             _ins(JEQ_K, 0, 0, 1), _ret(RET_ALLOW), _ret(RET_ERRNO | errno.EPERM)]
 
 
-def _null_arg_or_deny(nr: int, arg: int) -> list[bytes]:
-    return _only_if(nr, _null_arg(arg))
-
-
-def _self_only(nr: int, pid_arg: int, own_pid: int, whole_user: tuple[int, int] | None = None,
+def _self_only(pid_arg: int, own_pid: int, whole_user: tuple[int, int] | None = None,
                then: list[bytes] | None = None) -> list[bytes]:
-    """``if nr == NR``: EPERM unless the pid argument is 0 or ``own_pid`` (and, with ``whole_user``, the
+    """EPERM unless the pid argument is 0 or ``own_pid`` (and, with ``whole_user``, the
     argument that would name a whole user does not); then ``then`` (default: allow). Pids are ``pid_t``:
     the kernel reads the low 32 bits only."""
     then = then or [_ret(RET_ALLOW)]
@@ -179,74 +205,128 @@ def _self_only(nr: int, pid_arg: int, own_pid: int, whole_user: tuple[int, int] 
         body += [_ins(LD_W_ABS, _arg_lo(whole_user[0])), _ins(JEQ_K, whole_user[1], 3, 0)]  # to the deny
     body += [_ins(LD_W_ABS, _arg_lo(pid_arg)), _ins(JEQ_K, 0, 2, 0), _ins(JEQ_K, own_pid & 0xFFFFFFFF, 1, 0),
              _ret(RET_ERRNO | errno.EPERM), *then]
-    return _only_if(nr, body)
+    return body
 
 
-# sending signals to other processes; denied only when nothing else confines it (no slot uid
-# and no Landlock signal scope): then the program shares the trainer's uid and could kill it
-X86_64_SIGNALS: dict[str, int] = {"kill": 62, "tkill": 200, "tgkill": 234, "rt_sigqueueinfo": 129,
-                                  "rt_tgsigqueueinfo": 297, "pidfd_send_signal": 424}
-
-
-def _deny_arg_values(nr: int, arg: int, values: tuple[int, ...]) -> list[bytes]:
-    """``if nr == NR: deny when the low word of ``arg`` is one of ``values``, else allow``."""
+def _by_value(arg: int, allowed: tuple[int, ...], refused: dict[int, int], otherwise: int) -> list[bytes]:
+    """Allow when the low word of ``arg`` is one of ``allowed``; answer ``refused[value]`` for
+    those values; ``otherwise`` for any other value."""
     body = [_ins(LD_W_ABS, _arg_lo(arg))]
-    for i, value in enumerate(values):
-        body.append(_ins(JEQ_K, value, len(values) - i, 0))  # jump to the deny below
-    body += [_ret(RET_ALLOW), _ret(RET_ERRNO | errno.EPERM)]
-    return _only_if(nr, body)
+    for value in allowed:
+        body += [_ins(JEQ_K, value, 0, 1), _ret(RET_ALLOW)]
+    for value, answer in refused.items():
+        body += [_ins(JEQ_K, value, 0, 1), _ret(answer)]
+    body.append(_ret(otherwise))
+    return body
 
 
 OWN_PID_MARK = 0x5EC0DE01  # stands for the child's pid in the filter built once; patched per child
 
 
+def allowed_names(mode: str = "python", *, deny_signals: bool = False, deny_memfd: bool = False) -> set[str]:
+    """The names the filter of ``mode`` lets through (some by argument): the groups of :data:`ALLOWED`."""
+    names = {name for calls, _ in ALLOWED.values() for name in calls}
+    if mode != "compile":
+        names -= set(COMPILE_ONLY)
+        names.add("clone")  # threads only
+        if mode == "exec":
+            names.add("execveat")  # its own memfd only
+    if deny_signals:
+        names -= set(SIGNAL_CALLS)
+    if deny_memfd:
+        names.discard("memfd_create")
+    return names
+
+
 def build_filter(deny_signals: bool = False, mode: str = "python", *, own_pid: int = OWN_PID_MARK,
-                 shared_uid: bool = False, deny_memfd: bool = False) -> bytes:
-    """The BPF program as bytes (``struct sock_filter[]``); ``mode`` of :data:`MODES`. Scheduling and limit
-    calls reach only pid 0 and ``own_pid``; ``shared_uid``: no chmod either."""
-    if not available():
-        raise OSError(errno.ENOSYS, f"no seccomp syscall table for {MACHINE}")
+                 shared_uid: bool = False, deny_memfd: bool = False, machine: str = MACHINE) -> bytes:
+    """The BPF program as bytes (``struct sock_filter[]``) for ``machine``; ``mode`` of :data:`MODES`.
+    Scheduling and limit calls reach only pid 0 and ``own_pid``; ``shared_uid``: chmod is a no-op."""
+    if machine not in ARCHES:
+        raise OSError(errno.ENOSYS, f"no seccomp syscall table for {machine}")
     if mode not in MODES:
         raise ValueError(f"unknown seccomp mode {mode!r}")
+    arch, table = ARCHES[machine]
+
+    def nr(name: str) -> int | None:
+        return table.get(name)
+
     eperm = RET_ERRNO | errno.EPERM
-    prog = [
-        _ins(LD_W_ABS, OFF_ARCH), _ins(JEQ_K, AUDIT_ARCH_X86_64, 1, 0), _ret(RET_KILL_PROCESS),
-        _ins(LD_W_ABS, OFF_NR), _ins(JGE_K, X32_BIT, 0, 1), _ret(RET_KILL_PROCESS),
-    ]
-    denied = {**X86_64_DENY, **X86_64_DENY_METADATA, **(X86_64_SIGNALS if deny_signals else {})}
-    noop = dict(X86_64_NOOP)
+    allowed = allowed_names(mode, deny_signals=deny_signals, deny_memfd=deny_memfd)
+    special = {"clone", "clone3", "socket", "socketpair", "sendto", "fcntl", "ioctl", "prctl", "execveat",
+               *SELF_ONLY_CALLS}
     if shared_uid and mode != "compile":  # the linker sets the mode of its output
-        noop.update(X86_64_CHMOD)
-    if deny_memfd:
-        denied["memfd_create"] = SYS_MEMFD_CREATE
+        special |= set(CHMOD)
+    # call number -> a constant answer, or the instructions that answer by argument (they end in returns)
+    answer: dict[int, int | list[bytes]] = {n: RET_ALLOW for name in allowed - special if (n := nr(name)) is not None}
     if mode == "compile":
-        allowed = {SYS_FORK, SYS_VFORK, SYS_EXECVE, SYS_EXECVEAT}
-        denied = {k: v for k, v in denied.items() if v not in allowed}
-        prog += [_ins(JEQ_K, SYS_CLONE, 0, 1), _ret(RET_ALLOW)]
-    elif mode == "exec":
-        prog += _only_if(SYS_EXECVEAT, [_ins(LD_W_ABS, _arg_lo(4)), _ins(JEQ_K, AT_EMPTY_PATH, 0, 1),
-                                        _ret(RET_ALLOW), _ret(eperm)])
-    for nr in sorted(denied.values()):
-        prog += [_ins(JEQ_K, nr, 0, 1), _ret(eperm)]
-    for nr in sorted(X86_64_UNSUPPORTED.values()):
-        prog += [_ins(JEQ_K, nr, 0, 1), _ret(RET_ERRNO | errno.EOPNOTSUPP)]
-    for nr in sorted(noop.values()):
-        prog += [_ins(JEQ_K, nr, 0, 1), _ret(RET_ERRNO | 0)]
-    for nr, pid_arg, whole_user in X86_64_SELF_ONLY.values():
-        prog += _self_only(nr, pid_arg, own_pid, whole_user)
-    prog += _self_only(SYS_PRLIMIT64, 0, own_pid, then=_null_arg(2))
-    prog += [_ins(JEQ_K, SYS_CLONE3, 0, 1), _ret(RET_ERRNO | errno.ENOSYS)]
-    prog += _only_if(SYS_CLONE, [_ins(LD_W_ABS, _arg_lo(0)), _ins(JSET_K, CLONE_THREAD, 0, 1),
-                                 _ret(RET_ALLOW), _ret(eperm)])
-    for nr in (SYS_SOCKET, SYS_SOCKETPAIR):
-        prog += _only_if(nr, [_ins(LD_W_ABS, _arg_lo(0)), _ins(JEQ_K, AF_UNIX, 0, 1),
-                              _ret(RET_ALLOW), _ret(RET_ERRNO | errno.EAFNOSUPPORT)])
-    prog += _deny_arg_values(SYS_IOCTL, 1, (TIOCSTI, FIOSETOWN, SIOCSPGRP, TIOCSPGRP, FS_IOC_SETFLAGS,
-                                            FS_IOC32_SETFLAGS, FS_IOC_FSSETXATTR))
-    prog += _deny_arg_values(SYS_FCNTL, 1, (F_SETOWN, F_SETSIG, F_SETOWN_EX, F_SETLEASE, F_NOTIFY))
-    prog += _null_arg_or_deny(SYS_SENDTO, 4)
-    prog.append(_ret(RET_ALLOW))
+        answer[table["clone"]] = answer[table["execveat"]] = RET_ALLOW
+    else:
+        answer[table["clone"]] = [_ins(LD_W_ABS, _arg_lo(0)), _ins(JSET_K, CLONE_THREAD, 0, 1), _ret(RET_ALLOW),
+                                  _ret(eperm)]
+        if mode == "exec":
+            answer[table["execveat"]] = [_ins(LD_W_ABS, _arg_lo(4)), _ins(JEQ_K, AT_EMPTY_PATH, 0, 1),
+                                         _ret(RET_ALLOW), _ret(eperm)]
+    answer[table["clone3"]] = RET_ERRNO | errno.ENOSYS
+    for name in ("socket", "socketpair"):
+        answer[table[name]] = [_ins(LD_W_ABS, _arg_lo(0)), _ins(JEQ_K, AF_UNIX, 0, 1), _ret(RET_ALLOW),
+                               _ret(RET_ERRNO | errno.EAFNOSUPPORT)]
+    answer[table["sendto"]] = _null_arg(4)
+    locks = {cmd: RET_ERRNO | errno.ENOLCK for cmd in FCNTL_LOCKS}
+    answer[table["fcntl"]] = _by_value(1, FCNTL_ALLOWED, locks, eperm)
+    answer[table["ioctl"]] = _by_value(1, IOCTL_ALLOWED, {}, RET_ERRNO | errno.ENOTTY)
+    answer[table["prctl"]] = _by_value(0, PRCTL_ALLOWED, {}, RET_ERRNO | errno.EINVAL)
+    for name in SELF_ONLY_CALLS:
+        if name == "prlimit64":
+            answer[table[name]] = _self_only(0, own_pid, then=_null_arg(2))
+        else:
+            pid_arg, whole_user = SELF_ONLY_ARGS.get(name, (0, None))
+            answer[table[name]] = _self_only(pid_arg, own_pid, whole_user)
+    refusals = [(eperm, [n for names in REFUSED.values() for n in names if n not in allowed]),
+                (RET_ERRNO | errno.EOPNOTSUPP, UNSUPPORTED), (RET_ERRNO | 0, NOOP_TIMES)]
+    if shared_uid and mode != "compile":
+        refusals.append((RET_ERRNO | 0, CHMOD))
+    if deny_signals:
+        refusals.append((eperm, SIGNAL_CALLS))
+    if deny_memfd:
+        refusals.append((eperm, ("memfd_create",)))
+    for value, names in refusals:
+        for name in names:
+            if (n := nr(name)) is not None:
+                answer.setdefault(n, value)
+    head = [_ins(LD_W_ABS, OFF_ARCH), _ins(JEQ_K, arch, 1, 0), _ret(RET_KILL_PROCESS), _ins(LD_W_ABS, OFF_NR)]
+    if machine == "x86_64":
+        head += [_ins(JGE_K, X32_BIT, 0, 1), _ret(RET_KILL_PROCESS)]
+    prog = head + _search(answer, RET_ERRNO | errno.ENOSYS)
+    if len(prog) > 4096:
+        raise ValueError(f"seccomp filter of {len(prog)} instructions (the kernel takes 4096)")
     return b"".join(prog)
+
+
+def _search(answer: dict[int, int | list[bytes]], default: int) -> list[bytes]:
+    """A binary search over the call number (in the accumulator): the number line is cut into runs of one
+    answer (a constant, or the instructions of one call that answers by argument), and a tree of ``JGE``
+    finds the run in a few comparisons, both when a call runs and when the kernel, installing the filter,
+    works out (and caches) the answer of every call that does not depend on an argument. Short: one
+    instruction per cut, so it costs little to load."""
+    top = max(answer) + 2
+    runs: list[tuple[int, int | list[bytes]]] = []  # (first number, answer) of each run
+    for number in range(top):
+        value = answer.get(number, default)
+        if not runs or isinstance(value, list) or isinstance(runs[-1][1], list) or runs[-1][1] != value:
+            runs.append((number, value))
+
+    def emit(lo: int, hi: int) -> list[bytes]:  # the runs lo..hi-1
+        if hi - lo == 1:
+            value = runs[lo][1]
+            return list(value) if isinstance(value, list) else [_ret(value)]
+        mid = (lo + hi) // 2
+        left, right = emit(lo, mid), emit(mid, hi)
+        if len(left) <= 255:
+            return [_ins(JGE_K, runs[mid][0], len(left), 0), *left, *right]
+        return [_ins(JGE_K, runs[mid][0], 0, 1), _ins(JA, len(left)), *left, *right]
+
+    return emit(0, len(runs))
 
 
 class _Fprog(ctypes.Structure):
@@ -286,5 +366,6 @@ class Filter:
     def install(self) -> None:
         """Set no_new_privs and load the filter into this (single-threaded) process."""
         prctl(PR_SET_NO_NEW_PRIVS, 1)
-        check(libc.syscall(SYS_SECCOMP, ctypes.c_uint(SECCOMP_SET_MODE_FILTER), ctypes.c_uint(0),
-                           ctypes.byref(self._prog)), "seccomp")
+        check(libc.syscall(ctypes.c_long(ARCHES[MACHINE][1]["seccomp"]),
+                           ctypes.c_uint(SECCOMP_SET_MODE_FILTER), ctypes.c_uint(0), ctypes.byref(self._prog)),
+              "seccomp")
