@@ -541,6 +541,8 @@ def _auto(text: str) -> str | None:
         hedge = _BOX_HEDGE_BEFORE.search(text, max(0, box.start() - 40), box.start())
         if hedge:  # "12 or \\boxed{13}": a disjunction, as written
             return text[hedge.start():box.start()] + value
+        if prose.bounded_at(text, box.start()):  # "at least \\boxed{12}": a bound, not the answer
+            return text[max(0, box.start() - 25):box.start()].strip() + " " + value
         _, end, bare = deque(iter_boxes(text), maxlen=1)[0]
         closing = end + (bare is None)
         other = prose.alternative_after(text, value, closing)

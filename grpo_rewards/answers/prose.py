@@ -106,7 +106,12 @@ def negated(text: str, match: re.Match[str]) -> bool:
 
 def bounded(text: str, match: re.Match[str]) -> bool:
     """Whether the number ``match`` of ``text`` is a bound, not a value ("at least 12", "more than 12", "≥ 12")."""
-    window = text[max(0, match.start() - 24):match.start()]
+    return bounded_at(text, match.start())
+
+
+def bounded_at(text: str, start: int) -> bool:
+    """Whether what starts at ``start`` (a number, a box) follows a bound ("at least", "≥"; a ``$`` between)."""
+    window = text[max(0, start - 25):start].rstrip("$ \t")
     return _BOUND_HINT.search(window) is not None and _BOUND_BEFORE.search(window) is not None
 
 

@@ -16,9 +16,9 @@ For a generated gold (:func:`grpo_rewards.testing.strategies.golds`) and a right
   full value.
 
 :func:`violations` runs them on one reward and returns what broke, one line each (empty when none).
-``tests/rewards/test_metamorphic.py`` runs them over every built-in; ``grpo rewards check NAME`` runs the
-last three over any reward, a plugin's included (the first asks for the built-ins' grammar, which a
-plugin need not read).
+``tests/rewards/test_metamorphic.py`` runs them over every built-in; ``grpo rewards check NAME`` runs
+"wrong stays wrong" and "padding never pays" over any reward, a plugin's included (the other two ask
+for the built-ins' grammar and precision, which a plugin need not share).
 """
 
 from __future__ import annotations
@@ -45,6 +45,12 @@ PROPERTIES = ("right stays right", "wrong stays wrong", "padding never pays", "p
 Score = Callable[[str, Gold], float | None]
 
 
+def _full(score: Score, gold: Gold) -> float | None:
+    """What ``<answer>right</answer>`` scores for ``gold``, when it scores more than the wrong answer there."""
+    right, wrong = score(f"<answer>{gold.right}</answer>", gold), score(f"<answer>{gold.wrong}</answer>", gold)
+    return right if right is not None and wrong is not None and right > wrong else None
+
+
 def _run(name: str, test: Callable[[], None], out: list[str]) -> None:
     try:
         test()
@@ -52,12 +58,15 @@ def _run(name: str, test: Callable[[], None], out: list[str]) -> None:
         out.append(f"{name}: {str(exc).splitlines()[0][:400]}")
 
 
-def violations(score: Score, *, full: float, kinds: tuple[str, ...], examples: int = 50,
+def violations(score: Score, *, full: float | None, kinds: tuple[str, ...], examples: int = 50,
                properties: tuple[str, ...] = PROPERTIES) -> list[str]:
     """The properties (module docs) that ``score`` breaks, one line each with hypothesis's smallest example.
 
     ``score(completion, gold)`` scores one completion against ``gold``; ``full`` is what a right answer
-    scores; ``kinds`` the gold kinds the reward reads (:data:`~grpo_rewards.testing.strategies.KINDS`)."""
+    scores, or ``None`` for a reward whose scale is unknown (a plugin's): then a gold's full score is what
+    ``<answer>right</answer>`` scores, and a gold whose right and wrong forms score the same there (a
+    reward that does not read that form) is passed over. ``kinds``: the gold kinds the reward reads
+    (:data:`~grpo_rewards.testing.strategies.KINDS`)."""
     options = settings(max_examples=examples, deadline=None, database=None, derandomize=True,
                        suppress_health_check=list(HealthCheck))
     out: list[str] = []
@@ -75,9 +84,12 @@ def violations(score: Score, *, full: float, kinds: tuple[str, ...], examples: i
     @given(st.data())
     def wrong_stays_wrong(data: Any) -> None:
         gold = data.draw(gold_kinds)
+        top = full if full is not None else _full(score, gold)
+        if top is None:
+            return
         completion = data.draw(disguised_wrong(gold))
         got = score(completion, gold)
-        assert got is None or got < full, f"{completion!r} scored {got} against {gold.reference!r} (wrong)"
+        assert got is None or got < top, f"{completion!r} scored {got} against {gold.reference!r} (wrong)"
 
     @options
     @given(st.data())
@@ -92,7 +104,7 @@ def violations(score: Score, *, full: float, kinds: tuple[str, ...], examples: i
         assert before is None or after is None or after <= before + 1e-9, (
             f"{padding} raised {plain!r} from {before} to {after} against {gold.reference!r}")
 
-    numeric = tuple(k for k in kinds if k in NUMERIC_KINDS and k != "percent")
+    numeric = tuple(k for k in kinds if k in NUMERIC_KINDS and k != "percent") if full is not None else ()
 
     @options
     @given(st.data())
