@@ -9,11 +9,14 @@ Methods, tried in this order by ``auto``:
 
 ``answer_tag``     the content of the non-empty ``<answer>...</answer>`` tag (attributes allowed:
                    ``<answer class="final">``; Markdown emphasis ``**12**`` peeled); an unclosed
-                   tag counts (the answer runs to the next ``<answer>`` or the end)
+                   tag counts (the answer runs to the next ``<answer>`` or the end); a tag named
+                   in a sentence ("in <answer> tags", a quoted ``"<answer>"``) is no answer; a
+                   sentence inside the tag is read for the answer it announces
 ``gsm8k``          the rest of the line after the last ``####`` (GSM8K's solution format), or
                    the next line when that is empty. ``auto`` takes it only when it is a
-                   number literal or the last line of the text, and no ``\\boxed{}`` follows:
-                   a Markdown heading ``#### Step 1: ...`` is not an answer
+                   number literal, a list of them, an option letter, math (``(0, 1]``, ``$x$``)
+                   or the last line of the text: a Markdown heading ``#### Step 1: ...`` is not
+                   an answer
 ``boxed``          the content of the ``\\boxed{...}`` / ``\\fbox{...}`` (nested braces matched;
                    an unbalanced last box gives no answer); ``\\boxed 5`` too; ``$...$``
                    inside a box is text (``\\boxed{12 $ and $13}`` is ``12 \\text{ and }13``)
@@ -34,7 +37,14 @@ Methods, tried in this order by ``auto``:
 
 ``auto`` prefers a ``\\boxed{}`` to an answer announced in words, except a "Final answer"
 announced after the last box (``\\boxed{255} ... Final Answer: The final answer is $10,455$``):
-the box was an intermediate result.
+the box was an intermediate result. Explicit answers of different kinds that differ are a hedge
+(their list): a tag and a box or ``####`` outside it, a ``####`` line and a box, a "Final answer"
+before the last box and the box (unless a revision came between them), a box and the answer
+committed to after a revision that follows it; a box inside a disjunction or after a bound ("12 or
+\\boxed{13}", "at least \\boxed{12}") is the hedge as written. Before the answer in words and the last
+number are read, a postscript (:func:`grpo_rewards.answers.prose.before_postscript`) is cut off;
+claims in quotation marks are skipped; ``answer = 9 * 2`` (program of thought) is the value of its
+arithmetic (:mod:`grpo_rewards.answers.arithmetic`).
 
 Several final answers are hedging, not an answer. One rule for every explicit marker: when a
 completion (outside its reasoning) holds several non-empty ``<answer>`` tags, several boxes,
@@ -405,8 +415,9 @@ def _last_number(text: str) -> str | None:
         found = matches.pop()
         if is_list_marker(text, found) or prose.negated(text, found) or prose.inside(quoted, found.start() - shift):
             continue
-        if prose.bounded(text, found):  # "at least 12": a bound, not the answer
-            return text[max(0, found.start() - 24):found.end()].strip()
+        bound = prose.bound_start(text, found.start())
+        if bound is not None:  # "at least 12": a bound, not the answer
+            return text[bound:found.end()]
         start, end = widen(text, found)
         if (start, end) != found.span():
             found = NUMBER_AT.match(text, start) or found
@@ -541,8 +552,9 @@ def _auto(text: str) -> str | None:
         hedge = _BOX_HEDGE_BEFORE.search(text, max(0, box.start() - 40), box.start())
         if hedge:  # "12 or \\boxed{13}": a disjunction, as written
             return text[hedge.start():box.start()] + value
-        if prose.bounded_at(text, box.start()):  # "at least \\boxed{12}": a bound, not the answer
-            return text[max(0, box.start() - 25):box.start()].strip() + " " + value
+        bound = prose.bound_start(text, box.start())
+        if bound is not None:  # "at least \\boxed{12}": a bound, not the answer
+            return text[bound:box.start()].rstrip("$ \t") + " " + value
         _, end, bare = deque(iter_boxes(text), maxlen=1)[0]
         closing = end + (bare is None)
         other = prose.alternative_after(text, value, closing)

@@ -54,9 +54,9 @@ _FILLERS = ("maybe", "perhaps", "possibly")
 _JOINER_HINT = re.compile(r"\b(?:or|to|and)\b|[–—]")
 _BOUND_BEFORE = re.compile(
     r"(?:\b(?:at[ \t]+least|at[ \t]+most|more[ \t]+than|less[ \t]+than|fewer[ \t]+than|greater[ \t]+than|up[ \t]+to|"
-    r"no[ \t]+more[ \t]+than|no[ \t]+less[ \t]+than|a[ \t]+minimum[ \t]+of|a[ \t]+maximum[ \t]+of)|[≥≤]|(?<=\s)(?:>=|<=|>|<))[ \t]*\Z",
+    r"no[ \t]+more[ \t]+than|no[ \t]+less[ \t]+than|a[ \t]+minimum[ \t]+of|a[ \t]+maximum[ \t]+of)|[≥≤])[ \t]*\Z",
     re.IGNORECASE)
-_BOUND_HINT = re.compile(r"(?i:least|most|than|up to|imum)|[≥≤<>]")
+_BOUND_HINT = re.compile(r"(?i:least|most|than|up to|imum)|[≥≤]")
 #: a claim in quotation marks (a sentence, not a lone quoted value): someone's answer, not the completion's
 _QUOTED = re.compile(r"\"[^\"\n]{0,400}?[A-Za-z][^\"\n]{0,400}?\"|“[^”\n]{0,400}?[A-Za-z][^”\n]{0,400}?”")
 _CONCLUSION = re.compile(r"\b(?:therefore|thus|hence|so|in conclusion|in total|altogether|the answer|final answer)\b",
@@ -106,13 +106,18 @@ def negated(text: str, match: re.Match[str]) -> bool:
 
 def bounded(text: str, match: re.Match[str]) -> bool:
     """Whether the number ``match`` of ``text`` is a bound, not a value ("at least 12", "more than 12", "≥ 12")."""
-    return bounded_at(text, match.start())
+    return bound_start(text, match.start()) is not None
 
 
-def bounded_at(text: str, start: int) -> bool:
-    """Whether what starts at ``start`` (a number, a box) follows a bound ("at least", "≥"; a ``$`` between)."""
-    window = text[max(0, start - 25):start].rstrip("$ \t")
-    return _BOUND_HINT.search(window) is not None and _BOUND_BEFORE.search(window) is not None
+def bound_start(text: str, start: int) -> int | None:
+    """Where the bound ("at least", "≥"; a ``$`` between) before what starts at ``start`` (a number, a box) starts,
+    or ``None`` when no bound precedes it."""
+    offset = max(0, start - 25)
+    window = text[offset:start].rstrip("$ \t")
+    if _BOUND_HINT.search(window) is None:
+        return None
+    found = _BOUND_BEFORE.search(window)
+    return None if found is None else offset + found.start()
 
 
 def quoted_spans(text: str) -> list[tuple[int, int]]:
