@@ -40,6 +40,7 @@ _SAME_CHAR = re.compile(r"(.)\1{2,}", re.DOTALL)
 _SAME_WORDS = re.compile(r"(?<![^ ])((?:[^ ]+ ){1,6}?)\1{2,}")  # on text whose spaces are single, ending in one
 _SAME_CJK = re.compile(r"([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]{2,24}?)\1{2,}")
 _SAME_RUN = re.compile(r"(\S{2,16}?)\1{2,}")  # a loop written without spaces: "abcabcabc", "1+1+1+1+"
+_LONG_RUN = re.compile(r"\S{24}")
 #: a list number or step label at a piece's start: numbered padding repeats the piece after it
 _ENUMERATOR = re.compile(r"^(?:(?:step|item)[ \t]*)?(?:\d{1,4}|[a-z])[.):][ \t]*", re.IGNORECASE)
 _REPEATED_IDS = re.compile(r"(.{1,8}?)\1{2,}", re.DOTALL)  # token ids as characters: a phrase of up to 8 tokens
@@ -61,7 +62,8 @@ def content_text(text: str) -> str:
     joined = _SAME_CHAR.sub(r"\1", "".join(kept.values()).strip())
     if _repeats_words(joined.split(" ")):
         joined = _SAME_WORDS.sub(r"\1", joined + " ")[:-1]
-    return _SAME_RUN.sub(r"\1", _SAME_CJK.sub(r"\1", joined))
+    joined = _SAME_CJK.sub(r"\1", joined)
+    return _SAME_RUN.sub(r"\1", joined) if _LONG_RUN.search(joined) else joined  # a loop is a long run
 
 
 def content_length(text: str) -> int:

@@ -71,6 +71,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
+from collections.abc import Iterable
 
 from grpo_rewards.answers import prose
 from grpo_rewards.answers.arithmetic import evaluate
@@ -192,7 +193,11 @@ def _answer_tag(text: str) -> str | None:
         return None
     last = len(pieces) - 1
     values: list[str] = []
-    for before, part, final in dict.fromkeys((pieces[k - 1][-1:], pieces[k], k == last) for k in range(1, last + 1)):
+    if last == 1:  # the usual case: one tag
+        runs: Iterable[tuple[str, str, bool]] = ((pieces[0][-1:], pieces[1], True),)
+    else:  # each (character before, part, last) once: a tag repeated is read once
+        runs = dict.fromkeys((pieces[k - 1][-1:], pieces[k], k == last) for k in range(1, last + 1))
+    for before, part, final in runs:
         split = _ANSWER_CLOSE.split(part, 1)
         content = split[0].strip()
         if (before in _QUOTES and part[:1] in _QUOTES_AFTER) or _MENTION.match(content if len(split) == 1 else split[1]):
@@ -389,6 +394,8 @@ def _tail_numbers(text: str, want: int = 8) -> list[re.Match[str]]:
     """The last ``want`` number literals of ``text``, read window by window from its end (each window four times
     the last, reading only its new part) until they are found: linear in the text, and a long completion's
     numbers before its end are never parsed. A part with no digit is skipped without the number pattern."""
+    if len(text) <= 4096:  # the usual completion: one pass
+        return list(deque(NUMBER_IN_TEXT.finditer(text), maxlen=want))
     found: list[re.Match[str]] = []
     end, size, n = len(text), 4096, len(text)
     while end > 0 and len(found) < want:
@@ -409,8 +416,8 @@ def _last_number(text: str) -> str | None:
         if ranged and not any(ch.isdigit() for ch in text[ranged.end():]):
             return ranged.group()
     matches = deque(_tail_numbers(text))
-    quoted = prose.quoted_spans(text[-65536:]) if matches else []
     shift = max(0, len(text) - 65536)
+    quoted = prose.quoted_spans(text[shift:] if shift else text) if matches else []
     while matches:
         found = matches.pop()
         if is_list_marker(text, found) or prose.negated(text, found) or prose.inside(quoted, found.start() - shift):

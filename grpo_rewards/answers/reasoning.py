@@ -16,10 +16,15 @@ from functools import lru_cache
 REASONING_TAGS: tuple[str, ...] = ("think", "thinking", "reasoning")
 
 
+def _caseless(tag: str) -> str:
+    """``tag`` as a pattern matching it in any case, without ``re.IGNORECASE`` (which slows the search for ``<``)."""
+    return "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else re.escape(c) for c in tag)
+
+
 @lru_cache(maxsize=32)
 def _tag_pattern(tags: tuple[str, ...]) -> re.Pattern[str]:
-    names = "|".join(re.escape(t) for t in sorted(set(tags), key=len, reverse=True))
-    return re.compile(rf"<(/?)(?:{names})>", re.IGNORECASE)
+    names = "|".join(_caseless(t) for t in sorted(set(tags), key=len, reverse=True))
+    return re.compile(rf"<(/?)(?:{names})>")
 
 
 def reasoning_tags(extra: str | tuple[str, ...] | None = None) -> tuple[str, ...]:
@@ -34,6 +39,8 @@ def strip_reasoning(text: str, tags: tuple[str, ...] = REASONING_TAGS) -> str:
     """``text`` without its reasoning blocks (module docs)."""
     if "<" not in text:  # fast path: no tag at all
         return text
+    if tags is REASONING_TAGS and not any(w in text for w in ("hink", "HINK", "easoning", "EASONING")):
+        return text  # fast path: no default reasoning tag can be there
     pattern = _tag_pattern(tags)
     first = pattern.search(text)
     if first is None:
