@@ -383,6 +383,7 @@ def _answer_prefix(text: str) -> str | None:
 
 _DIGIT = re.compile(r"\d")
 _ALNUM = re.compile(r"[^\W_]")
+_HEADING = re.compile(r"(?:[^\W\d_]{2}|\d+[.)]?[ \t]+[^\W\d_]{2})")  # "#### Step 1", "#### 1. Add": a heading
 _BOX_HEDGE_BEFORE = re.compile(r"[\d$}][ \t]*[,(]?[ \t]*(?:or|to|–|—)(?:[ \t]+(?:maybe|perhaps|possibly))?[ \t]*\$?\Z",
                                re.IGNORECASE)
 _DASH_RANGE = re.compile(r"(?<![\w.])\d[\d.,]{0,30}[ \t]?[–—][ \t]?\d[\d.,]{0,30}")
@@ -514,7 +515,7 @@ def _gsm8k_value(text: str, found: re.Match[str]) -> str | None:
     if announced:  # "#### Final answer: 7"
         value = _prefix_value(announced) or ""
     if (parse_literal(value) is not None or prose.letter_answer(value) or not text[found.end():].strip()
-            or value[:1] in ("(", "[", "{", "$", "\\")  # an interval, a set, math: "#### (0, 1]"
+            or not _HEADING.match(value)  # math ("#### 2x + 1", "#### (0, 1]"), not "#### Step 1: add"
             or ("," in value and all(parse_literal(part) is not None for part in value.split(",")))):  # a list
         return value or None
     return None

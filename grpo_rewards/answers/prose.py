@@ -98,7 +98,7 @@ def after_revision(text: str, start: int) -> int | None:
 
 def negated(text: str, match: re.Match[str]) -> bool:
     """Whether the number ``match`` of ``text`` is said not to be the answer ("not 12", "12 is wrong")."""
-    window = text[max(0, match.start() - 24):match.start()]
+    window = text[max(0, match.start() - 24):match.start()].rstrip("$(\\")  # "not $-0.1$"
     if _NEGATION_HINT.search(window) and _NEGATION_BEFORE.search(window) is not None:
         return True
     return _NEGATION_AFTER.match(text, match.end()) is not None
