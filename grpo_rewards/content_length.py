@@ -41,6 +41,7 @@ _SAME_WORDS = re.compile(r"(?<![^ ])((?:[^ ]+ ){1,6}?)\1{2,}")  # on text whose 
 _SAME_CJK = re.compile(r"([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]{2,24}?)\1{2,}")
 _SAME_RUN = re.compile(r"(\S{2,16}?)\1{2,}")  # a loop written without spaces: "abcabcabc", "1+1+1+1+"
 _LONG_RUN = re.compile(r"\S{24}")
+_LIST_LINE = re.compile(r"^[ \t]*(?:(?:step|item)[ \t]*)?(?:\d{1,4}|[a-z])[.):]", re.IGNORECASE | re.MULTILINE)
 #: a list number or step label at a piece's start: numbered padding repeats the piece after it
 _ENUMERATOR = re.compile(r"^(?:(?:step|item)[ \t]*)?(?:\d{1,4}|[a-z])[.):][ \t]*", re.IGNORECASE)
 _REPEATED_IDS = re.compile(r"(.{1,8}?)\1{2,}", re.DOTALL)  # token ids as characters: a phrase of up to 8 tokens
@@ -56,7 +57,9 @@ def content_text(text: str) -> str:
     """``text`` without its padding (module docs): whitespace runs, repeated pieces and repeated short units."""
     pieces = _PIECE_END.split(text)
     spaced = list(map(_SPACE.sub, repeat(" "), pieces))
-    keys = map(_ENUMERATOR.sub, repeat(""), map(str.strip, spaced))  # "2. Check." is "Check." again
+    keys = map(str.strip, spaced)
+    if _LIST_LINE.search(text):  # a numbered list or steps: "2. Check." is "Check." again
+        keys = map(_ENUMERATOR.sub, repeat(""), keys)
     kept = dict(zip(keys, spaced))  # first occurrence of each piece, in order
     kept.pop("", None)  # blank pieces, and list numbers alone ("1.", "2.", ...)
     joined = _SAME_CHAR.sub(r"\1", "".join(kept.values()).strip())
