@@ -383,7 +383,8 @@ def _answer_prefix(text: str) -> str | None:
 
 _DIGIT = re.compile(r"\d")
 _ALNUM = re.compile(r"[^\W_]")
-_HEADING = re.compile(r"(?:[^\W\d_]{2}|\d+[.)]?[ \t]+[^\W\d_]{2})")  # "#### Step 1", "#### 1. Add": a heading
+_ONE_BOX = re.compile(r"\\(?:boxed|fbox)\s*\{[^{}]*\}")
+_HEADING = re.compile(r"(?:[^\W\d_]{2}|\d+[.)][ \t]+[^\W\d_]{2})")  # "#### Step 1", "#### 1. Add": a heading
 _BOX_HEDGE_BEFORE = re.compile(r"[\d$}][ \t]*[,(]?[ \t]*(?:or|to|–|—)(?:[ \t]+(?:maybe|perhaps|possibly))?[ \t]*\$?\Z",
                                re.IGNORECASE)
 _DASH_RANGE = re.compile(r"(?<![\w.])\d[\d.,]{0,30}[ \t]?[–—][ \t]?\d[\d.,]{0,30}")
@@ -554,7 +555,9 @@ def _auto(text: str) -> str | None:
                 if -announced[1] > box_start:
                     return announced[2]  # "Final answer: X" after the last box: the box was an intermediate result
                 revised = prose.after_revision(text, -announced[1] + 1)
-                if revised is None or revised > box_start:  # a final answer before the box, not withdrawn, that
+                # "The final answer is: $\\boxed{A}$": the line is the box, one answer
+                boxed_there = not _ALNUM.search(_ONE_BOX.sub("", announced[2])) and announced[2] != value
+                if not boxed_there and (revised is None or revised > box_start):  # a final answer before the box, not withdrawn, that
                     return _one_answer([value, announced[2]])  # differs: a hedge
         box = _last(BOXED, text)
         hedge = _BOX_HEDGE_BEFORE.search(text, max(0, box.start() - 40), box.start())
