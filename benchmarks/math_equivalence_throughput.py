@@ -33,11 +33,11 @@ sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]
 
 from rewards_throughput import DEFAULT_DATA, build_batch  # noqa: E402
 
+from grpo_rewards.answers.extraction import extract_answer  # noqa: E402
 from grpo_rewards.builtins import math_check, timeout_pool  # noqa: E402
 from grpo_rewards.builtins.email_rules import email_rules  # noqa: E402
 from grpo_rewards.builtins.math_equivalence import math_equivalence  # noqa: E402
 from grpo_rewards.completions import completion_text  # noqa: E402
-from grpo_rewards.extraction import extract_answer  # noqa: E402
 
 
 def _answer(completion: object) -> str:

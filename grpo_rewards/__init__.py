@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from grpo_rewards.answers.extraction import extract_answer
 from grpo_rewards.completions import completion_text
 from grpo_rewards.compose import ComposedReward, RewardEntry, Scores, compose
 from grpo_rewards.contract import RewardError, SafeReward
-from grpo_rewards.extraction import extract_answer
 from grpo_rewards.hookspecs import hookimpl, hookspec
 from grpo_rewards.plugins import PluginError, Registry, get_registry, load_registry
 from grpo_rewards.reward_config import checked_reward, load_rewards, rewards_from_doc

@@ -8,7 +8,8 @@ unpadded, tags out of order against the same text with ``<>`` written as ``()``,
 tag). A reward that reads ``completion_ids`` gets the paired probes a second time in token ids, as the
 trainer passes them (:func:`token_ids`: a word, a punctuation mark or a whitespace character
 is one id).
-``python -m grpo_rewards.hacking NAME [key=value ...]`` prints them and exits 1 on a hack.
+``python -m grpo_rewards.hacking NAME [key=value ...]`` (``grpo rewards check``) prints them, then the
+metamorphic properties the reward breaks (:func:`properties`), and exits 1 on either.
 """
 
 from __future__ import annotations
@@ -156,7 +157,33 @@ def main(argv: list[str]) -> int:
         print(f"{name}: HACK: {trick}: {s} > {base} ({against})")
     if not hacks:
         print(f"{name}: no trick beats an honest wrong answer")
-    return 1 if hacks else 0
+    broken = properties(name, **params)
+    for line in broken:
+        print(f"{name}: PROPERTY: {line}")
+    return 1 if hacks or broken else 0
+
+
+def properties(name: str, examples: int = 30, **params: Any) -> list[str]:
+    """The metamorphic properties (:mod:`grpo_rewards.testing.metamorphic`) reward ``name`` breaks: a wrong
+    answer disguised never scores what the right one does, padding never pays. Empty, with a note on
+    stderr, when hypothesis (a test dependency) is not installed."""
+    try:
+        from grpo_rewards.testing import (
+            metamorphic,  # hypothesis is a test dependency: only this check needs it
+        )
+    except ImportError:
+        print(f"{name}: metamorphic properties not checked: install hypothesis", file=sys.stderr)
+        return []
+    fn = grpo_rewards.reward(name, **params)
+    spec = get_registry().rewards.get(name)
+    reads_answer = spec is None or "answer" in spec.columns  # a reward outside the registry is given the column
+
+    def score(completion: str, gold: Any) -> float | None:
+        return _score(fn, name, [completion], {"answer": [gold.reference]})[0]
+
+    wanted = ("wrong stays wrong", "padding never pays") if reads_answer else ("padding never pays",)
+    return metamorphic.violations(score, full=None, kinds=metamorphic.NUMERIC_KINDS, examples=examples,
+                                  properties=wanted)
 
 
 if __name__ == "__main__":

@@ -36,7 +36,8 @@ def grpo_register_commands(subparsers: Any) -> None:
     p = rsub.add_parser("show", help="parameters, defaults and an example of one reward")
     p.add_argument("name")
     p.set_defaults(func=cmd_rewards_show)
-    p = rsub.add_parser("check", help="try known reward hacks; exit 1 when one beats an honest wrong answer")
+    p = rsub.add_parser("check", help="try known reward hacks and the metamorphic properties; exit 1 on a hack or a "
+                                         "broken property")
     p.add_argument("name")
     p.add_argument("params", nargs="*", metavar="KEY=VALUE", help="reward parameters, values in TOML")
     p.set_defaults(func=lambda a: hacking.main([a.name, *a.params]))

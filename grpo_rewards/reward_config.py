@@ -22,10 +22,10 @@ import math
 import os
 from typing import Any
 
+from grpo_rewards.answers.extraction import METHODS
 from grpo_rewards.compose import RESERVED_ALIASES, ComposedReward, RewardEntry, check_weight
 from grpo_rewards.contract import DEFAULT_MAX_CONSECUTIVE_FAILURES, ON_ERROR, SafeReward
 from grpo_rewards.errors import ConfigError, Problem
-from grpo_rewards.extraction import METHODS
 from grpo_rewards.extras import MissingExtra
 from grpo_rewards.local_rewards import local_spec, looks_local
 from grpo_rewards.plugins import PluginError, Registry, building_from, get_registry

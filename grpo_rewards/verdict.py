@@ -6,7 +6,7 @@ parsed and why, so a user can see *why* a completion scored as it did
 (:meth:`VerifierReward.explain`, ``grpo rewards score --explain``).
 
 The answer handed to the verifier is found by one of the shared extraction methods
-(:mod:`grpo_rewards.extraction`) or by the verifier's own extraction: a function
+(:mod:`grpo_rewards.answers.extraction`) or by the verifier's own extraction: a function
 ``extract(text) -> str | None`` given as ``VerifierSpec(extract=...)`` (used when a config
 says ``extract = "verifier"``, the default for such a verifier) or passed here directly.
 It receives the completion text with the reasoning (``<think>...</think>``) already removed.
@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from grpo_rewards.answers import check_extraction, extract_answer, strip_reasoning
+from grpo_rewards.answers.numbers import format_number, int_text
 from grpo_rewards.completions import completion_text
-from grpo_rewards.extraction import check_extraction, extract_answer, strip_reasoning
-from grpo_rewards.numbers import format_number, int_text
 
 
 class Status(str, enum.Enum):  # noqa: UP042 (str() and format() of a member stay as they are)
@@ -72,7 +72,7 @@ def reward_from_verifier(
     """Build a batch reward from a verifier.
 
     The answer is extracted from each completion with ``extract``: a method name of
-    :func:`grpo_rewards.extraction.extract_answer`, or the verifier's own function
+    :func:`grpo_rewards.answers.extraction.extract_answer`, or the verifier's own function
     ``extract(text) -> str | None`` (given the text without its reasoning); ``ok`` scores ``value``,
     ``wrong`` (and a completion with no answer) scores ``wrong_value``, and
     ``undecided`` scores ``None``: the row does not count. A completion with no

@@ -1,11 +1,11 @@
 """``exact_match`` reward and the ``numeric`` / ``exact`` verifiers it is built on.
 
 The answer extracted from a completion equals the reference. When the reference is
-a number literal of the number grammar (:mod:`grpo_rewards.numbers`) the answer must
+a number literal of the number grammar (:mod:`grpo_rewards.answers.numbers`) the answer must
 be one too, and they are compared exactly as fractions (``1,000`` == ``1000`` ==
 ``$1000.00``, ``0.75`` == ``3/4``, ``1e3`` == ``1000``) under the grammar's percent
 rule (``50%`` equals ``50`` and ``0.5``), as ``math_equivalence`` compares them;
-otherwise as text (:func:`grpo_rewards.normalize.normalize_text`: whitespace
+otherwise as text (:func:`grpo_rewards.answers.normalize.normalize_text`: whitespace
 collapsed and, by default, case folded).
 
 The reference may be a full GSM8K solution (``"... #### 72"``): its final answer is
@@ -30,9 +30,9 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from grpo_rewards.extraction import METHODS, check_extraction, compared_answer, extract_answer
-from grpo_rewards.normalize import normalize_text
-from grpo_rewards.numbers import Number, format_number, numbers_equal, parse_literal
+from grpo_rewards.answers.extraction import METHODS, check_extraction, compared_answer, extract_answer
+from grpo_rewards.answers.normalize import normalize_text
+from grpo_rewards.answers.numbers import Number, format_number, numbers_equal, parse_literal
 from grpo_rewards.specs import RewardSpec, VerifierSpec
 from grpo_rewards.verdict import Verdict, VerifierReward
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from grpo_rewards.answers.extraction import check_extraction, extract_answer
+from grpo_rewards.answers.numbers import is_integer_literal, parse_number
 from grpo_rewards.completions import completion_text
-from grpo_rewards.extraction import check_extraction, extract_answer
-from grpo_rewards.numbers import is_integer_literal, parse_number
 from grpo_rewards.specs import RewardSpec
 
 

@@ -33,7 +33,7 @@ How text is read:
   score right against ``12:30``. A whole hour (``12:00``) has no value and equals only its own text.
 * Anything else (numbers ``1,234``, ``3/4``) is read as it is.
 * A lone amount of money (``$12``, ``-$1,234.50``, ``\\$5``, ``$1e3``) is read as its number, by
-  the number grammar (:mod:`grpo_rewards.numbers`).
+  the number grammar (:mod:`grpo_rewards.answers.numbers`).
 * A gold with ``####`` (GSM8K) is compared on the text after its last ``####``.
 
 math-verify's string fallback is kept: the text math-verify extracted is kept
@@ -48,10 +48,11 @@ import logging
 import re
 import sys
 from dataclasses import dataclass
+from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
-from grpo_rewards.numbers import Number, compared_values, format_number, parse_literal, unwrap
+from grpo_rewards.answers.numbers import Number, compared_values, format_number, parse_literal, unwrap
 
 _DELIMITED = re.compile(r"\$|\\\(|\\\[|\\begin\{")
 _FORMULA_HINT = re.compile(r"[\\^_{A-Za-z<>=≤≥]")
@@ -108,11 +109,26 @@ DEFAULT_OPTIONS = Options()
 def numbers_close(a: Number, b: Number, precision: int) -> bool:
     """The precision rule: equal under the percent rule, exactly; or, when either was written with a
     decimal point, equal once both are rounded to ``precision`` decimal places (math-verify's rule:
-    ``0.0833333333333333`` is ``1/12`` at 6 places, ``0.333`` is ``1/3`` at 3 places and not at 4)."""
+    ``0.0833333333333333`` is ``1/12`` at 6 places, ``0.333`` is ``1/3`` at 3 places and not at 4), or to
+    ``precision`` significant digits for numbers smaller than that (:func:`places`; math-verify refuses
+    ``0`` and ``3e-9`` for ``3e-7`` too)."""
     x, y = compared_values(a, b)
     if x == y:
         return True
-    return (a.decimal or b.decimal) and round(x, precision) == round(y, precision)
+    if not (a.decimal or b.decimal):
+        return False
+    return round(x, places(x, y, precision)) == round(y, places(x, y, precision))
+
+
+def places(x: Fraction, y: Fraction, precision: int) -> int:
+    """The decimal places the precision rule rounds ``x`` and ``y`` to: ``precision``, plus one for each zero
+    after the decimal point of the larger in size, so that ``precision`` significant digits remain under 1
+    (a reference of ``3e-7`` is not 0, nor ``3e-9``). Numbers whose relative difference is over
+    ``10**(1 - precision)`` never match."""
+    size = max(abs(x), abs(y))
+    if size >= 1:
+        return precision
+    return precision + len(str(size.denominator // size.numerator)) - 1  # the zeros after the point
 WARM_UP = ("$x^2+\\frac{1}{2}$", "$\\frac{1}{2}+x^2$")
 
 
@@ -179,7 +195,7 @@ def literal_check(gold: str, answer: str, require_literal: bool, options: Option
     """The verdict when the gold is a number literal and the answer is one too (or must be and cannot be),
     else None (the worker decides).
 
-    Decided by the number grammar (:mod:`grpo_rewards.numbers`, with its percent rule and the
+    Decided by the number grammar (:mod:`grpo_rewards.answers.numbers`, with its percent rule and the
     precision rule of :func:`numbers_close`) in the calling process. With ``require_literal``, an
     answer of digits and operators only (``17*23+5``, ``(9+1)``) or of prose is wrong against a
     numeric gold; a formula (``\\sqrt{17}``, ``2^{10}``) goes to the worker, which accepts it only in

@@ -1,15 +1,15 @@
 """``math_equivalence`` (reward) and ``math`` (verifier): is the answer mathematically equal to the reference?
 
 The answer is extracted from each completion (``extract``/``pattern``, see
-:mod:`grpo_rewards.extraction`; ``extract = "none"`` hands the whole completion to
+:mod:`grpo_rewards.answers.extraction`; ``extract = "none"`` hands the whole completion to
 math-verify, which looks for ``\\boxed{}``, LaTeX and numbers itself), then
 compared with the row's reference. Only the extraction reads several answers as a
-hedge (a list, see :mod:`grpo_rewards.extraction`): with ``extract = "none"`` math-verify
+hedge (a list, see :mod:`grpo_rewards.answers.extraction`): with ``extract = "none"`` math-verify
 takes one of them, so several answer tags, or an answer in the reasoning, can win
 (``grpo rewards check math_equivalence extract='"none"'`` shows it); train with an
 extraction, and keep ``"none"`` for comparing with TRL's and open-r1's ``accuracy_reward``.
 
-* A reference that is a number literal (:mod:`grpo_rewards.numbers`: ``72``,
+* A reference that is a number literal (:mod:`grpo_rewards.answers.numbers`: ``72``,
   ``1,234``, ``0.5``, ``\\frac{3}{4}``, ``3\\frac{1}{2}``, ``50%``) is compared by the number grammar,
   in the calling process, with an answer that is a number literal too (``x = 5``
   counts as 5). ``require_literal`` (on by default) makes any other answer wrong,
@@ -26,7 +26,7 @@ extraction, and keep ``"none"`` for comparing with TRL's and open-r1's ``accurac
   default), in the number fast path as in math-verify: ``0.0833333333333333`` is
   ``\\frac{1}{12}`` and ``1.414214`` is ``\\sqrt{2}``, ``0.0833`` and ``1.4142`` are not.
   Numbers written without a decimal point compare exactly (``1/3`` is not ``333/1000``).
-* Units (:mod:`grpo_rewards.units`): a reference with a unit (``12 m``, ``3 hours``,
+* Units (:mod:`grpo_rewards.answers.units`): a reference with a unit (``12 m``, ``3 hours``,
   ``5\\text{ cm}^3``) needs an answer with a unit of the same kind; an equal quantity
   in another unit of the table passes (``0.25 km`` for ``250 m``), another unit or a
   bare number is wrong (``12 km`` for ``12 m``, ``cm^2`` for ``cm^3``, ``3`` for
@@ -82,14 +82,16 @@ import re
 from collections import OrderedDict
 from typing import Any
 
+from grpo_rewards.answers import strip_reasoning
+from grpo_rewards.answers.boxes import iter_boxes
+from grpo_rewards.answers.extraction import check_extraction, compared_answer, extract_answer
+from grpo_rewards.answers.numbers import format_number, parse_literal
+from grpo_rewards.answers.units import compare_units, split_unit
 from grpo_rewards.builtins import math_check
 from grpo_rewards.builtins.timeout_pool import START_METHODS, Outcome, run_items
 from grpo_rewards.completions import completion_text
-from grpo_rewards.extraction import check_extraction, compared_answer, extract_answer, iter_boxes
 from grpo_rewards.extras import require_extra
-from grpo_rewards.numbers import format_number, parse_literal
 from grpo_rewards.specs import RewardSpec, VerifierSpec
-from grpo_rewards.units import compare_units, split_unit
 from grpo_rewards.verdict import Status, Verdict, explanation
 
 NO_EXTRACTION = "none"
@@ -235,7 +237,7 @@ def _learn_golds(golds: set[str], timeout_seconds: float, workers: int, start_me
 
 
 def with_units(gold: str, answer: str) -> tuple[str, str] | str:
-    """The pair to compare once units are checked (:mod:`grpo_rewards.units`), or why the answer is wrong.
+    """The pair to compare once units are checked (:mod:`grpo_rewards.answers.units`), or why the answer is wrong.
 
     A reference without a unit leaves the pair as it is. With a unit, the answer must carry one of
     the same kind: the values are compared, the answer's converted to the reference's unit (a
@@ -291,7 +293,9 @@ class MathEquivalence:
         return f"MathEquivalence(extract={self.extract!r}, require_literal={self.require_literal}, {self.options})"
 
     def _answer_of(self, text: str) -> str | None:
-        return text if self.extract == NO_EXTRACTION else extract_answer(text, self.extract, pattern=self.pattern)
+        if self.extract == NO_EXTRACTION:  # math-verify reads the completion, never its reasoning block
+            return strip_reasoning(text)
+        return extract_answer(text, self.extract, pattern=self.pattern)
 
     def __call__(self, completions: list[Any], **columns: Any) -> list[float | None]:
         scores, verdicts, _ = self._judge(completions, columns)

@@ -1,7 +1,8 @@
 """``numeric_proximity`` reward: the closer the extracted number to the reference, the more reward.
 
-``mode = "smooth"`` (default): with ``err = |answer - reference| / max(|reference|, 1)``
-(relative error; absolute for references under 1 in size)::
+``mode = "smooth"`` (default): with ``err = |answer - reference| / |reference|``
+(relative error at every magnitude, so against a tiny reference such as ``3e-7`` the answer 0 or
+``3e-9`` is far off; absolute against the reference 0)::
 
     score = value / (1 + (err / tolerance) ** 2)
 
@@ -19,8 +20,8 @@ normalisation (so the notebook's separate 3.5 "equal after strip" tier cannot oc
 ``1,080`` equals ``1080``), ratios are exact fractions, and a wrong answer to reference 0
 scores ``far`` (the notebook divides by zero and scores -4.5).
 
-Numbers are read by the number grammar (:mod:`grpo_rewards.numbers`) and compared
-under its percent rule (:func:`grpo_rewards.numbers.compared_values`): against reference
+Numbers are read by the number grammar (:mod:`grpo_rewards.answers.numbers`) and compared
+under its percent rule (:func:`grpo_rewards.answers.numbers.compared_values`): against reference
 ``0.5``, ``50%`` is exact and ``49%`` is read as 0.49; against ``50``, ``49%`` is 49.
 
 Both modes score ``None`` when the reference is not a number (the row does not count).
@@ -31,10 +32,10 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
+from grpo_rewards.answers.extraction import check_extraction, compared_answer, extract_answer
+from grpo_rewards.answers.numbers import compared_values, parse_literal
 from grpo_rewards.builtins.exact_match import _check_reference_extract, reference_answer
 from grpo_rewards.completions import completion_text
-from grpo_rewards.extraction import check_extraction, compared_answer, extract_answer
-from grpo_rewards.numbers import compared_values, parse_literal
 from grpo_rewards.specs import RewardSpec
 
 MODES = ("smooth", "tiered")
@@ -43,14 +44,14 @@ NEAR, CLOSE = (Fraction(9, 10), Fraction(11, 10)), (Fraction(8, 10), Fraction(12
 
 
 def smooth_score(got: Fraction, ref: Fraction, value: float, tolerance: float) -> float:
-    """``value / (1 + (err / tolerance)^2)`` with ``err`` the relative (absolute under 1) error."""
+    """``value / (1 + (err / tolerance)^2)`` with ``err`` the relative error (absolute against 0)."""
     if got == ref:
         return value
     try:
-        q = abs(float(got - ref)) / max(abs(float(ref)), 1.0) / tolerance
+        q = float(abs(got - ref) / (abs(ref) or 1)) / tolerance
     except OverflowError:  # beyond 1e308: take the ratio exactly, then in floats
         try:
-            q = float(abs(got - ref) / max(abs(ref), 1)) / tolerance
+            q = float(abs(got - ref) / (abs(ref) or 1)) / tolerance
         except OverflowError:  # astronomically far: the score underflows to 0
             return 0.0
     return value / (1.0 + q * q)

@@ -19,7 +19,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from grpo_rewards.numbers import plain_decimal
+from grpo_rewards.answers.numbers import plain_decimal
+from grpo_rewards.sandbox.extract import without_main_block
 from grpo_rewards.sandbox.program import OK, RUNTIME_ERROR, WRONG, Limits, Program, RunResult
 from grpo_rewards.sandbox.tests_formats import AssertCase, CallCase, StdioCase, TestCase
 
@@ -79,6 +80,8 @@ def program_for(code: str, case: TestCase, limits: Limits | None = None, languag
     if isinstance(case, StdioCase):
         return Prepared(Program(code, case.stdin, language, limits), nonce)
     emit = _EMIT.format(nonce=nonce)
+    if language in ("python", "python3", "py"):  # the solution is imported, not run: its demo stays out
+        code = without_main_block(code)
     if isinstance(case, CallCase):
         runner = _CALL.format(args=json.dumps(case.args), name=case.fn_name)
         return Prepared(Program(f"{code}\n{emit}{runner}", "", language, limits), nonce)
@@ -133,7 +136,7 @@ def output_lines(text: str) -> list[str]:
 
 def lines_close(got: list[str], want: list[str], tolerance: float) -> bool:
     """Same lines and whitespace-separated tokens, where numeric tokens (plain decimals of the number
-    grammar, :func:`grpo_rewards.numbers.plain_decimal`) may differ within ``tolerance`` (relative or
+    grammar, :func:`grpo_rewards.answers.numbers.plain_decimal`) may differ within ``tolerance`` (relative or
     absolute) and every other token must be identical. An expected integer token (digits, an optional sign)
     is exact: only an integer of the same value matches it (``+7`` and ``007`` for ``7``), never ``7.0000001``
     nor ``1000000008`` for ``1000000007``."""
@@ -161,7 +164,7 @@ def lines_close(got: list[str], want: list[str], tolerance: float) -> bool:
     return True
 
 
-# plain decimals (grpo_rewards.numbers.PLAIN_DECIMAL), with possessive quantifiers: the same strings, in
+# plain decimals (grpo_rewards.answers.numbers.PLAIN_DECIMAL), with possessive quantifiers: the same strings, in
 # linear time
 _PLAIN_LINEAR = re.compile(r"[+-]?+(?:\d++(?:\.\d*+)?+|\.\d++)(?:[eE][+-]?+\d++)?+")
 _INTEGER = re.compile(r"[+-]?+\d++")

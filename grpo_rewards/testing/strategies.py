@@ -1,17 +1,23 @@
-"""Hypothesis strategies for reward tests: completions, chat messages, rendered numbers.
+"""Hypothesis strategies for reward tests: completions, chat messages, rendered numbers, golds and their forms.
 
 Numbers are rendered in many candidate forms and kept only where the project's number
-grammar (:func:`grpo_rewards.numbers.parse_number`) reads the same value back, so the
-strategies follow the grammar instead of restating it.
+grammar (:func:`grpo_rewards.answers.numbers.parse_number`) reads the same value back, so the
+strategies follow the grammar instead of restating it. :func:`golds` draws a gold answer of every
+kind (integers, decimals, fractions, tiny and huge magnitudes, units, percentages, sets, intervals,
+expressions, option letters, code, JSON) with a right and a wrong form; :func:`right_completions`,
+:func:`disguised_wrong` and :data:`PADDINGS` build the completions of the metamorphic properties
+(:mod:`grpo_rewards.testing.metamorphic`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from fractions import Fraction
 
 from hypothesis import strategies as st
 
-from grpo_rewards.numbers import format_number, parse_number
+from grpo_rewards.answers.numbers import format_number, parse_number
 
 _TAGS = ("reasoning", "think", "answer")
 
@@ -119,3 +125,186 @@ def batches(draw: st.DrawFn, columns: dict[str, st.SearchStrategy] | None = None
     comps = draw(st.lists(st.one_of(completions(), chat()), min_size=n, max_size=n))
     cols = {k: draw(st.lists(s, min_size=n, max_size=n)) for k, s in (columns or {}).items()}
     return comps, cols
+
+
+# --- golds and their right forms, for the metamorphic properties (grpo_rewards.testing.metamorphic) -------------
+
+#: the kinds of gold answers :func:`golds` draws
+KINDS = ("integer", "decimal", "fraction", "tiny", "huge", "unit", "percent", "set", "interval", "expression",
+         "letter", "code", "json")
+#: the kinds whose right form is one number, which any number-reading reward must accept
+NUMERIC_KINDS = ("integer", "decimal", "fraction", "tiny", "huge", "percent")
+
+
+@dataclass(frozen=True)
+class Gold:
+    """A gold answer: its ``kind`` (:data:`KINDS`), the dataset's ``reference`` cell, a ``right`` form of it as a
+    completion would write it, and a ``wrong`` answer of the same kind."""
+
+    kind: str
+    reference: str
+    right: str
+    wrong: str
+
+
+def _sci(mantissa: Fraction, exponent: int, style: int) -> str:
+    m = format_number(mantissa)
+    return (f"{m}e{exponent}", f"{m}E{exponent}", f"{m} \\times 10^{{{exponent}}}", f"{m}\\cdot 10^{{{exponent}}}")[style]
+
+
+@st.composite
+def _numeric(draw: st.DrawFn, kind: str) -> Gold:
+    if kind == "integer":
+        v = draw(st.integers(-10**6, 10**6))
+        right = draw(renderings(Fraction(v)))
+        return Gold(kind, str(v), right, str(v + draw(st.sampled_from([1, -1, 10, 7]))))
+    if kind == "decimal":
+        places = draw(st.integers(1, 3))
+        v = Fraction(draw(st.integers(-99_999, 99_999).filter(lambda n: n % 10)), 10**places)
+        text = f"{float(v):.{places}f}"
+        right = draw(st.sampled_from([text, text + "0", f"${text}$", f"\\boxed{{{text}}}"]))
+        return Gold(kind, text, right, format_number(v + Fraction(1, 10**places)))
+    if kind == "fraction":
+        q = draw(st.sampled_from([3, 7, 9, 11, 12]))
+        p = draw(st.integers(1, 50).filter(lambda n: n % q))
+        right = draw(st.sampled_from([f"{p}/{q}", f"\\frac{{{p}}}{{{q}}}", f"\\dfrac{{{p}}}{{{q}}}", f"\\frac {{{p}}}{{{q}}}"]))
+        return Gold(kind, f"\\frac{{{p}}}{{{q}}}", right, f"{p + 1}/{q}")
+    if kind in ("tiny", "huge"):
+        mantissa = Fraction(draw(st.integers(11, 99)), 10)
+        exponent = draw(st.integers(-22, -7)) if kind == "tiny" else draw(st.integers(9, 30))
+        reference = _sci(mantissa, exponent, 0)
+        right = _sci(mantissa, exponent, draw(st.integers(0, 3)))
+        off = draw(st.sampled_from(["zero", "magnitude", "digit"]))
+        wrong = {"zero": "0", "magnitude": _sci(mantissa, exponent + draw(st.sampled_from([-2, -1, 1, 3])), 0),
+                 "digit": _sci(mantissa + Fraction(1, 10), exponent, 0)}[off]
+        return Gold(kind, reference, right, wrong)
+    assert kind == "percent"
+    p = draw(st.integers(1, 99))
+    right = draw(st.sampled_from([f"{p}%", f"{p}\\%", f"{p} percent"]))
+    return Gold(kind, f"{p}%", right, f"{p + 1}%")
+
+
+@st.composite
+def _structured(draw: st.DrawFn, kind: str) -> Gold:
+    if kind == "unit":
+        v = draw(st.integers(2, 999))
+        unit = draw(st.sampled_from(["km", "kg", "cm", "m", "hours"]))
+        right = draw(st.sampled_from([f"{v} {unit}", f"{v}{unit}", f"{v}\\text{{ {unit}}}"]))
+        reference = draw(st.sampled_from([f"{v} {unit}", f"{v}{unit}"]))
+        return Gold(kind, reference, right, f"{v + 1} {unit}")
+    if kind == "set":
+        a, b = sorted(draw(st.lists(st.integers(-20, 20), min_size=2, max_size=2, unique=True)))
+        right = draw(st.sampled_from([f"{b}, {a}", f"{a}, {b}", f"\\{{{b}, {a}\\}}"]))
+        return Gold(kind, f"{a}, {b}", right, f"{a}, {b + 1}")
+    if kind == "interval":
+        a = draw(st.integers(-20, 20))
+        b = a + draw(st.integers(1, 20))
+        right = draw(st.sampled_from([f"({a}, {b}]", f"({a},{b}]", f"\\left({a}, {b}\\right]"]))
+        return Gold(kind, f"({a}, {b}]", right, f"[{a}, {b}]")
+    if kind == "expression":
+        a = draw(st.integers(2, 9))
+        c = draw(st.integers(1, 9))
+        right = draw(st.sampled_from([f"{a}x + {c}", f"{c} + {a}x", f"{a} x+{c}", f"{c}+{a}\\cdot x"]))
+        return Gold(kind, f"{a}x + {c}", right, f"{a}x - {c}")
+    if kind == "letter":
+        letter = draw(st.sampled_from("ABCDE"))
+        right = draw(st.sampled_from([letter, f"({letter})", f"**{letter}**"]))
+        return Gold(kind, letter, right, "ABCDE"[("ABCDE".index(letter) + 1) % 5])
+    if kind == "code":
+        k = draw(st.integers(2, 9))
+        return Gold(kind, f"f({k}) == {2 * k}", "def f(x):\n    return 2 * x\n",
+                    f"def f(x):\n    return 2 * x + {k}\n")
+    assert kind == "json"
+    key = draw(st.sampled_from(["a", "name", "total"]))
+    v = draw(st.integers(0, 99))
+    return Gold(kind, '{"type": "object"}', f'{{"{key}": {v}}}', f'{{"{key}": {v},}}')
+
+
+def golds(kinds: tuple[str, ...] = KINDS) -> st.SearchStrategy[Gold]:
+    """A gold answer of one of ``kinds`` with a right and a wrong form (:class:`Gold`)."""
+    return st.sampled_from(kinds).flatmap(lambda k: _numeric(k) if k in NUMERIC_KINDS else _structured(k))
+
+
+#: answer markers: each holds one answer; every reward that reads answers accepts each
+MARKERS = ("<answer>{}</answer>", "<answer>\n{}\n</answer>", "\\boxed{{{}}}", "#### {}", "Final answer: {}",
+           "Answer: {}", "**Final Answer:** {}", "<answer>The answer is {}.</answer>")
+#: sentences and languages that announce one number (or an option letter)
+SENTENCES = ("The answer is {}.", "So the final answer is {}.", "Therefore, the answer is {}.",
+             "The final answer is: {}", "La respuesta final es {}.", "Die Antwort ist {}.", "答案是 {}")
+#: wrappers of the answer itself
+WRAPPERS = ("{}", "${}$", "\\({}\\)", "**{}**", "$\\boxed{{{}}}$")
+#: the answer forms of the model families users train
+TEMPLATES = {
+    "Minerva": "We compute it step by step.\nFinal Answer: The final answer is ${}$. I hope it is correct.",
+    "Qwen2.5-Math": "Let's think step by step. First, 3 + 4 = 7.\nSo the answer is $\\boxed{{{}}}$.",
+    "DeepSeek-R1": "<think>\nFirst 3 + 4 = 7, then 7 * 2 = 14. Maybe 15?\n</think>\n\n**Final Answer**\n\\[\n\\boxed{{{}}}\n\\]",
+    "Llama-3": "## Step 1: Compute\n3 + 4 = 7.\n\nThe final answer is: $\\boxed{{{}}}$",
+    "SmolLM2": "<reasoning>\n3 + 4 = 7, and 7 * 2 = 14.\n</reasoning>\n<answer>\n{}\n</answer>",
+}
+
+
+def right_completions(gold: Gold) -> st.SearchStrategy[str]:
+    """Completions that answer ``gold`` rightly: its right form in any marker, sentence, wrapper or template."""
+    kind = gold.kind
+    if kind in ("json", "code"):  # text a parser reads whole: in a fence, never in math
+        fence = "json" if kind == "json" else "python"
+        frames = [f"```{fence}\n{{}}\n```", f"Here it is:\n```{fence}\n{{}}\n```\nDone.",
+                  f"<think>\nA draft.\n</think>\n```{fence}\n{{}}\n```", f"```{fence}\n{{}}\n```\nRun it:\n```\nx\n```"]
+        return st.sampled_from(frames).map(lambda frame: frame.format(gold.right))
+    math_ok = kind not in ("letter", "unit")
+    wrappers = WRAPPERS if math_ok else ("{}", "**{}**")
+    frames = list(MARKERS) + list(TEMPLATES.values())
+    if kind in NUMERIC_KINDS or kind == "letter":
+        frames += SENTENCES
+    if kind in ("set", "interval", "expression", "unit"):  # a list or text: the explicit markers hold it whole
+        frames = [f for f in frames if not f.startswith(("#### ", "Answer: ", "<answer>The"))] + ["\\boxed{{{}}}"]
+    return st.tuples(st.sampled_from(frames), st.sampled_from(wrappers)).map(lambda fw: _frame(gold.right, *fw))
+
+
+def _frame(answer: str, frame: str, wrapper: str) -> str:
+    """``answer`` in ``wrapper``, in ``frame``; a frame that is math already (``$...$``, ``\\boxed``) takes it bare."""
+    if "$" in frame or "\\[" in frame or "boxed" in frame:
+        wrapper = "{}"
+    return frame.format(wrapper.format(answer))
+
+
+def disguised_wrong(gold: Gold) -> st.SearchStrategy[str]:
+    """Completions whose answer is ``gold.wrong`` while the right value is written where no answer is: a hedge, a
+    revision to the wrong value, a quoted or negated claim, a postscript, a draft in the reasoning."""
+    r, w = gold.right, gold.wrong
+    forms = [
+        f"<answer>{w}</answer>\nSo \\boxed{{{r}}}",
+        f"#### {w}\n#### {r}",
+        f"Final answer: {w}\nFinal answer: {r}",
+        f"\\boxed{{{w}}} or maybe \\boxed{{{r}}}",
+        f"The answer is {r}. Wait, actually, after checking, the answer is {w}.",
+        f'My friend said "the answer is {r}", but the answer is {w}.',
+        f"<think>\nThe answer is {r}.\n</think>\nThe answer is {w}.",
+        f"<think>\n\\boxed{{{r}}}\n</think>\nI cannot solve this.",
+        f"<reasoning>\n<answer>{r}</answer>\n</reasoning>\nI am not sure.",
+        f"<think>The answer is {r}",
+    ]
+    if gold.kind in NUMERIC_KINDS:
+        forms += [f"The answer is {w} or {r}.", f"The answer is at least {r}.", f"<answer>{w} or {r}</answer>",
+                  f"So it is {w}, not {r}.", f"The answer is {w}.\n\nP.S. Some people get {r}.",
+                  f"The answer is {r} (or {w} if we count again)."]
+    return st.sampled_from(forms)
+
+
+#: paddings, each ``(text, times) -> padded text``: repeating one unit of padding ``times`` times adds no content, so
+#: a score may not grow with ``times`` (a reward may count the unit once, as content keeps a repeated unit once)
+PADDINGS: dict[str, Callable[[str, int], str]] = {
+    "blank lines": lambda t, n: t + "\n" * (2 * n),
+    "spaces": lambda t, n: t.replace(" ", " " * (n + 1)),
+    "a repeated sentence": lambda t, n: "Let me double check.\n" * n + t,
+    "a numbered list": lambda t, n: "".join(f"{i}. Let me check.\n" for i in range(1, n + 1)) + t,
+    "list numbers alone": lambda t, n: "".join(f"{i}.\n" for i in range(1, n + 1)) + t,
+    "a loop without spaces": lambda t, n: "checkcheck" * n + "\n" + t,
+    "a CJK loop": lambda t, n: "让我再检查一遍" * n + "\n" + t,
+    "a word loop": lambda t, n: "wait " * n + t,
+}
+
+
+def paddings() -> st.SearchStrategy[str]:
+    """The name of one padding of :data:`PADDINGS`."""
+    return st.sampled_from(sorted(PADDINGS))

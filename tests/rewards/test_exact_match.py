@@ -71,7 +71,8 @@ def test_values_and_missing_reference():
 
 def test_extraction_and_reference_parameters():
     c = ["<answer>5</answer> #### 6"]
-    assert score(c, ["5"]) == [2.0]
+    assert score(c, ["5"]) == [0.0]  # two explicit answers that differ: a hedge
+    assert score(c, ["5"], extract="answer_tag") == [2.0]
     assert score(c, ["6"], extract="gsm8k") == [2.0]
     assert score(["the result: [7]"], ["7"], extract="regex", pattern=r"\[(\d+)\]") == [2.0]
     assert score(["<answer>Paris</answer>"], ["paris"], case_sensitive=True) == [0.0]

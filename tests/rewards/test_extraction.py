@@ -1,10 +1,10 @@
-"""Answer extraction (grpo_rewards.extraction): every method, the auto order, and bad parameters."""
+"""Answer extraction (grpo_rewards.answers.extraction): every method, the auto order, and bad parameters."""
 
 import re
 
 import pytest
 
-from grpo_rewards.extraction import AUTO_ORDER, METHODS, check_extraction, extract_answer
+from grpo_rewards.answers.extraction import AUTO_ORDER, METHODS, check_extraction, extract_answer
 
 UNSLOTH = "<reasoning>\nStep one.\nStep two.\n</reasoning>\n<answer>\n72\n</answer>\n"
 GSM8K = "Natalia sold 48/2 = <<48/2=24>>24 clips in May.\nShe sold 48+24 = <<48+24=72>>72 clips.\n#### 72"
@@ -128,10 +128,12 @@ def test_regex_group_and_whole_match():
     "text, expected, method",
     [
         (UNSLOTH, "72", "answer_tag"),
-        ("<answer>5</answer>\n#### 6", "5", "answer_tag"),  # tag beats ####
+        ("<answer>5</answer>\n#### 5", "5", "answer_tag"),  # tag beats ####
+        ("<answer>5</answer>\n#### 6", "5, 6", None),  # two explicit answers that differ: a hedge
         (GSM8K, "72", "gsm8k"),
-        ("#### 6\n\\boxed{7}", "7", "boxed"),  # a #### heading before a box is not the answer
-        ("\\boxed{7}\n#### 6", "6", "gsm8k"),
+        ("#### Step 6\nwork\n\\boxed{7}", "7", "boxed"),  # a #### heading before a box is not the answer
+        ("#### 6\n\\boxed{7}", "6, 7", None),  # a #### answer and a box that differ: a hedge
+        ("\\boxed{7}\n#### 7", "7", "gsm8k"),
         ("\\boxed{7}\nAnswer: 8", "7", "boxed"),  # boxed beats Answer:
         ("work\nAnswer: 8 apples\nthe end 9", "8 apples", "answer_prefix"),
         ("I think it is 9 or maybe 10", "9 or maybe 10", "last_number"),  # a disjunction: no number
@@ -214,7 +216,7 @@ def test_auto_is_not_hijacked_by_markdown_or_reasoning(text, expected):
 
 
 def test_last_number_finds_only_literals_of_the_number_grammar():
-    from grpo_rewards.numbers import parse_literal
+    from grpo_rewards.answers.numbers import parse_literal
 
     pieces = ["1,234", "-5", "1 000", "\\frac{2}{3}", "50%", "1e3", "$7", "3/4", "1 000 000", "1e-3"]
     for piece in pieces:

@@ -28,7 +28,8 @@ def test_negative_and_value_judging():
 
 
 def test_extraction_parameters():
-    assert score(["<answer>5</answer> #### 6.5"]) == [0.5]
+    assert score(["<answer>5</answer> more words"]) == [0.5]
+    assert score(["<answer>5</answer> #### 6.5"]) == [0.0]  # two explicit answers that differ: no integer
     assert score(["<answer>5</answer> #### 6.5"], extract="gsm8k") == [0.0]
     assert score(["[[8]]"], extract="regex", pattern=r"\[\[(.*?)\]\]") == [0.5]
     with pytest.raises(ValueError, match="unknown extract method"):

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from grpo_rewards.answers.units import compare_units, split_unit
 from grpo_rewards.builtins import timeout_pool
 from grpo_rewards.builtins.math_equivalence import math_equivalence, with_units
-from grpo_rewards.units import compare_units, split_unit
 
 
 @pytest.fixture(scope="module")

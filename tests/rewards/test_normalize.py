@@ -1,10 +1,10 @@
-"""Number parsing and text normalisation (grpo_rewards.normalize)."""
+"""Number parsing and text normalisation (grpo_rewards.answers.normalize)."""
 
 from fractions import Fraction
 
 import pytest
 
-from grpo_rewards.normalize import format_number, is_integer_literal, normalize_text, parse_number
+from grpo_rewards.answers.normalize import format_number, is_integer_literal, normalize_text, parse_number
 
 F = Fraction
 

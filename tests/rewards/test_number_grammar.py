@@ -1,12 +1,12 @@
 """The further forms of the number grammar: words, Indian grouping, currency codes, scientific notation,
-mixed numbers, parentheses and Markdown emphasis (grpo_rewards.numbers, grpo_rewards.number_words)."""
+mixed numbers, parentheses and Markdown emphasis (grpo_rewards.answers.numbers, grpo_rewards.answers.number_words)."""
 
 from fractions import Fraction as F
 
 import pytest
 
-from grpo_rewards.extraction import extract_answer
-from grpo_rewards.numbers import parse_literal, parse_number
+from grpo_rewards.answers.extraction import extract_answer
+from grpo_rewards.answers.numbers import parse_literal, parse_number
 
 
 @pytest.mark.parametrize(("text", "value"), [

@@ -22,8 +22,9 @@ def test_closer_scores_more():
 def test_smooth_parameters():
     assert score(["9"], "10", value=2.0) == [pytest.approx(1.0)]
     assert score(["8"], "10", tolerance=0.2) == [pytest.approx(0.5)]
-    # small references: the error is absolute (max(|reference|, 1)), so 0 vs 0.1 is not "infinitely" wrong
+    # against 0 the error is absolute, so 0.1 is not "infinitely" wrong; every other reference's is relative
     assert score(["0.1"], "0", tolerance=0.1) == [pytest.approx(0.5)]
+    assert score(["0.45"], "0.5") == [pytest.approx(0.5)]
     assert score(["0"], "0") == [1.0]
     assert score(["1e400"], "1") == [0.0]  # astronomically far: underflows to 0, never raises
     assert score(["1.05e400"], "1e400") == [pytest.approx(0.8)]  # beyond floats, the ratio is still right

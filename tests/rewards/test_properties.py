@@ -16,13 +16,13 @@ from fractions import Fraction
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from grpo_rewards.answers.extraction import extract_answer
+from grpo_rewards.answers.normalize import format_number, parse_number
 from grpo_rewards.builtins.exact_match import exact_match, make_numeric_verifier
 from grpo_rewards.builtins.formats import soft_format, strict_format
 from grpo_rewards.builtins.integer_format import integer_format
 from grpo_rewards.builtins.numeric_proximity import TIERS, numeric_proximity
 from grpo_rewards.builtins.xml_count import xml_count
-from grpo_rewards.extraction import extract_answer
-from grpo_rewards.normalize import format_number, parse_number
 
 from . import unsloth_reference as unsloth
 

@@ -1,13 +1,13 @@
 """Answers written in prose: revisions, negations, disjunctions and ranges, option letters, explicit markers
-that disagree, Markdown and tag attributes (grpo_rewards.extraction, grpo_rewards.prose_answers)."""
+that disagree, Markdown and tag attributes (grpo_rewards.answers.extraction, grpo_rewards.answers.prose)."""
 
 import pickle
 
 import pytest
 
 from grpo_rewards import reward
-from grpo_rewards.extraction import compared_answer, extract_answer
-from grpo_rewards.prose_answers import Choice
+from grpo_rewards.answers.extraction import compared_answer, extract_answer
+from grpo_rewards.answers.prose import Choice
 
 
 @pytest.mark.parametrize(("text", "expected"), [

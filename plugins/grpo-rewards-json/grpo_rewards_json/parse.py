@@ -1,8 +1,11 @@
 """Finding and parsing the JSON in a completion, safely: sizes and nesting are capped before parsing.
 
+The reasoning block is never the JSON (:func:`grpo_rewards.answers.strip_reasoning`): a draft inside
+``<think>`` followed by a refusal has no JSON. Fences are read by :mod:`grpo_rewards.answers.fences`.
+
 :func:`extract_json_text` takes the JSON text out of a completion (``extract``):
 
-* ``"fence"``: the last fenced block marked ```` ```json ```` (or unmarked), nothing without one;
+* ``"fence"``: the last fenced block marked ```` ```json ````, else the last unmarked one, nothing without one;
 * ``"whole"``: the whole completion, stripped;
 * ``"auto"``: the last fence when there is one, else the whole completion.
 
@@ -17,29 +20,24 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from grpo_rewards.answers import last_block, strip_reasoning
+
 EXTRACT_METHODS = ("auto", "fence", "whole")
-JSON_FENCE_LANGUAGES = ("", "json")
+JSON_FENCE_LANGUAGES = ("json",)
 
 
 def last_json_fence(text: str) -> str | None:
-    """The body of the last fenced block marked ``json`` (or unmarked), by one left-to-right pass
-    (a regex with a lazy body backtracks quadratically on long runs of blanks)."""
-    last, pos = None, 0
-    while (start := text.find("```", pos)) >= 0:
-        line_end = text.find("\n", start + 3)
-        end = text.find("```", line_end + 1) if line_end >= 0 else -1
-        if end < 0:
-            break
-        if text[start + 3 : line_end].strip().lower() in JSON_FENCE_LANGUAGES:
-            last = text[line_end + 1 : end]
-        pos = end + 3
-    return last
+    """The body of the last fenced block marked ``json``, else of the last unmarked one
+    (:func:`grpo_rewards.answers.last_block`: a trailing unlabelled snippet after a ``json`` block is not the JSON)."""
+    block = last_block(text, JSON_FENCE_LANGUAGES)
+    return None if block is None else block.body
 
 
 def extract_json_text(text: str, extract: str = "auto") -> str | None:
     """The JSON text in ``text`` by ``extract`` (module docs), or ``None`` when there is none."""
     if extract not in EXTRACT_METHODS:
         raise ValueError(f"extract must be one of {', '.join(EXTRACT_METHODS)}, got {extract!r}")
+    text = strip_reasoning(text)
     if extract != "whole":
         fenced = last_json_fence(text)
         if fenced is not None:

@@ -4,17 +4,35 @@
 n-gram (or shorter than ``ngram_size``), approaching ``max_penalty`` for a fully repetitive one.
 The n-grams are over the completion's token ids when the ``completion_ids`` column is given and
 ``use_token_ids`` is on (TRL's ``get_repetition_penalty_reward``), else over its lower-cased
-whitespace-separated words (open-r1's ``get_repetition_penalty_reward`` with ``language = "en"``).
+whitespace-separated words (open-r1's ``get_repetition_penalty_reward`` with ``language = "en"``;
+CJK text and loops without spaces are cut into characters and 8-character pieces, :func:`words`).
 A row whose ``completion_ids`` cell is not a list of token ids scores ``None``.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from grpo_rewards import completion_text
 from grpo_rewards_reasoning.ids import id_rows
+
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+_UNIT = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]|[^\s\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]{1,8}")
+LONG_WORD = 32
+
+
+def words(text: str) -> list[str]:
+    """The units the word n-grams count: open-r1's lower-cased whitespace-separated words; in a text with
+    Chinese, Japanese or Korean characters or a run of over :data:`LONG_WORD` characters without a space (a
+    loop written without spaces), each CJK character and each 8 characters of such a run is a unit, so
+    that a loop without spaces repeats n-grams as a loop of words does."""
+    low = text.lower()
+    split = low.split()
+    if _CJK.search(low) is None and all(len(w) <= LONG_WORD for w in split):
+        return split
+    return _UNIT.findall(low)
 
 
 def repetition_fraction(units: Sequence[Any], ngram_size: int) -> float:
@@ -35,7 +53,7 @@ class NgramRepetitionPenalty:
 
     def __call__(self, completions: list[Any], **columns: Any) -> list[float | None]:
         ids = id_rows(columns, len(completions)) if self.use_token_ids else None
-        rows = ids if ids is not None else [completion_text(c).lower().split() for c in completions]
+        rows = ids if ids is not None else [words(completion_text(c)) for c in completions]
         out: list[float | None] = []
         for units in rows:
             if units is None:  # a completion_ids cell that is not token ids

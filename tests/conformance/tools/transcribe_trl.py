@@ -22,7 +22,7 @@ PLUGIN = "no built-in: left to the grpo-rewards-reasoning plugin package"
 ME = "grpo_rewards/builtins/math_equivalence.py"
 DELIBERATE = {
     "number_words": {
-        "reward": "math_equivalence", "documented_in": "grpo_rewards/numbers.py",
+        "reward": "math_equivalence", "documented_in": "grpo_rewards/answers/numbers.py",
         "phrase": "an integer in English words",
         "reason": "an integer written in English words is a number literal: the reference 'forty two' is 42, so "
                   "the answer 42 scores (TRL cannot parse it and scores None)",

@@ -84,7 +84,7 @@ DELIBERATE = {
                   "exact tier (the notebook: 3.5, 2.0, -4.5)",
     },
     "number_words": {
-        "reward": "numeric_proximity", "documented_in": "grpo_rewards/numbers.py",
+        "reward": "numeric_proximity", "documented_in": "grpo_rewards/answers/numbers.py",
         "phrase": "an integer in English words",
         "reason": "an integer written in English words is a number: 'seventy-two' is 72, the exact tier (the "
                   "notebook's float() cannot read it: -4.5)",

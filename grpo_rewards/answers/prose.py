@@ -1,6 +1,6 @@
 """How an answer written in prose is read: revisions, negations, disjunctions and ranges, option letters.
 
-:mod:`grpo_rewards.extraction` owns the order of the methods; this module owns the reading of
+:mod:`grpo_rewards.answers.extraction` owns the order of the methods; this module owns the reading of
 the words around a number when no tag, box, ``####`` or answer line marks it:
 
 * **revisions**: a later "but", "actually", "wait", "after checking", "on second thought" (and
@@ -9,8 +9,14 @@ the words around a number when no tag, box, ``####`` or answer line marks it:
   total is 13" answers 13 (:func:`after_revision`);
 * **negations**: a number said not to be the answer is skipped ("13, not 12"; "12 is wrong")
   (:func:`negated`);
-* **disjunctions and ranges**: "12 or 13", "between 10 and 14", "from 10 to 14", "10 to 14"
-  are a hedge, read as the text itself (which is no number), unless both numbers are equal
+* **bounds**: "at least 12", "more than 12", "≥ 12" bound the answer without giving it: a hedge
+  (:func:`bounded`);
+* **quoted claims**: a sentence in quotation marks ("he said \"the answer is 12\"") is someone's claim,
+  not the completion's answer (:func:`quoted_spans`);
+* **postscripts**: a ``P.S.`` line, or a ``Note:`` line after the conclusion, is an aside: its numbers
+  are not the answer (:func:`before_postscript`);
+* **disjunctions and ranges**: "12 or 13", "between 10 and 14", "from 10 to 14", "10 to 14",
+  "12–13", "12 (or 13 if ...)" are a hedge, read as the text itself (which is no number), unless both numbers are equal
   ("0.5 or 1/2" is one answer restated) (:func:`hedged_span`);
 * **option letters**: after an option list ("A: 7, B: 12", "(A) 7 (B) 12", one option a
   line), "I pick B", "the answer is (B)." or "option B" answers with the letter: a
@@ -21,12 +27,13 @@ the words around a number when no tag, box, ``####`` or answer line marks it:
 
 from __future__ import annotations
 
+import bisect
 import re
 
-from grpo_rewards.numbers import NUMBER_AT, parse_literal
+from grpo_rewards.answers.numbers import NUMBER_AT, parse_literal
 
-_REVISION = re.compile(
-    r"(?:\b(?:but|however|actually|wait|instead|hmm|oops|correction|on second thought|after (?:re-?)?checking|"
+_REVISION = re.compile(  # the lookahead first: a position no revision word starts at fails on one character
+    r"(?=[bhawiocltpemн但不其实等])(?:\b(?:but|however|actually|wait|instead|hmm|oops|correction|on second thought|after (?:re-?)?checking|"
     r"after review(?:ing)?|let me (?:re-?check|recheck|recompute|correct)|i made a mistake|that(?:'s| is| was) wrong|"
     r"pero|en realidad|mais|en fait|aber|eigentlich|porém|mas|però|invece|но|на самом деле)\b"
     r"|但是|不过|其实|实际上|等等)",
@@ -39,12 +46,25 @@ _NEGATION_BEFORE = re.compile(
 _NEGATION_HINT = re.compile(r"(?i:not|never|n't|than|instead|except|longer|nicht|pas|no es|não|不是)")
 _NEGATION_AFTER = re.compile(
     r"[ \t]*(?:is|was)?[ \t]*(?:wrong|incorrect|not (?:right|correct|the answer)|a mistake)\b", re.IGNORECASE)
-_DISJUNCTION = re.compile(r"[ \t]*(?:,[ \t]*)?(?:or|to)[ \t]+(?:maybe[ \t]+|perhaps[ \t]+|possibly[ \t]+)?",
+_DISJUNCTION = re.compile(r"\.?[ \t]*(?:[,(][ \t]*)?(?:(?:or|to)[ \t]+|[–—][ \t]*)(?:maybe[ \t]+|perhaps[ \t]+|possibly[ \t]+)?",
                           re.IGNORECASE)
 _RANGE_BEFORE = re.compile(r"\b(?:between|from|either)[ \t]+\Z", re.IGNORECASE)
 _RANGE_AND = re.compile(r"[ \t]+and[ \t]+", re.IGNORECASE)
 _FILLERS = ("maybe", "perhaps", "possibly")
-_JOINER_HINT = re.compile(r"\b(?:or|to|and)\b")
+_JOINER_HINT = re.compile(r"\b(?:or|to|and)\b|[–—]")
+_BOUND_BEFORE = re.compile(
+    r"(?:\b(?:at[ \t]+least|at[ \t]+most|more[ \t]+than|less[ \t]+than|fewer[ \t]+than|greater[ \t]+than|up[ \t]+to|"
+    r"no[ \t]+more[ \t]+than|no[ \t]+less[ \t]+than|a[ \t]+minimum[ \t]+of|a[ \t]+maximum[ \t]+of)|[≥≤])[ \t]*\Z",
+    re.IGNORECASE)
+_BOUND_HINT = re.compile(r"(?i:least|most|than|up to|imum)|[≥≤]")
+#: a claim in quotation marks (a sentence, not a lone quoted value): someone's answer, not the completion's
+_QUOTED = re.compile(r"\"[^\"\n]{0,400}?[A-Za-z][^\"\n]{0,400}?\"|“[^”\n]{0,400}?[A-Za-z][^”\n]{0,400}?”")
+_CONCLUSION = re.compile(r"\b(?:therefore|thus|hence|so|in conclusion|in total|altogether|the answer|final answer)\b",
+                         re.IGNORECASE)
+_POSTSCRIPT = re.compile(
+    r"^[ \t*_>#(]*(?:P\.?[ \t]?S\.?(?=[\s:,])|N\.B\.|(?:Note|Remark|Side note|Fun fact|Aside|Bonus|Also note|Disclaimer)"
+    r"(?=[ \t]*[:,.—–-]))", re.MULTILINE | re.IGNORECASE)
+_PS = re.compile(r"^[ \t*_>#(]*P\.?[ \t]?S\.?(?=[\s:,])", re.MULTILINE | re.IGNORECASE)
 _CHOICE = re.compile(
     r"(?:\bI(?:'d| would| will|'ll)?[ \t]+(?:pick|choose|select|go with)|\b(?i:option|choice))"
     r"[ \t*_]*(?:option[ \t]+|choice[ \t]+)?\(?(?P<letter>[A-J])\)?(?![\w'])",
@@ -78,10 +98,55 @@ def after_revision(text: str, start: int) -> int | None:
 
 def negated(text: str, match: re.Match[str]) -> bool:
     """Whether the number ``match`` of ``text`` is said not to be the answer ("not 12", "12 is wrong")."""
-    window = text[max(0, match.start() - 24):match.start()]
+    window = text[max(0, match.start() - 24):match.start()].rstrip("$(\\")  # "not $-0.1$"
     if _NEGATION_HINT.search(window) and _NEGATION_BEFORE.search(window) is not None:
         return True
     return _NEGATION_AFTER.match(text, match.end()) is not None
+
+
+def bounded(text: str, match: re.Match[str]) -> bool:
+    """Whether the number ``match`` of ``text`` is a bound, not a value ("at least 12", "more than 12", "≥ 12")."""
+    return bound_start(text, match.start()) is not None
+
+
+def bound_start(text: str, start: int) -> int | None:
+    """Where the bound ("at least", "≥"; a ``$`` between) before what starts at ``start`` (a number, a box) starts,
+    or ``None`` when no bound precedes it."""
+    offset = max(0, start - 25)
+    window = text[offset:start].rstrip("$ \t")
+    if _BOUND_HINT.search(window) is None:
+        return None
+    found = _BOUND_BEFORE.search(window)
+    return None if found is None else offset + found.start()
+
+
+def quoted_spans(text: str) -> list[tuple[int, int]]:
+    """The spans of the claims in quotation marks of ``text`` (module docs), in order."""
+    if '"' not in text and "“" not in text:
+        return []
+    return [m.span() for m in _QUOTED.finditer(text)]
+
+
+def inside(spans: list[tuple[int, int]], position: int) -> bool:
+    """Whether ``position`` lies inside one of ``spans`` (sorted, disjoint)."""
+    if not spans:
+        return False
+    k = bisect.bisect_right(spans, (position, 1 << 62)) - 1
+    return k >= 0 and spans[k][0] < position < spans[k][1]
+
+
+def before_postscript(text: str) -> str:
+    """``text`` without its postscript: from a ``P.S.`` line, or from a ``Note:``/``Remark:`` line that follows
+    a conclusion ("Therefore ...", "So ...", "the answer ..."), to the end. A number there is an aside."""
+    if "S" not in text and "s" not in text and "N" not in text and "n" not in text:
+        return text
+    ps = _PS.search(text)
+    conclusion = _CONCLUSION.search(text)
+    note = _POSTSCRIPT.search(text, conclusion.end()) if conclusion else None
+    cut = min((m.start() for m in (ps, note) if m is not None), default=None)
+    if cut is None or not text[:cut].strip():
+        return text
+    return text[:cut]
 
 
 def _same(a: str, b: str) -> bool:
@@ -106,6 +171,8 @@ def hedged_span(text: str, match: re.Match[str]) -> str | None:
     words = head.split()[-5:]
     if words and head[-1:] in " \t" and words[-1].lower() in _FILLERS:
         words.pop()
+    if len(words) >= 2 and words[-1] in ("–", "—") and head[-1:] in " \t":
+        words[-1] = "to"  # "12 – 13": a range
     if len(words) < 2 or head[-1:] not in " \t" or words[-1].lower() not in ("or", "to", "and"):
         return None
     joiner = words.pop().lower()
@@ -114,6 +181,17 @@ def hedged_span(text: str, match: re.Match[str]) -> str | None:
     if parse_literal(first) is None or _same(first, match.group()) or (joiner == "and" and not ranged):
         return None
     return (head[head.rfind(words[-1]):] + match.group()).strip()
+
+
+def alternative_after(text: str, value: str, end: int) -> int | None:
+    """Where an alternative to ``value`` that follows at ``end`` ends ("$12$ or 13", "$12$ (or 13 if ...)"), or
+    ``None`` when none follows or it restates ``value`` ("$0.5$, or 1/2")."""
+    follow = _DISJUNCTION.match(text, end)
+    other = NUMBER_AT.match(text, follow.end()) if follow else None
+    if other is None:
+        return None
+    value = value.strip().strip("$")
+    return None if _same(value, other.group()) else other.end()
 
 
 def range_start(text: str, match: re.Match[str]) -> bool:

@@ -1,6 +1,6 @@
 """Integers written in English words: ``twelve``, ``one hundred and five``, ``two thousand twenty-four``.
 
-:func:`words_value` is the one reader; :mod:`grpo_rewards.numbers` calls it for a whole answer
+:func:`words_value` is the one reader; :mod:`grpo_rewards.answers.numbers` calls it for a whole answer
 that is not written in digits. The grammar is the one a careful grader reads without doubt:
 ``zero`` to ``nineteen``, the tens (``twenty`` to ``ninety``, joined to a unit by a hyphen or a
 space: ``forty-two``, ``forty two``), ``hundred``, ``thousand``, ``million``, ``billion``,

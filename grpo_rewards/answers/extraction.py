@@ -1,20 +1,22 @@
 """Answer extraction shared by every reward: find the final answer inside a completion.
 
-Reasoning is not the answer: every method except ``regex`` first drops the text inside
-``<think>...</think>`` (and everything before a lone ``</think>``, as when the chat
-template opened the block); an unclosed ``<think>`` runs to the end, so a completion
-cut off while thinking has no answer, whatever its reasoning says (an ``<answer>``
-drafted inside ``<think>`` never wins).
+Reasoning is not the answer: every method (``regex`` too) first drops the reasoning block
+(:mod:`grpo_rewards.answers.reasoning`: ``<think>...</think>`` and the other reasoning tags,
+everything before a lone ``</think>``, an unclosed ``<think>`` to the end), so an ``<answer>``
+drafted inside ``<think>`` never wins.
 
 Methods, tried in this order by ``auto``:
 
 ``answer_tag``     the content of the non-empty ``<answer>...</answer>`` tag (attributes allowed:
                    ``<answer class="final">``; Markdown emphasis ``**12**`` peeled); an unclosed
-                   tag counts (the answer runs to the next ``<answer>`` or the end)
+                   tag counts (the answer runs to the next ``<answer>`` or the end); a tag named
+                   in a sentence ("in <answer> tags", a quoted ``"<answer>"``) is no answer; a
+                   sentence inside the tag is read for the answer it announces
 ``gsm8k``          the rest of the line after the last ``####`` (GSM8K's solution format), or
                    the next line when that is empty. ``auto`` takes it only when it is a
-                   number literal or the last line of the text, and no ``\\boxed{}`` follows:
-                   a Markdown heading ``#### Step 1: ...`` is not an answer
+                   number literal, a list of them, an option letter, math (``(0, 1]``, ``$x$``)
+                   or the last line of the text: a Markdown heading ``#### Step 1: ...`` is not
+                   an answer
 ``boxed``          the content of the ``\\boxed{...}`` / ``\\fbox{...}`` (nested braces matched;
                    an unbalanced last box gives no answer); ``\\boxed 5`` too; ``$...$``
                    inside a box is text (``\\boxed{12 $ and $13}`` is ``12 \\text{ and }13``)
@@ -27,15 +29,22 @@ Methods, tried in this order by ``auto``:
                    number literal ("the answer is correct" announces nothing)
 ``last_number``    the last number literal in the text that is not negated ("13, not 12"), as the
                    disjunction or range it belongs to ("12 or 13": no number; see
-                   :mod:`grpo_rewards.prose_answers`) (:data:`grpo_rewards.numbers.NUMBER_IN_TEXT`:
+                   :mod:`grpo_rewards.answers.prose`) (:data:`grpo_rewards.answers.numbers.NUMBER_IN_TEXT`:
                    ``-1,234.5``, ``1 000 000``, ``3/4``, ``\\frac{1}{3}``, ``$12``, ``1e-3``, ``50%``);
                    list markers, dates, times, ranges and powers are not numbers
 ``regex``          the first group (or whole match) of the last match of a custom ``pattern``
-                   (on the raw text: the pattern decides)
+                   (on the text without its reasoning: the pattern decides the rest)
 
 ``auto`` prefers a ``\\boxed{}`` to an answer announced in words, except a "Final answer"
 announced after the last box (``\\boxed{255} ... Final Answer: The final answer is $10,455$``):
-the box was an intermediate result.
+the box was an intermediate result. Explicit answers of different kinds that differ are a hedge
+(their list): a tag and a box or ``####`` outside it, a ``####`` line and a box, a "Final answer"
+before the last box and the box (unless a revision came between them), a box and the answer
+committed to after a revision that follows it; a box inside a disjunction or after a bound ("12 or
+\\boxed{13}", "at least \\boxed{12}") is the hedge as written. Before the answer in words and the last
+number are read, a postscript (:func:`grpo_rewards.answers.prose.before_postscript`) is cut off;
+claims in quotation marks are skipped; ``answer = 9 * 2`` (program of thought) is the value of its
+arithmetic (:mod:`grpo_rewards.answers.arithmetic`).
 
 Several final answers are hedging, not an answer. One rule for every explicit marker: when a
 completion (outside its reasoning) holds several non-empty ``<answer>`` tags, several boxes,
@@ -46,7 +55,7 @@ never the last one alone. In prose the last committed answer counts: an answer a
 sentence ("the answer is 12") gives way to the one committed to after a revision ("but after
 checking, the total is 13"); negated numbers are skipped; a disjunction or range is no number.
 An option letter chosen in words ("I pick B", "the answer is (B)") is a
-:class:`grpo_rewards.prose_answers.Choice` carrying its option's text
+:class:`grpo_rewards.answers.prose.Choice` carrying its option's text
 (:func:`compared_answer`). Every form and its outcome: ``docs/answers.md``.
 A list is no number, so ``<answer>40</answer><answer>41</answer><answer>42</answer>``
 is wrong against ``42`` for every reward that wants a number; ``math_equivalence``
@@ -62,20 +71,32 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable
 
-from grpo_rewards import prose_answers as prose
-from grpo_rewards.numbers import NUMBER_AT, NUMBER_IN_TEXT, is_list_marker, parse_literal, widen
+from grpo_rewards.answers import prose
+from grpo_rewards.answers.arithmetic import evaluate
+from grpo_rewards.answers.boxes import BOXED, box_contents, iter_boxes
+from grpo_rewards.answers.numbers import (
+    NUMBER_AT,
+    NUMBER_IN_TEXT,
+    format_number,
+    is_list_marker,
+    parse_literal,
+    widen,
+)
+from grpo_rewards.answers.reasoning import strip_reasoning
 
 METHODS = ("auto", "answer_tag", "gsm8k", "boxed", "answer_prefix", "last_number", "regex")
 AUTO_ORDER = ("answer_tag", "gsm8k", "boxed", "answer_prefix", "last_number")
 
 _ANSWER_OPEN = re.compile(r"<answer(?:\s[^<>]{0,200})?>", re.IGNORECASE)
 _ANSWER_CLOSE = re.compile(r"</answer>", re.IGNORECASE)
-_THINK = re.compile(r"<(/?)think>", re.IGNORECASE)
+_QUOTES = ("`", '"', "'", "“", "‘")
+#: what follows a tag that is named in a sentence, not used: "tags", "and </answer> tags"; a quoted tag ("`<answer>`")
+#: is named too
+_QUOTES_AFTER = ("`", '"', "'", "”", "’")
+_MENTION = re.compile(r"[ \t]*(?:and|or|&)?[ \t]*(?:</answer>[`'\"”’]?[ \t]*)?tags?\b", re.IGNORECASE)
 _GSM8K = re.compile(r"####[ \t]*(?:\n[ \t]*)?([^\n]*)")
-_BOXED = re.compile(r"\\(?:boxed|fbox)(?:\s*\{|\s+([^\s{}\\$]+))")
-_BRACES = re.compile(r"[{}]")
 _MARKS = "[ \t*#>_-]*"
 _FOREIGN_FINAL = (r"respuesta[ \t]+final|r[ée]ponse[ \t]+finale|endg[üu]ltige[ \t]+antwort|resposta[ \t]+final|"
                   r"risposta[ \t]+finale|окончательный[ \t]+ответ|итоговый[ \t]+ответ|最终答案|最終答案")
@@ -106,7 +127,7 @@ _PREFIX = _prefix_pattern(r"final[ \t]+answer", "answer")
 _PREFIX_FOREIGN = _prefix_pattern(_FOREIGN_FINAL, _FOREIGN_ANSWER)
 _PHRASE = re.compile(
     r"\b(?:(?P<final>final[ \t]+answer)|(?P<answer>answer))(?:[ \t*_]+(?:is|was|would be|will be)"
-    r"|[ \t*_]*(?:=|is:))[ \t*_:]*(?P<rest>\S[^\n]*)",
+    r"|[ \t*_]*(?:(?P<eq>=)|is:))[ \t*_:]*(?P<rest>\S[^\n]*)",
     re.IGNORECASE,
 )
 _PHRASE_FOREIGN = re.compile(
@@ -119,34 +140,12 @@ _COMMITMENT = re.compile(
     r"equals|should be|must be))[ \t*_:]*(?P<rest>\S[^\n]*)",
     re.IGNORECASE,
 )
-_MATH_SPAN = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]")
+_MATH_SPAN = re.compile(r"\$\$(.+?)\$\$|\$((?:\\\$|[^$\n])+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]")
 
 
 def _last(pattern: re.Pattern[str], text: str) -> re.Match[str] | None:
     tail = deque(pattern.finditer(text), maxlen=1)
     return tail[0] if tail else None
-
-
-def strip_reasoning(text: str) -> str:
-    """``text`` without its ``<think>...</think>`` reasoning (see the module docs)."""
-    if "hink>" not in text and _THINK.search(text) is None:  # fast path: no reasoning block
-        return text
-    out: list[str] = []
-    depth_open = False
-    pos = 0
-    for tag in _THINK.finditer(text):
-        closing = tag.group(1) == "/"
-        if not closing and not depth_open:
-            out.append(text[pos:tag.start()])
-            depth_open = True
-        elif closing:
-            if not depth_open:  # a lone </think>: everything before it was reasoning
-                out.clear()
-            depth_open = False
-            pos = tag.end()
-    if not depth_open:
-        out.append(text[pos:])
-    return "".join(out)
 
 
 _SPACE = re.compile(r"\s+")
@@ -167,7 +166,7 @@ def _one_answer(values: list[str]) -> str | None:
     if len(values) == 1:  # the usual case: one answer, nothing to compare
         return values[0] or None
     distinct: dict[object, str] = {}
-    for value in values:
+    for value in dict.fromkeys(values):  # one answer repeated is compared once
         if value:
             distinct.setdefault(_key(value), value)
     return LIST_SEPARATOR.join(distinct.values()) or None
@@ -189,14 +188,39 @@ def _peel_emphasis(value: str) -> str:
 def _answer_tag(text: str) -> str | None:
     if "<a" not in text and "<A" not in text:  # fast path: no tag can start here
         return None
-    opens = list(_ANSWER_OPEN.finditer(text))
-    values = []
-    for k, found in enumerate(opens):
-        start = found.end()
-        stop = opens[k + 1].start() if k + 1 < len(opens) else len(text)
-        close = _ANSWER_CLOSE.search(text, start, stop)
-        values.append(_peel_emphasis(text[start:close.start() if close else stop].strip()))
+    pieces = _ANSWER_OPEN.split(text)  # the text before the first tag, then what follows each opening tag
+    if len(pieces) == 1:
+        return None
+    last = len(pieces) - 1
+    values: list[str] = []
+    if last == 1:  # the usual case: one tag
+        runs: Iterable[tuple[str, str, bool]] = ((pieces[0][-1:], pieces[1], True),)
+    else:  # each (character before, part, last) once: a tag repeated is read once
+        runs = dict.fromkeys((pieces[k - 1][-1:], pieces[k], k == last) for k in range(1, last + 1))
+    for before, part, final in runs:
+        split = _ANSWER_CLOSE.split(part, 1)
+        content = split[0].strip()
+        if (before in _QUOTES and part[:1] in _QUOTES_AFTER) or _MENTION.match(content if len(split) == 1 else split[1]):
+            continue  # "put it in `<answer>` tags", "<answer> and </answer> tags": the tag named, not used
+        if len(split) == 1 and not final and not content:
+            continue
+        values.append(_tag_content(_peel_emphasis(content)))
     return _one_answer(values)
+
+
+def _outside_tags(text: str) -> str:
+    """``text`` without its ``<answer>`` tags and their contents (an unclosed tag runs to the end)."""
+    pieces = _ANSWER_OPEN.split(text)
+    return " ".join([pieces[0], *(split[1] for part in pieces[1:] if len(split := _ANSWER_CLOSE.split(part, 1)) == 2)])
+
+
+def _tag_content(content: str) -> str:
+    """An answer tag's content as its answer: a sentence inside the tag (``<answer>The answer is 12.</answer>``)
+    is read for the answer it announces; anything else is the answer as written."""
+    if len(content) > 2000 or parse_literal(content) is not None or ("nswer" not in content and "NSWER" not in content):
+        return content
+    announced = _announced(content)
+    return announced[2] if announced else content
 
 
 def _last_gsm8k(text: str) -> re.Match[str] | None:
@@ -211,71 +235,41 @@ def _gsm8k(text: str) -> str | None:
     return _one_answer([m.group(1).strip() for m in _GSM8K.finditer(text)])
 
 
-_TEXT_MODE = re.compile(r"\$([^$]*)\$")
-
-
-def _box_text(value: str) -> str:
-    """A box's content with ``$...$`` inside it read as what it is there, text: ``\\boxed{12 $ and $13}``
-    (a box in math mode, its ``$`` leaving it) is ``12 \\text{ and } 13``. A content wholly in ``$...$``
-    (``\\boxed{$42$}``, a box written in text mode) stays as it is."""
-    bare = value.replace("\\$", "\0")  # an escaped \\$ is a dollar sign, not a delimiter
-    if "$" not in bare or bare.startswith("$"):
-        return value
-    return _TEXT_MODE.sub(lambda m: f"\\text{{{m.group(1)}}}", bare).replace("$", "").replace("\0", "\\$")
-
-
-def iter_boxes(text: str) -> Iterator[tuple[int, int | None, str | None]]:
-    """Every top-level ``\\boxed{...}`` / ``\\fbox{...}`` of ``text``, in order, as ``(start, end, bare)``:
-    the content runs from ``start`` to ``end`` (nested braces matched; ``end`` is ``None`` for an
-    unbalanced box, which ends the scan); ``bare`` is the argument of ``\\boxed 5`` (no braces), else
-    ``None``. The one scanner of boxes: extraction and ``math_equivalence``'s guards both use it."""
-    pos = 0
-    while (found := _BOXED.search(text, pos)) is not None:
-        if found.group(1) is not None:  # \boxed 5
-            yield found.start(1), found.end(1), found.group(1)
-            pos = found.end()
-            continue
-        depth = 1
-        for brace in _BRACES.finditer(text, found.end()):
-            depth += 1 if brace.group() == "{" else -1
-            if depth == 0:
-                yield found.end(), brace.start(), None
-                pos = brace.end()  # a box inside this one is part of its answer
-                break
-        else:
-            yield found.end(), None, None
-            return
-
-
 def _boxed(text: str) -> str | None:
-    if "\\boxed" not in text and "\\fbox" not in text:  # fast path
-        return None
-    values: list[str] = []
-    for start, end, bare in iter_boxes(text):
-        if end is None:
-            return None  # an unbalanced last box: no answer rather than a guess
-        values.append(bare if bare is not None else _box_text(text[start:end].strip()))
-    return _one_answer(values)
+    contents = box_contents(text)
+    return _one_answer(contents) if contents else None
 
 
 def _clean(value: str) -> str:
     """An announced answer without Markdown emphasis around it."""
     value = value.strip().strip("*_").strip()
+    if value[:1] in "\"“" and value[-1:] in "\"”" and len(value) > 2:  # the answer is "12"
+        value = value[1:-1].strip()
     return value
 
 
 _SENTENCE = re.compile(r"[^.,;:!?\n]*")
+_CODE_COMMENT = re.compile(r"[ \t]*#.*\Z")
 
 
-def _after_is(rest: str) -> str | None:
+def _after_is(rest: str, assigned: bool = False) -> str | None:
     """The answer that follows "the answer is": a math span, a ``\\boxed{}``, a number literal (in digits or in
     words), an option letter; a disjunction or range of numbers ("12 or 13", "between 10 and 14") as written."""
     rest = _clean(rest)
     if rest.startswith("\\boxed") or rest.startswith("\\fbox"):
         return _boxed(rest)
+    if assigned:  # "answer = 9 * 2" (program of thought): the value of the arithmetic, never its first number
+        expression = _CODE_COMMENT.sub("", rest).rstrip(" \t;")
+        value = evaluate(expression)
+        if value is not None:
+            return format_number(value)
     span = _MATH_SPAN.match(rest)
     if span:
-        return rest[:span.end()]
+        other = prose.alternative_after(rest, span.group(), span.end())
+        return rest[:other if other is not None else span.end()]  # "$12$ or 13": a hedge, as written
+    ranged = _DASH_RANGE.match(rest)
+    if ranged:
+        return ranged.group()  # "12–13": a range, a hedge
     number = NUMBER_AT.match(rest)
     if number and parse_literal(number.group()) is not None:
         return prose.hedged_span(rest, number) or number.group()
@@ -291,6 +285,11 @@ def _after_is(rest: str) -> str | None:
         if inner and prose.range_start(words[1], inner):
             return sentence  # "between 10 and 14": a hedge, no number
     return None  # "the answer is correct": words after "is" are not taken for an answer
+
+
+def _assigned(match: re.Match[str]) -> bool:
+    """Whether an answer phrase assigns its value (``answer = ...``, as code does)."""
+    return bool(match.groupdict().get("eq"))
 
 
 def _prefix_value(match: re.Match[str]) -> str | None:
@@ -313,9 +312,12 @@ def _kind(match: re.Match[str]) -> int:
 def _committed_after(text: str, start: int) -> str | None:
     """The answer committed to in ``text[start:]``: an answer phrase or "the total is N", not negated."""
     found = None
+    quoted = prose.quoted_spans(text)
     for pattern in (_PHRASE, _PHRASE_FOREIGN, _COMMITMENT):
         for match in pattern.finditer(text, start):
-            value = _after_is(match.group("rest"))
+            if prose.inside(quoted, match.start()):
+                continue
+            value = _after_is(match.group("rest"), _assigned(match))
             if value and (found is None or match.start() > found[0]):
                 found = (match.start(), value)
     return found[1] if found else None
@@ -338,17 +340,23 @@ def _announced(text: str) -> tuple[int, int, str] | None:
             return None  # fast path: nothing announces an answer
     best: tuple[int, int, str] | None = None  # (kind, -position, value): lowest kind, then last
     lines: dict[int, list[str]] = {}
+    read: dict[str, str | None] = {}  # an answer line repeated is read once
     for pattern in (_PREFIX, _PREFIX_FOREIGN) if foreign else (_PREFIX,):
         for match in pattern.finditer(text):
-            value = _prefix_value(match)
+            line = match.group()
+            value = read[line] if line in read else read.setdefault(line, _prefix_value(match))
             if value:
-                lines.setdefault(_kind(match), []).append(value)
-                if best is None or (_kind(match), -match.start()) <= best[:2]:
-                    best = (_kind(match), -match.start(), value)
+                kind = _kind(match)
+                lines.setdefault(kind, []).append(value)
+                if best is None or (kind, -match.start()) <= best[:2]:
+                    best = (kind, -match.start(), value)
     prose_best: tuple[int, int, str] | None = None
+    quoted = prose.quoted_spans(text)
     for pattern in ((_PHRASE,) if english else ()) + ((_PHRASE_FOREIGN,) if foreign else ()):
         for match in pattern.finditer(text):
-            value = _after_is(match.group("rest"))
+            if prose.inside(quoted, match.start()):
+                continue  # 'he said "the answer is 12"': someone's claim
+            value = _after_is(match.group("rest"), _assigned(match))
             if value and (prose_best is None or (_kind(match), -match.start()) <= prose_best[:2]):
                 prose_best = (_kind(match), -match.start(), value)
     chosen = prose.chosen_letter(text) if choosing else None
@@ -373,12 +381,52 @@ def _answer_prefix(text: str) -> str | None:
     return best[2] if best else None
 
 
+_DIGIT = re.compile(r"\d")
+_ALNUM = re.compile(r"[^\W_]")
+_ONE_BOX = re.compile(r"\\(?:boxed|fbox)\s*\{[^{}]*\}")
+_HEADING = re.compile(r"(?:[^\W\d_]{2}|\d+[.)][ \t]+[^\W\d_]{2})")  # "#### Step 1", "#### 1. Add": a heading
+_BOX_HEDGE_BEFORE = re.compile(r"[\d$}][ \t]*[,(]?[ \t]*(?:or|to|–|—)(?:[ \t]+(?:maybe|perhaps|possibly))?[ \t]*\$?\Z",
+                               re.IGNORECASE)
+_DASH_RANGE = re.compile(r"(?<![\w.])\d[\d.,]{0,30}[ \t]?[–—][ \t]?\d[\d.,]{0,30}")
+_EDGE = 128  # a match this close to a window's start may be the tail of a longer number: the next window reads it
+_OVERLAP = 4096  # how far past its own end a window reads, so that a number running over its end is whole
+
+
+def _tail_numbers(text: str, want: int = 8) -> list[re.Match[str]]:
+    """The last ``want`` number literals of ``text``, read window by window from its end (each window four times
+    the last, reading only its new part) until they are found: linear in the text, and a long completion's
+    numbers before its end are never parsed. A part with no digit is skipped without the number pattern."""
+    if len(text) <= 4096:  # the usual completion: one pass
+        return list(deque(NUMBER_IN_TEXT.finditer(text), maxlen=want))
+    found: list[re.Match[str]] = []
+    end, size, n = len(text), 4096, len(text)
+    while end > 0 and len(found) < want:
+        start = max(0, end - size)
+        if _DIGIT.search(text, start, end) is not None:
+            stop = n if end + _OVERLAP >= n else end + _OVERLAP
+            part = [m for m in NUMBER_IN_TEXT.finditer(text, start, stop)
+                    if (not start or m.start() >= start + _EDGE) and m.start() < end and (stop == n or m.end() < stop)]
+            found = part + found
+        end = start + _EDGE if start else 0
+        size *= 4
+    return found[-want:]
+
+
 def _last_number(text: str) -> str | None:
-    matches = deque(NUMBER_IN_TEXT.finditer(text), maxlen=8)
+    if "–" in text or "—" in text:  # "12–13": a range of numbers, which the number pattern reads as none
+        ranged = _last(_DASH_RANGE, text)
+        if ranged and not any(ch.isdigit() for ch in text[ranged.end():]):
+            return ranged.group()
+    matches = deque(_tail_numbers(text))
+    shift = max(0, len(text) - 65536)
+    quoted = prose.quoted_spans(text[shift:] if shift else text) if matches else []
     while matches:
         found = matches.pop()
-        if is_list_marker(text, found) or prose.negated(text, found):
+        if is_list_marker(text, found) or prose.negated(text, found) or prose.inside(quoted, found.start() - shift):
             continue
+        bound = prose.bound_start(text, found.start())
+        if bound is not None:  # "at least 12": a bound, not the answer
+            return text[bound:found.end()]
         start, end = widen(text, found)
         if (start, end) != found.span():
             found = NUMBER_AT.match(text, start) or found
@@ -427,6 +475,7 @@ def extract_answer(text: str, method: str = "auto", *, pattern: str | re.Pattern
     ``auto`` tries the methods in :data:`AUTO_ORDER` and returns the first hit, so
     tagged answers and GSM8K-style solutions both work without configuration.
     """
+    text = strip_reasoning(text)
     if method == "regex":
         if pattern is None:
             raise ValueError("extract = 'regex' needs a 'pattern'")
@@ -436,7 +485,6 @@ def extract_answer(text: str, method: str = "auto", *, pattern: str | re.Pattern
             return None
         value = found.group(1) if compiled.groups else found.group(0)
         return (value or "").strip() or None
-    text = strip_reasoning(text)
     if method == "auto":
         value = _auto(text)
     else:
@@ -467,16 +515,18 @@ def _gsm8k_value(text: str, found: re.Match[str]) -> str | None:
     announced = _PREFIX.match(value)
     if announced:  # "#### Final answer: 7"
         value = _prefix_value(announced) or ""
-    if parse_literal(value) is not None or not text[found.end():].strip():
+    if (parse_literal(value) is not None or prose.letter_answer(value) or not text[found.end():].strip()
+            or not _HEADING.match(value)  # math ("#### 2x + 1", "#### (0, 1]"), not "#### Step 1: add"
+            or ("," in value and all(parse_literal(part) is not None for part in value.split(",")))):  # a list
         return value or None
     return None
 
 
 def _gsm8k_answer(text: str) -> str | None:
     """The ``####`` answer for ``auto``: every ``####`` line that reads as an answer (several that differ are a
-    hedge, their list); none when a ``\\boxed{}`` follows the last one."""
+    hedge, their list); a ``\\boxed{}`` that differs makes the pair a hedge (:func:`_auto`)."""
     found = _last_gsm8k(text)
-    if not found or "\\boxed" in text[found.end():] or "\\fbox" in text[found.end():]:
+    if not found:
         return None
     value = _gsm8k_value(text, found)
     if value is None or text.count("####") == 1:
@@ -486,18 +536,45 @@ def _gsm8k_answer(text: str) -> str | None:
 
 def _auto(text: str) -> str | None:
     if _ANSWER_OPEN.search(text):  # a tagged answer decides, even an empty one: no fallback to stray numbers
-        return _answer_tag(text)
+        value = _answer_tag(text)
+        if value and ("\\boxed" in text or "\\fbox" in text or "####" in text):
+            outside = _outside_tags(text)  # a box or #### outside the tags is a second explicit answer
+            others = [v for v in (_gsm8k_answer(outside), _boxed(outside)) if v]
+            return _one_answer([value, *others]) if others else value
+        return value
     value = _gsm8k_answer(text)
     if value:
-        return value
+        boxed = _boxed(text) if "\\boxed" in text or "\\fbox" in text else None
+        return _one_answer([value, boxed]) if boxed else value  # "#### 12" and "\\boxed{13}": a hedge
     value = _boxed(text)
     if value:
-        tail = text[max(text.rfind("\\boxed"), text.rfind("\\fbox")):]
-        if "inal" in tail or "INAL" in tail:  # cheap test first: no "final" after the last box, nothing to do
+        if "inal" in text or "INAL" in text:  # cheap test first: no "final", nothing to do
             announced = _announced(text)
-            if announced and announced[0] == 0 and -announced[1] > _last(_BOXED, text).start():
-                return announced[2]  # "Final answer: X" after the last box: the box was an intermediate result
-        return value
+            if announced and announced[0] == 0 and _ALNUM.search(announced[2]):  # not "**Final Answer**\n\\["
+                box_start = _last(BOXED, text).start()
+                if -announced[1] > box_start:
+                    return announced[2]  # "Final answer: X" after the last box: the box was an intermediate result
+                revised = prose.after_revision(text, -announced[1] + 1)
+                # "The final answer is: $\\boxed{A}$": the line is the box, one answer
+                boxed_there = not _ALNUM.search(_ONE_BOX.sub("", announced[2])) and announced[2] != value
+                if not boxed_there and (revised is None or revised > box_start):  # a final answer before the box, not withdrawn, that
+                    return _one_answer([value, announced[2]])  # differs: a hedge
+        box = _last(BOXED, text)
+        hedge = _BOX_HEDGE_BEFORE.search(text, max(0, box.start() - 40), box.start())
+        if hedge:  # "12 or \\boxed{13}": a disjunction, as written
+            return text[hedge.start():box.start()] + value
+        bound = prose.bound_start(text, box.start())
+        if bound is not None:  # "at least \\boxed{12}": a bound, not the answer
+            return text[bound:box.start()].rstrip("$ \t") + " " + value
+        _, end, bare = deque(iter_boxes(text), maxlen=1)[0]
+        closing = end + (bare is None)
+        other = prose.alternative_after(text, value, closing)
+        if other is not None:  # "\\boxed{12} or 13"
+            return value + text[closing:other]
+        revised = prose.after_revision(text, box.end())
+        later = _committed_after(text, revised) if revised is not None else None
+        return _one_answer([value, later]) if later else value  # "\\boxed{12}. Wait, the answer is 13.": a hedge
+    text = prose.before_postscript(text)  # a postscript's numbers are an aside, not the answer
     for extractor in (_answer_prefix, _last_number):
         value = extractor(text)
         if value:

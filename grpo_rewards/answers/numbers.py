@@ -26,7 +26,7 @@ trailing sentence period):
   space, and a proper fraction whose numerator has one or two digits: ``3 125/200`` stays ``3125/200``)
 * a number in parentheses: ``(10)``, ``\\left( \\frac{1}{3} \\right)``
 * a trailing percent sign ``50%`` / ``50\\%``
-* an integer in English words (:mod:`grpo_rewards.number_words`: ``twelve``, ``forty-two``,
+* an integer in English words (:mod:`grpo_rewards.answers.number_words`: ``twelve``, ``forty-two``,
   ``one hundred and five``), as a whole answer only: ``last_number`` reads digits only
 
 Markdown emphasis around an answer is peeled like the LaTeX wrappers: ``**12**``, ``__12__``, ``*12*``.
@@ -55,7 +55,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
-from grpo_rewards.number_words import words_value
+from grpo_rewards.answers.number_words import words_value
 
 MAX_EXPONENT = 400
 MAX_LENGTH = 20_000  # longer strings are not parsed as numbers (keeps junk cheap)
@@ -63,7 +63,18 @@ MAX_WRAPPERS = 6  # layers of $...$, \\boxed{...} and the like peeled off an ans
 _INT_CHUNK = 4000  # int(str) refuses more than 4,300 digits: longer integers are built in chunks
 
 MINUS_SIGNS = str.maketrans({"−": "-", "‒": "-", "–": "-", "﹣": "-", "－": "-", "＋": "+"})
-_WRAPPERS = re.compile(r"^\\(?:boxed|fbox|text|textbf|mathrm|mathbf|displaystyle)\s*\{(.*)\}$", re.DOTALL)
+_WRAPPERS = re.compile(r"^\\(?:boxed|fbox|text|textbf|textrm|mathrm|mathbf|mathit|boldsymbol|bm|displaystyle)\s*\{(.*)\}$",
+                       re.DOTALL)
+_VARIABLE = re.compile(r"^[A-Za-z](?:_\{?\w+\}?)?[ \t]*=[ \t]*(?=\S)(?!=)")  # "x = 12": the value of one variable
+_ORDINAL = re.compile(r"(?<=\d)(?:st|nd|rd|th)$")
+_SCALE = re.compile(r"[ \t\u00a0]*(thousand|million|billion|trillion)$", re.IGNORECASE)
+SCALES = {"thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12}
+_PERCENT_WORD = re.compile(r"[ \t\u00a0]*(?:per[ \t]?cent|percent)$", re.IGNORECASE)
+_OVERLINE = re.compile(r"^([-+]?)(\d*)\.(\d*)\\(?:overline|bar)\{(\d+)\}$")
+#: unicode vulgar fractions (``½``, ``3¾``)
+VULGAR = {"½": "1/2", "⅓": "1/3", "⅔": "2/3", "¼": "1/4", "¾": "3/4", "⅕": "1/5", "⅖": "2/5", "⅗": "3/5",
+          "⅘": "4/5", "⅙": "1/6", "⅚": "5/6", "⅛": "1/8", "⅜": "3/8", "⅝": "5/8", "⅞": "7/8"}
+_VULGAR = re.compile(rf"^([-+]?)(\d*)[ \t]?([{''.join(VULGAR)}])$")
 _MARKDOWN = re.compile(r"^(\*\*|__|\*)(?=\S)(.*?)(?<=\S)\1$", re.DOTALL)
 _MATH_DELIMS = (("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
 _FRAC = re.compile(r"^([-+]?)\\[dtc]?frac\s*(?:\{([^{}]*)\}|(\d))\s*(?:\{([^{}]*)\}|(\d))$")
@@ -89,8 +100,13 @@ _NUMBER = re.compile(
 )
 _FRACTION = re.compile(rf"(?P<sign>[-+]?)(?P<num>{PLAIN})[ \t]*/[ \t]*(?P<den>{PLAIN})", re.ASCII)
 
-_IN_TEXT_HEAD = r"(?<![\w.^_\\])(?<!\d[-:/])(?<!\d[-:] )(?<!\^\{)(?<!_\{)"
-_IN_TEXT_TAIL = r"|(?:[-+−])?\.\d+)(?:[ \t]?\\?%)?(?![\w^_]|[-:/]\d|\.\d|,\d)"
+# the lookahead first: a position where no number can start fails on one character, before the lookbehinds
+_IN_TEXT_HEAD = r"(?=[-+−\\$€£¥\d.½⅓⅔¼¾⅕⅖⅗⅘⅙⅚⅛⅜⅝⅞])(?<![\w.^_\\])(?<!\d[-–—:/])(?<!\d[-–—:] )(?<!\^\{)(?<!_\{)"
+_IN_TEXT_TAIL = (
+    r"|(?:[-+−])?\.\d+|(?:[-+−])?\d*[½⅓⅔¼¾⅕⅖⅗⅘⅙⅚⅛⅜⅝⅞])"
+    r"(?:[ \t]?\\?%|(?:st|nd|rd|th)|[ \t](?:per[ \t]?cent|percent|thousand|million|billion|trillion)\b)?"
+    r"(?![\w^_]|[-–—:/]\d|\.\d|,\d)"
+)
 
 #: A number literal inside prose (``last_number`` extraction): signed, with currency, thousands
 #: groups, a decimal part, an exponent, ``/denominator``, ``\\frac{a}{b}`` and a trailing ``%``.
@@ -101,7 +117,7 @@ _IN_TEXT_TAIL = r"|(?:[-+−])?\.\d+)(?:[ \t]?\\?%)?(?![\w^_]|[-:/]\d|\.\d|,\d)"
 #: (Indian grouping, scientific notation, a mixed number), as :data:`NUMBER_AT` reads it.
 NUMBER_IN_TEXT = re.compile(
     _IN_TEXT_HEAD + r"(?:"
-    r"(?:[-+−][ \t]?)?\\[dtc]?frac\{\d+\}\{\d+\}"
+    r"(?:[-+−][ \t]?)?\\[dtc]?frac(?:[ \t]?\{\d+\}[ \t]?\{\d+\}|\d\d(?!\d))"
     r"|(?:[-+−][ \t]?)?(?:\\?[$€£¥][ \t]?)?"
     r"(?:[1-9]\d{0,2}(?:,\d{3})+(?![\d])|[1-9]\d{0,2}(?:[ \u00a0\u202f\u2009]\d{3})+(?![\d])|\d+)(?:\.\d+)?"
     r"(?:[eE][-+]?\d+)?(?:/\d+(?:\.\d+)?)?" + _IN_TEXT_TAIL,
@@ -111,7 +127,7 @@ NUMBER_IN_TEXT = re.compile(
 #: (``2\\frac{1}{4}``).
 NUMBER_AT = re.compile(
     _IN_TEXT_HEAD + r"(?:"
-    r"(?:[-+−][ \t]?)?\\[dtc]?frac\{\d+\}\{\d+\}"
+    r"(?:[-+−][ \t]?)?\\[dtc]?frac(?:[ \t]?\{\d+\}[ \t]?\{\d+\}|\d\d(?!\d))"
     r"|(?:[-+−][ \t]?)?(?:\\?[$€£¥][ \t]?)?"
     r"(?:[1-9]\d{0,2}(?:,\d{3})+(?![\d])|[1-9]\d?(?:,\d\d)+,\d{3}(?![\d])|[1-9]\d{0,2}(?:[ \u00a0\u202f\u2009]\d{3})+(?![\d])|\d+)(?:\.\d+)?"
     r"(?:[eE][-+]?\d+)?(?:/\d+(?:\.\d+)?)?"
@@ -202,9 +218,17 @@ def parse_literal(text: str) -> Number | None:
 def _unwrap_percent(text: str) -> tuple[str, bool] | None:
     s = unwrap(text.translate(MINUS_SIGNS))
     s = _LATEX_NOISE.sub("", s).replace("\\$", "$").replace("\\%", "%")
+    if "=" in s[:24]:
+        variable = _VARIABLE.match(s)
+        if variable:  # "x = 12"
+            s = unwrap(s[variable.end():])
     percent = s.endswith("%")
     if percent:
         s = unwrap(s[:-1])
+    elif s[-1:] in "tT" and s[-7:].lower() in ("percent", "per cent", "er cent"):
+        word = _PERCENT_WORD.search(s)
+        if word and word.start():  # "12 percent"
+            s, percent = s[:word.start()], True
     return s, percent
 
 
@@ -213,6 +237,28 @@ def _value(s: str) -> Fraction | None:
     value = _plain_value(s)
     if value is not None or not s:
         return value
+    if s[-1] in "dhnst" and s[-3:-2].isdigit():  # "3rd", "21st": an ordinal is its number
+        ordinal = _ORDINAL.search(s)
+        if ordinal and _ordinal_suffix(s[:ordinal.start()]) == s[ordinal.start():]:
+            return _plain_value(s[:ordinal.start()])
+    if s[-1] in "dnDN":  # "1.2 million"
+        scale = _SCALE.search(s)
+        if scale and scale.start():
+            base = _plain_value(s[:scale.start()].rstrip())  # digits: "1.2 million" (words have their own scales)
+            if base is not None:
+                return base * SCALES[scale.group(1).lower()]
+    if s[-1] == "}" and "\\" in s:  # "0.\overline{3}": a repeating decimal
+        m = _OVERLINE.match(s)
+        if m:
+            sign, whole, head, period = m.groups()
+            value = Fraction(int(whole or "0")) + Fraction(int(head or "0"), 10 ** len(head))
+            value += Fraction(int(period), (10 ** len(period) - 1) * 10 ** len(head))
+            return -value if sign == "-" else value
+    if s[-1] in VULGAR:  # "½", "3¾"
+        m = _VULGAR.match(s)
+        if m:
+            value = Fraction(int(m.group(2) or "0")) + Fraction(VULGAR[m.group(3)])
+            return -value if m.group(1) == "-" else value
     if s[0] in "(\\":
         m = _PARENS.match(s)
         if m and m.group(1).strip():
@@ -250,6 +296,14 @@ def _value(s: str) -> Fraction | None:
         words = words_value(s)
         return None if words is None else Fraction(words)
     return None
+
+
+def _ordinal_suffix(digits: str) -> str:
+    """The English ordinal suffix of a whole number written in ``digits`` (``1`` ``st``, ``12`` ``th``)."""
+    if not digits.isdigit():
+        return ""
+    n = int(digits[-2:])
+    return "th" if 10 < n % 100 < 14 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
 
 
 def _plain_value(s: str) -> Fraction | None:
