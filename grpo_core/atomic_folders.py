@@ -8,7 +8,6 @@ no project imports, so any layer may use it.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import os
 import shutil
@@ -90,6 +89,8 @@ _AT_FDCWD = -100
 
 def exchange(a: Path, b: Path) -> bool:
     """Swap two paths in one step (Linux ``renameat2(RENAME_EXCHANGE)``); False where that is not available."""
+    import ctypes  # only when a folder is replaced: registering the trainer's plugin stays light
+
     try:
         fn = ctypes.CDLL(None, use_errno=True).renameat2
     except (AttributeError, OSError):
