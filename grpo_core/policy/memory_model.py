@@ -118,6 +118,7 @@ def estimate_peak_memory(
     micro_batch_tokens: int = 0,
     generation_sequences: int | None = None,
     counts: ParamCounts | None = None,
+    lora_autocast: bool = False,
 ) -> MemoryEstimate:
     """Estimated peak memory of one GRPO step on the accelerator (the process, on a CPU machine).
 
@@ -128,7 +129,9 @@ def estimate_peak_memory(
     hidden size, at least 512; None: untiled). ``generation_sequences`` is the whole step's sequences
     (prompts x generations): generation samples them in one batch and the old/reference log-probs are
     kept for all of them, whatever the gradient accumulation (default: ``num_sequences``).
-    ``counts`` skips the meta-device build.
+    ``counts`` skips the meta-device build. ``lora_autocast``: LoRA's forwards run under autocast in the
+    base's 16-bit dtype with peft's input casts off (the step planner's choice on an accelerator); otherwise a
+    16-bit base's LoRA layers each keep an fp32 copy of their input for the adapter's backward.
     """
     for name, value in (("num_sequences", num_sequences), ("completion_length", completion_length),
                         ("chunk_size", chunk_size), ("num_iterations", num_iterations)):
@@ -186,6 +189,9 @@ def estimate_peak_memory(
     mlp_part = 4 * inter * nbytes
     if lora_rank:
         attn_part += 7 * 2 * lora_rank * 4  # each adapter keeps its fp32 r-dim intermediate
+        if nbytes < 4 and not lora_autocast:  # peft casts a 16-bit input to the adapter's fp32: a copy per layer
+            attn_part += (3 * hidden + heads * head_dim) * 4  # q, k, v, o inputs
+            mlp_part += (2 * hidden + inter) * 4  # gate, up, down inputs
     per_token_layer = attn_part + mlp_part
     residual = tokens * hidden * nbytes
     if gradient_checkpointing:
