@@ -13,7 +13,7 @@
         rows get one greedy completion each, scored by the same rewards (``eval/...`` metrics);
         ``eval_on_start`` adds one before the first update (step 0)
 
-Memory: each forward/backward sees at most ``micro_batch_tokens`` padded tokens (whole rows; a row
+Memory: each forward/backward sees at most the step plan's ``micro_batch_tokens`` padded tokens (whole rows; a row
 longer than that runs alone), so activation memory is bounded by that budget, not by the group size.
 
 ``max_steps`` counts loop steps (generation batches); with ``num_iterations = mu`` the optimizer
@@ -104,12 +104,14 @@ from grpo_core.parallel.distributed import (
 from grpo_core.parallel.engine import engine_class
 from grpo_core.policy.logprobs import check_chunked_head, check_shared_prompts, completion_logprobs
 from grpo_core.policy.models import (
+    base_config,
     has_active_dropout,
     load_model_and_tokenizer,
     reference_model,
     save_model,
     trainable_parameters,
 )
+from grpo_core.policy.step_plan import apply_step_plan, describe_device, plan_for_config
 from grpo_core.prompt_fit import fit_prompts, fit_rows
 from grpo_core.row_stream import StreamedRows
 from grpo_core.run_folder.checkpoints import (
@@ -313,6 +315,13 @@ class Trainer:
         if torch.cuda.is_available() and not config.quantization.load_in_4bit:
             self.model.to("cuda")
         self.device = next(self.model.parameters()).device
+        # micro-batches, checkpointing, MLP tiles, head chunks, prompt sharing, autocast: planned once for this
+        # device and budget (grpo_core.policy.step_plan), the keys the user set kept as set
+        self.step_plan = plan_for_config(config, base_config(self.model), describe_device(self.device),
+                                         processes=self.world.size)
+        apply_step_plan(self.model, self.step_plan, offload_activations=config.model.offload_activations)
+        if self.world.is_main:
+            print(self.step_plan.table(), file=sys.stderr, flush=True)
         self._check_head()
         self.backend = build_backend(config, self.model, self.tokenizer, self.registry)
 
@@ -351,7 +360,8 @@ class Trainer:
             self._restore()
         main, k = self.world.is_main, cfg.generation.num_generations
         self.logger: Any = (MetricsLogger(self.run_dir, cfg.logging, total_steps=g.max_steps, start_step=self.step,
-                                          config=cfg.to_dict()) if main else _NoLogger())
+                                          config={**cfg.to_dict(), "step_plan": self.step_plan.to_dict()})
+                       if main else _NoLogger())
         hook = self.registry.hook
         if main:
             hook.grpo_on_train_start(context=self._context(), trainer=self)
@@ -572,7 +582,7 @@ class Trainer:
             first, last = max(int(rows[0]), mine.start), min(int(rows[-1]) + 1, mine.stop)
             micro.append(torch.arange(first - mine.start, max(first, last) - mine.start))
             group_sizes.append((len(rows), counts[rows].sum()))
-        slices = [idx.split(rows_per_slice(input_ids.size(1), g.micro_batch_tokens)) if len(idx) else ()
+        slices = [idx.split(rows_per_slice(input_ids.size(1), self.step_plan.micro_batch_tokens)) if len(idx) else ()
                   for idx in micro]
         return _Plan(input_ids, attention_mask, batch.completion_ids.size(1), mask, counts.sum(), slices,
                      group_sizes)
@@ -581,12 +591,12 @@ class Trainer:
                ) -> tuple[torch.Tensor, Any]:
         """The completion log-probs (and entropies) of rows ``idx`` under ``model``: the policy through the
         engine (``model`` None), whose wrapped module reduces the gradients, or another model as it is."""
-        g = self.cfg.grpo
+        step = self.step_plan
         forward = self.engine.forward if model is None else functools.partial(completion_logprobs, model)
         with sampling_autocast(self.model):
             return forward(plan.input_ids[idx], plan.attention_mask[idx], plan.k,
-                           temperature=self.cfg.generation.temperature, chunk_size=g.logprob_chunk_size,
-                           with_entropy=with_entropy, share_prompts=g.share_prompts)
+                           temperature=self.cfg.generation.temperature, chunk_size=step.logprob_chunk_size,
+                           with_entropy=with_entropy, share_prompts=step.share_prompts)
 
     def _fixed_logps(self, plan: _Plan, need_old: bool, need_ref: bool
                      ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
@@ -709,7 +719,7 @@ class Trainer:
                                return_tensors="pt")["input_ids"]
         if probe.shape[1] >= 2:
             check_chunked_head(self.model, probe)
-        if self.cfg.grpo.share_prompts and probe.shape[1] >= 4:
+        if self.step_plan.share_prompts and probe.shape[1] >= 4:
             check_shared_prompts(self.model, probe)
 
     def _metrics(self, batch: Generation, rewards: torch.Tensor, columns: dict[str, list], adv: dict[str, float],

@@ -204,6 +204,12 @@ def compute_dtype(model: Any) -> Any:
     return dtype
 
 
+def base_config(model: Any) -> Any:
+    """The transformers config of ``model`` (inside a peft or ``torch.compile`` wrapper)."""
+    base = model.get_base_model() if is_peft(model) else model
+    return _unwrap(base).config
+
+
 def set_compute_dtype(model: Any, dtype: Any) -> None:
     """Run ``model``'s forwards under autocast in ``dtype`` on an accelerator (the step planner's choice for a
     16-bit LoRA/QLoRA base). peft's LoRA layers then keep their 16-bit input instead of casting it to the
