@@ -37,6 +37,7 @@ the key (``trainer.memory_budget_gb``, or the explicit key that rules every fitt
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import os
 from dataclasses import dataclass, field
@@ -388,7 +389,10 @@ def plan_for_config(cfg: RunConfig, model_config: Any, device: DeviceInfo | None
                     counts: ParamCounts | None = None) -> StepPlan:
     """:func:`plan_step` for a run config on ``device`` (default: :func:`describe_device` of this machine)."""
     batch, settings = inputs_from_config(cfg, model_config, processes)
-    return plan_step(device or describe_device(), model_config, batch, settings, counts)
+    try:
+        return plan_step(device or describe_device(), model_config, batch, settings, counts)
+    except ConfigError as exc:  # the run file's name in front of the key
+        raise ConfigError([dataclasses.replace(p, file=cfg.path) for p in exc.problems]) from None
 
 
 def apply_step_plan(model: Any, plan: StepPlan, *, offload_activations: bool = False) -> None:
