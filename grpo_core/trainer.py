@@ -221,6 +221,18 @@ def _check_handed(handed: list[Generation], batch: Generation, backend: str) -> 
         start = end
 
 
+def _to_floats(records: list[dict[str, torch.Tensor]]) -> list[dict[str, float]]:
+    """Each record's tensors as floats, read off the device at once (one host sync for the lot)."""
+    keys = [(i, key) for i, record in enumerate(records) for key in record]
+    if not keys:
+        return [{} for _ in records]
+    values = torch.stack([records[i][key].reshape(()).double() for i, key in keys]).tolist()
+    out: list[dict[str, float]] = [{} for _ in records]
+    for (i, key), value in zip(keys, values, strict=True):
+        out[i][key] = value
+    return out
+
+
 def _concat(parts: list[list[Any]]) -> list[Any]:
     return [item for part in parts for item in part]
 
@@ -625,10 +637,10 @@ class Trainer:
         sampler correction comes from its own forward's log-probs."""
         g, cfg = self.cfg.grpo, self.cfg
         loss_type = self.registry.get("loss_types", g.loss_type)(cfg)  # registered through grpo_register_loss_types
-        records: list[dict[str, float]] = []
+        records: list[dict[str, torch.Tensor]] = []  # tensors until the end: no host sync per pass
         done = 0  # backwards so far in this optimizer step; the last one syncs the gradients
         for parts, (group_rows, group_tokens) in zip(plan.slices, plan.group_sizes, strict=True):
-            micro_metrics: dict[str, float] = {}
+            micro_metrics: dict[str, torch.Tensor] = {}
             for part in parts:
                 done += 1
                 with self.engine.accumulating(done == plan.passes + idle):
@@ -650,17 +662,17 @@ class Trainer:
                 if entropy is not None:
                     m["entropy"] = (entropy * plan.mask[part]).sum() / plan.mask[part].sum().clamp(min=1)
                 # the slices' losses add up to the micro-batch's; the other metrics are token means
-                part_share = float(plan.mask[part].sum() / group_tokens.clamp(min=1))
+                part_share = plan.mask[part].sum() / group_tokens.clamp(min=1)
                 for key, value in m.items():
-                    micro_metrics[key] = micro_metrics.get(key, 0.0) + float(value) * (
-                        1.0 if key == "policy_loss" else part_share)
+                    value = value.detach().double() * (1.0 if key == "policy_loss" else part_share)
+                    micro_metrics[key] = value if key not in micro_metrics else micro_metrics[key] + value
             records.append(micro_metrics)
         for _ in range(idle):
             done += 1
             with self.engine.accumulating(done == plan.passes + idle):
                 lp, _ = self._logps(None, plan, plan.idle_rows, with_entropy=False)
                 self.engine.backward(lp.sum() * 0.0)
-        return records
+        return _to_floats(records)
 
     def _reduce_records(self, records: list[dict[str, float]]) -> list[dict[str, float]]:
         """Each micro-batch's metrics summed over the ranks (each rank holds its share of each); a key counts
