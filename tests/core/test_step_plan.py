@@ -157,3 +157,25 @@ def test_run_config_tells_a_set_key_from_a_default(tmp_path):
     assert sp.explicit_settings(cfg) == {"grpo.share_prompts": False}
     with pytest.raises(ConfigError, match="trainer.memory_budget_gb"):
         config_from_dict({**sections, "trainer": {"memory_budget_gb": 0}})
+
+
+def _run_file(tmp_path, model_dir, extra: str = "") -> str:
+    path = tmp_path / "run.toml"
+    path.write_text(f'[model]\nname_or_path = "{model_dir}"\ndtype = "float32"\n'
+                    '[data]\nsource = "demo:arithmetic?max_operand=9"\nanswer_field = "answer"\nchat_template = false\n'
+                    f'[logging]\noutput_dir = "{tmp_path / "run"}"\n[rewards.r]\nuse = "exact_match"\n{extra}')
+    return str(path)
+
+
+def test_config_validate_prints_the_plan_and_refuses_a_budget_nothing_fits(tiny_model_dir, tmp_path, capsys):
+    from grpo_rewards.cli import main
+
+    path = _run_file(tmp_path, tiny_model_dir)
+    assert main(["config", "validate", path]) == 0
+    out = capsys.readouterr().out
+    assert "\nstep plan on cpu" in out and "grpo.micro_batch_tokens       4096" in out
+    assert main(["config", "validate", path, "--set", "trainer.memory_budget_gb=0.0001"]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1 and f"{path}: trainer.memory_budget_gb: the smallest step" in err[0]
+    assert main(["train", path, "--dry-run", "--set", "trainer.memory_budget_gb=0.0001"]) == 2
+    assert "trainer.memory_budget_gb: the smallest step" in capsys.readouterr().err
