@@ -103,6 +103,7 @@ from grpo_core.parallel.distributed import (
 )
 from grpo_core.parallel.engine import engine_class
 from grpo_core.policy.logprobs import check_chunked_head, check_shared_prompts, completion_logprobs
+from grpo_core.policy.memory_model import count_parameters
 from grpo_core.policy.models import (
     base_config,
     has_active_dropout,
@@ -330,7 +331,7 @@ class Trainer:
         # micro-batches, checkpointing, MLP tiles, head chunks, prompt sharing, autocast: planned once for this
         # device and budget (grpo_core.policy.step_plan), the keys the user set kept as set
         self.step_plan = plan_for_config(config, base_config(self.model), describe_device(self.device),
-                                         processes=self.world.size)
+                                         processes=self.world.size, counts=count_parameters(None, self.model))
         apply_step_plan(self.model, self.step_plan, offload_activations=config.model.offload_activations)
         if self.world.is_main:
             print(self.step_plan.table(), file=sys.stderr, flush=True)

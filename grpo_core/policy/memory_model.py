@@ -53,19 +53,29 @@ class ParamCounts:
     lora_per_rank: int  # sum of (in + out) over those linear layers: LoRA params = rank x this
 
 
-def count_parameters(model_config: Any) -> ParamCounts:
-    """Exact parameter counts of the causal LM ``model_config`` describes (built on the meta device)."""
-    from transformers import AutoModelForCausalLM
+def count_parameters(model_config: Any, model: Any = None) -> ParamCounts:
+    """Exact parameter counts of the causal LM ``model_config`` describes (built on the meta device), or of a
+    loaded ``model`` (its base: a peft wrapper's adapters left out)."""
+    if model is None:
+        from transformers import AutoModelForCausalLM
 
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(model_config)
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(model_config)
+    model = model.get_base_model() if hasattr(model, "get_base_model") else model
     head = model.get_output_embeddings()
     linear = lora = 0
-    for module in model.modules():
-        if isinstance(module, torch.nn.Linear) and module is not head:
-            linear += module.weight.numel()
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.Linear) and module is not head and "lora_" not in name:
+            linear += module.in_features * module.out_features  # a 4-bit layer's packed weight counts as unpacked
             lora += module.in_features + module.out_features
-    return ParamCounts(sum(p.numel() for p in model.parameters()), linear, lora)
+    total = sum(_numel(p) for n, p in model.named_parameters() if "lora_" not in n)
+    return ParamCounts(total, linear, lora)
+
+
+def _numel(p: torch.Tensor) -> int:
+    """Elements of a parameter as the model uses it (bitsandbytes' 4-bit weights are stored packed)."""
+    state = getattr(p, "quant_state", None)
+    return int(torch.Size(state.shape).numel()) if state is not None else p.numel()
 
 
 @dataclass
