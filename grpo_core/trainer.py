@@ -13,7 +13,7 @@
         rows get one greedy completion each, scored by the same rewards (``eval/...`` metrics);
         ``eval_on_start`` adds one before the first update (step 0)
 
-Memory: each forward/backward sees at most ``micro_batch_tokens`` padded tokens (whole rows; a row
+Memory: each forward/backward sees at most the step plan's ``micro_batch_tokens`` padded tokens (whole rows; a row
 longer than that runs alone), so activation memory is bounded by that budget, not by the group size.
 
 ``max_steps`` counts loop steps (generation batches); with ``num_iterations = mu`` the optimizer
@@ -103,13 +103,16 @@ from grpo_core.parallel.distributed import (
 )
 from grpo_core.parallel.engine import engine_class
 from grpo_core.policy.logprobs import check_chunked_head, check_shared_prompts, completion_logprobs
+from grpo_core.policy.memory_model import count_parameters
 from grpo_core.policy.models import (
+    base_config,
     has_active_dropout,
     load_model_and_tokenizer,
     reference_model,
     save_model,
     trainable_parameters,
 )
+from grpo_core.policy.step_plan import apply_step_plan, describe_device, plan_for_config
 from grpo_core.prompt_fit import fit_prompts, fit_rows
 from grpo_core.row_stream import StreamedRows
 from grpo_core.run_folder.checkpoints import (
@@ -223,6 +226,18 @@ def _check_handed(handed: list[Generation], batch: Generation, backend: str) -> 
         start = end
 
 
+def _to_floats(records: list[dict[str, torch.Tensor]]) -> list[dict[str, float]]:
+    """Each record's tensors as floats, read off the device at once (one host sync for the lot)."""
+    keys = [(i, key) for i, record in enumerate(records) for key in record]
+    if not keys:
+        return [{} for _ in records]
+    values = torch.stack([records[i][key].reshape(()).double() for i, key in keys]).tolist()
+    out: list[dict[str, float]] = [{} for _ in records]
+    for (i, key), value in zip(keys, values, strict=True):
+        out[i][key] = value
+    return out
+
+
 def _concat(parts: list[list[Any]]) -> list[Any]:
     return [item for part in parts for item in part]
 
@@ -319,6 +334,13 @@ class Trainer:
         if torch.cuda.is_available() and not config.quantization.load_in_4bit:
             self.model.to("cuda")
         self.device = next(self.model.parameters()).device
+        # micro-batches, checkpointing, MLP tiles, head chunks, prompt sharing, autocast: planned once for this
+        # device and budget (grpo_core.policy.step_plan), the keys the user set kept as set
+        self.step_plan = plan_for_config(config, base_config(self.model), describe_device(self.device),
+                                         processes=self.world.size, counts=count_parameters(None, self.model))
+        apply_step_plan(self.model, self.step_plan, offload_activations=config.model.offload_activations)
+        if self.world.is_main:
+            print(self.step_plan.table(), file=sys.stderr, flush=True)
         self._check_head()
         self.backend = build_backend(config, self.model, self.tokenizer, self.registry)
 
@@ -364,7 +386,8 @@ class Trainer:
             self._restore()
         main, k = self.world.is_main, cfg.generation.num_generations
         self.logger: Any = (MetricsLogger(self.run_dir, cfg.logging, total_steps=g.max_steps, start_step=self.step,
-                                          config=cfg.to_dict()) if main else _NoLogger())
+                                          config={**cfg.to_dict(), "step_plan": self.step_plan.to_dict()})
+                       if main else _NoLogger())
         hook = self.registry.hook
         if main:
             hook.grpo_on_train_start(context=self._context(), trainer=self)
@@ -587,7 +610,7 @@ class Trainer:
             first, last = max(int(rows[0]), mine.start), min(int(rows[-1]) + 1, mine.stop)
             micro.append(torch.arange(first - mine.start, max(first, last) - mine.start))
             group_sizes.append((len(rows), counts[rows].sum()))
-        slices = [idx.split(rows_per_slice(input_ids.size(1), g.micro_batch_tokens)) if len(idx) else ()
+        slices = [idx.split(rows_per_slice(input_ids.size(1), self.step_plan.micro_batch_tokens)) if len(idx) else ()
                   for idx in micro]
         return _Plan(input_ids, attention_mask, batch.completion_ids.size(1), mask, counts.sum(), slices,
                      group_sizes, batch.sampling_logps)
@@ -596,12 +619,12 @@ class Trainer:
                ) -> tuple[torch.Tensor, Any]:
         """The completion log-probs (and entropies) of rows ``idx`` under ``model``: the policy through the
         engine (``model`` None), whose wrapped module reduces the gradients, or another model as it is."""
-        g = self.cfg.grpo
+        step = self.step_plan
         forward = self.engine.forward if model is None else functools.partial(completion_logprobs, model)
         with sampling_autocast(self.model):
             return forward(plan.input_ids[idx], plan.attention_mask[idx], plan.k,
-                           temperature=self.cfg.generation.temperature, chunk_size=g.logprob_chunk_size,
-                           with_entropy=with_entropy, share_prompts=g.share_prompts)
+                           temperature=self.cfg.generation.temperature, chunk_size=step.logprob_chunk_size,
+                           with_entropy=with_entropy, share_prompts=step.share_prompts)
 
     def _fixed_logps(self, plan: _Plan, need_old: bool, need_ref: bool
                      ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
@@ -630,10 +653,10 @@ class Trainer:
         sampler correction comes from its own forward's log-probs."""
         g, cfg = self.cfg.grpo, self.cfg
         loss_type = self.registry.get("loss_types", g.loss_type)(cfg)  # registered through grpo_register_loss_types
-        records: list[dict[str, float]] = []
+        records: list[dict[str, torch.Tensor]] = []  # tensors until the end: no host sync per pass
         done = 0  # backwards so far in this optimizer step; the last one syncs the gradients
         for parts, (group_rows, group_tokens) in zip(plan.slices, plan.group_sizes, strict=True):
-            micro_metrics: dict[str, float] = {}
+            micro_metrics: dict[str, torch.Tensor] = {}
             for part in parts:
                 done += 1
                 with self.engine.accumulating(done == plan.passes + idle):
@@ -658,17 +681,17 @@ class Trainer:
                 if entropy is not None:
                     m["entropy"] = (entropy * plan.mask[part]).sum() / plan.mask[part].sum().clamp(min=1)
                 # the slices' losses add up to the micro-batch's; the other metrics are token means
-                part_share = float(plan.mask[part].sum() / group_tokens.clamp(min=1))
+                part_share = plan.mask[part].sum() / group_tokens.clamp(min=1)
                 for key, value in m.items():
-                    micro_metrics[key] = micro_metrics.get(key, 0.0) + float(value) * (
-                        1.0 if key == "policy_loss" else part_share)
+                    value = value.detach().double() * (1.0 if key == "policy_loss" else part_share)
+                    micro_metrics[key] = value if key not in micro_metrics else micro_metrics[key] + value
             records.append(micro_metrics)
         for _ in range(idle):
             done += 1
             with self.engine.accumulating(done == plan.passes + idle):
                 lp, _ = self._logps(None, plan, plan.idle_rows, with_entropy=False)
                 self.engine.backward(lp.sum() * 0.0)
-        return records
+        return _to_floats(records)
 
     def _reduce_records(self, records: list[dict[str, float]]) -> list[dict[str, float]]:
         """Each micro-batch's metrics summed over the ranks (each rank holds its share of each); a key counts
@@ -727,7 +750,7 @@ class Trainer:
                                return_tensors="pt")["input_ids"]
         if probe.shape[1] >= 2:
             check_chunked_head(self.model, probe)
-        if self.cfg.grpo.share_prompts and probe.shape[1] >= 4:
+        if self.step_plan.share_prompts and probe.shape[1] >= 4:
             check_shared_prompts(self.model, probe)
 
     def _metrics(self, batch: Generation, rewards: torch.Tensor, columns: dict[str, list], adv: dict[str, float],

@@ -212,6 +212,8 @@ class CheckpointConfig:
 @dataclass
 class TrainerConfig:
     backend: str = "grpo_core"  # a name registered through grpo_register_trainer_backends ("grpo_core", "trl")
+    # GiB the step may hold (grpo_core.policy.step_plan); None: 90% of the accelerator's free memory, no cap on a CPU
+    memory_budget_gb: float | None = None
 
 
 @dataclass
@@ -291,6 +293,7 @@ LIMITS: dict[tuple[str, str], tuple[float | None, float | None]] = {
     ("checkpoint", "every"): (0, BIG),
     ("checkpoint", "every_minutes"): (0, None),
     ("checkpoint", "keep_last"): (1, 10**6),
+    ("trainer", "memory_budget_gb"): (1e-4, 10**6),
 }
 
 
@@ -316,6 +319,12 @@ class RunConfig:
     @property
     def output_dir(self) -> Path:
         return Path(self.logging.output_dir)
+
+    def is_set(self, section: str, key: str) -> bool:
+        """Whether the user gave ``section.key`` (the run file, a ``--set``, the Python API's dict) rather than
+        leaving it to its default: what the step planner may choose (grpo_core.policy.step_plan)."""
+        table = self.raw.get(section)
+        return isinstance(table, dict) and key in table
 
     @property
     def sequences_per_step(self) -> int:

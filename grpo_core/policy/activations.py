@@ -180,3 +180,22 @@ def is_offloading(model: Any) -> bool:
         if getattr(m, "gradient_checkpointing", False) is True and func is not None:
             return getattr(func, "func", func) is offloaded_checkpoint
     return False
+
+
+def untile_mlp(model: Any) -> int:
+    """Undo :func:`tile_mlp`: every tiled MLP runs whole again; returns how many were tiled."""
+    count = 0
+    for module in _hf_model(model).modules():
+        mlp = getattr(module, "mlp", None)
+        if isinstance(mlp, torch.nn.Module) and _tile_of(mlp):
+            del mlp.forward  # the instance attribute: the class's forward again
+            count += 1
+    return count
+
+
+def disable_gradient_checkpointing(model: Any) -> None:
+    """Turn off what :func:`enable_gradient_checkpointing` turned on (the layers' checkpointing, the MLP tiles)."""
+    hf = _hf_model(model)
+    disable = getattr(hf, "activation_checkpointing_disable", None) or hf.gradient_checkpointing_disable
+    disable()
+    untile_mlp(model)

@@ -196,7 +196,6 @@ class ChunkedLogProbs(torch.autograd.Function):
         for t0 in range(0, n_tok, chunk_size):
             t1 = min(t0 + chunk_size, n_tok)
             h, tg, gc = hidden[t0:t1], targets[t0:t1], g[t0:t1].unsqueeze(1)
-            rows = torch.arange(t1 - t0, device=hidden.device)
             for v0 in range(0, vocab, v_chunk):
                 v1 = min(v0 + v_chunk, vocab)
                 z, slope = _tile_logits(h, weight, bias, v0, v1, inv_t, out=z_buf[: t1 - t0, : v1 - v0],
@@ -205,7 +204,9 @@ class ChunkedLogProbs(torch.autograd.Function):
                 dz = z.sub_(lse[t0:t1].unsqueeze(1)).exp_().mul_(-gc)
                 local = tg - v0
                 inside = (local >= 0) & (local < v1 - v0)
-                dz[rows[inside], local[inside]] += gc.squeeze(1)[inside]
+                # + g at each row's target column when this tile holds it: a scatter, not boolean indexing (which
+                # waits for the device to count the rows)
+                dz.scatter_add_(1, local.clamp(0, v1 - v0 - 1).unsqueeze(1), gc * inside.unsqueeze(1))
                 dz.mul_(inv_t * scale)
                 if slope is not None:
                     dz.mul_(slope)

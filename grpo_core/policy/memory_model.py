@@ -53,19 +53,29 @@ class ParamCounts:
     lora_per_rank: int  # sum of (in + out) over those linear layers: LoRA params = rank x this
 
 
-def count_parameters(model_config: Any) -> ParamCounts:
-    """Exact parameter counts of the causal LM ``model_config`` describes (built on the meta device)."""
-    from transformers import AutoModelForCausalLM
+def count_parameters(model_config: Any, model: Any = None) -> ParamCounts:
+    """Exact parameter counts of the causal LM ``model_config`` describes (built on the meta device), or of a
+    loaded ``model`` (its base: a peft wrapper's adapters left out)."""
+    if model is None:
+        from transformers import AutoModelForCausalLM
 
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(model_config)
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(model_config)
+    model = model.get_base_model() if hasattr(model, "get_base_model") else model
     head = model.get_output_embeddings()
     linear = lora = 0
-    for module in model.modules():
-        if isinstance(module, torch.nn.Linear) and module is not head:
-            linear += module.weight.numel()
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.Linear) and module is not head and "lora_" not in name:
+            linear += module.in_features * module.out_features  # a 4-bit layer's packed weight counts as unpacked
             lora += module.in_features + module.out_features
-    return ParamCounts(sum(p.numel() for p in model.parameters()), linear, lora)
+    total = sum(_numel(p) for n, p in model.named_parameters() if "lora_" not in n)
+    return ParamCounts(total, linear, lora)
+
+
+def _numel(p: torch.Tensor) -> int:
+    """Elements of a parameter as the model uses it (bitsandbytes' 4-bit weights are stored packed)."""
+    state = getattr(p, "quant_state", None)
+    return int(torch.Size(state.shape).numel()) if state is not None else p.numel()
 
 
 @dataclass
@@ -118,6 +128,7 @@ def estimate_peak_memory(
     micro_batch_tokens: int = 0,
     generation_sequences: int | None = None,
     counts: ParamCounts | None = None,
+    lora_autocast: bool = False,
 ) -> MemoryEstimate:
     """Estimated peak memory of one GRPO step on the accelerator (the process, on a CPU machine).
 
@@ -128,7 +139,9 @@ def estimate_peak_memory(
     hidden size, at least 512; None: untiled). ``generation_sequences`` is the whole step's sequences
     (prompts x generations): generation samples them in one batch and the old/reference log-probs are
     kept for all of them, whatever the gradient accumulation (default: ``num_sequences``).
-    ``counts`` skips the meta-device build.
+    ``counts`` skips the meta-device build. ``lora_autocast``: LoRA's forwards run under autocast in the
+    base's 16-bit dtype with peft's input casts off (the step planner's choice on an accelerator); otherwise a
+    16-bit base's LoRA layers each keep an fp32 copy of their input for the adapter's backward.
     """
     for name, value in (("num_sequences", num_sequences), ("completion_length", completion_length),
                         ("chunk_size", chunk_size), ("num_iterations", num_iterations)):
@@ -186,6 +199,9 @@ def estimate_peak_memory(
     mlp_part = 4 * inter * nbytes
     if lora_rank:
         attn_part += 7 * 2 * lora_rank * 4  # each adapter keeps its fp32 r-dim intermediate
+        if nbytes < 4 and not lora_autocast:  # peft casts a 16-bit input to the adapter's fp32: a copy per layer
+            attn_part += (3 * hidden + heads * head_dim) * 4  # q, k, v, o inputs
+            mlp_part += (2 * hidden + inter) * 4  # gate, up, down inputs
     per_token_layer = attn_part + mlp_part
     residual = tokens * hidden * nbytes
     if gradient_checkpointing:

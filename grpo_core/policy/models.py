@@ -204,6 +204,25 @@ def compute_dtype(model: Any) -> Any:
     return dtype
 
 
+def base_config(model: Any) -> Any:
+    """The transformers config of ``model`` (inside a peft or ``torch.compile`` wrapper)."""
+    base = model.get_base_model() if is_peft(model) else model
+    return _unwrap(base).config
+
+
+def set_compute_dtype(model: Any, dtype: Any) -> None:
+    """Run ``model``'s forwards under autocast in ``dtype`` on an accelerator (the step planner's choice for a
+    16-bit LoRA/QLoRA base). peft's LoRA layers then keep their 16-bit input instead of casting it to the
+    adapter's fp32 (a copy per layer, and GEMMs off the tensor cores); autocast runs the adapter in ``dtype``."""
+
+    dtype = torch_dtype(dtype) if isinstance(dtype, str) else dtype
+    base = model.get_base_model() if is_peft(model) else model
+    _unwrap(base)._grpo_autocast_dtype = dtype
+    for module in model.modules():
+        if hasattr(module, "cast_input_dtype_enabled"):  # peft's BaseTunerLayer
+            module.cast_input_dtype_enabled = False
+
+
 def uses_fp16(model: Any) -> bool:
     """Whether gradients flow through fp16 activations (autocast fp16 or an fp16 base under LoRA): the
     trainer then scales the loss (``torch.amp.GradScaler``)."""

@@ -35,6 +35,7 @@ NO_TRL_EQUIVALENT: dict[str, str] = {
     "grpo.logprob_chunk_size": "TRL 1.x's fused LM head tiles the log-probs its own way (no size to set)",
     "grpo.share_prompts": "TRL runs every completion with its own copy of the prompt",
     "grpo.micro_batch_tokens": "TRL runs per_device_train_batch_size rows per forward/backward, with no token budget",
+    "trainer.memory_budget_gb": "TRL plans no step from a memory budget (its own batch size and checkpointing keys)",
     "logging.sample_every": "samples.jsonl is not written (TRL's own completion logging is log_completions)",
     "logging.num_samples": "samples.jsonl is not written (TRL's own completion logging is log_completions)",
 }
@@ -59,8 +60,7 @@ TRL_LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo", "
 def user_set(cfg: RunConfig, key: str) -> bool:
     """Whether the config file or a ``--set`` gave ``section.name`` (not left at its default)."""
     section, _, name = key.partition(".")
-    table = cfg.raw.get(section)
-    return isinstance(table, dict) and name in table
+    return cfg.is_set(section, name)
 
 
 def no_trl_equivalent(cfg: RunConfig) -> dict[str, str]:

@@ -145,3 +145,39 @@ def test_gradient_accumulation_splits_training_not_generation(tmp_path):
     assert four.component("activations") < one.component("activations")
     assert _estimate(_config(), num_sequences=4, generation_sequences=16).component("KV cache") == \
         4 * _estimate(_config(), num_sequences=4).component("KV cache")
+
+
+PROBE_SHAPES = {  # three model shapes x batches, each step planned on this CPU (grpo_core.policy.step_plan)
+    "tied-full-ft": ({"vocab_size": 32000, "hidden_size": 384, "intermediate_size": 1024, "num_hidden_layers": 4,
+                      "num_attention_heads": 6, "num_key_value_heads": 2, "tie_word_embeddings": True},
+                     8, 64, 448, 0),
+    "untied-lora": ({"vocab_size": 24000, "hidden_size": 512, "intermediate_size": 1408, "num_hidden_layers": 4,
+                     "num_attention_heads": 8, "num_key_value_heads": 4, "tie_word_embeddings": False},
+                    8, 32, 480, 16),
+    "deep-narrow-16-rows": ({"vocab_size": 16000, "hidden_size": 256, "intermediate_size": 768,
+                             "num_hidden_layers": 6, "num_attention_heads": 4, "num_key_value_heads": 4,
+                             "tie_word_embeddings": True}, 16, 128, 384, 0),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shape", sorted(PROBE_SHAPES))
+def test_planned_estimate_is_within_20_percent_of_the_measured_peak(shape):
+    """What ``--dry-run`` prints (the step plan's estimate) against the peak of that planned step, measured in a
+    fresh process (tests/core/memory_probe.py: two steps, VmHWM less the resident set before the model)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    config, rows, prompt, completion, rank = PROBE_SHAPES[shape]
+    spec = {"config": config, "rows": rows, "prompt": prompt, "completion": completion, "dtype": "float32",
+            "lora_rank": rank}
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
+    proc = subprocess.run([sys.executable, str(Path(__file__).with_name("memory_probe.py")), json.dumps(spec)],
+                          capture_output=True, text=True, env=env, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["training"] > out["generation"]  # the step's peak is the update's, which the probe runs
+    assert 0.8 <= out["estimated"] / out["measured"] <= 1.2, out

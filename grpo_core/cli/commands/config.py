@@ -1,6 +1,7 @@
 """``grpo config validate CONFIG [--set k=v]... [--print] [--data]``: a run config checked without running it
 and without the network (the checks ``grpo train`` makes, :func:`grpo_core.cli.checks.run_checks`; an
-earlier run in the run folder is a warning here), then its one-line summary; exit 0, or 2 with one line per
+earlier run in the run folder is a warning here), then its one-line summary and the step plan this machine would
+train it by (grpo_core.policy.step_plan; when the model's config is local); exit 0, or 2 with one line per
 problem.
 """
 
@@ -28,6 +29,17 @@ def add_parser(subparsers: Any) -> None:
     p.set_defaults(func=cmd_config_validate)
 
 
+def _print_plan(cfg: Any) -> None:
+    """The step plan for this machine, when the model's config is at hand without the network; else one line."""
+    from grpo_core.cli.commands.train import step_plan  # torch: loaded when a plan is printed
+
+    try:
+        print(step_plan(cfg, offline=True).table())
+    except OSError:
+        print(f"step plan: not shown ({cfg.model.name_or_path!r} is not a local folder or in the hub cache; "
+              "`grpo train --dry-run` fetches its config)")
+
+
 def cmd_config_validate(args: argparse.Namespace) -> int:
     cfg = load_config(args.config, args.overrides)
     rows = run_checks(cfg, all_sources=args.check_data, validate=True)
@@ -36,6 +48,8 @@ def cmd_config_validate(args: argparse.Namespace) -> int:
         print(f"data: {len(rows)} rows from {cfg.data.source} [{cfg.data.split}]; columns {', '.join(map(str, rows[0]))}; "
               f"first prompt: {first[:80]!r}")
     print(f"ok: {summary(cfg)}")
+    if cfg.trainer.backend == "grpo_core":
+        _print_plan(cfg)
     if args.print_config:
         print(json.dumps(cfg.to_dict(), indent=2, default=str))
     return 0

@@ -1,7 +1,7 @@
 """``grpo train CONFIG [--set k=v]... [--resume | --overwrite] [--dry-run] [--nproc N]``: a run config trained
 by the trainer its ``[trainer] backend`` names. Every check a run would trip over that can be known without
 the model is made first (:func:`grpo_core.cli.checks.run_checks`, as ``grpo config validate`` makes them);
-``--dry-run`` then prints the peak-memory estimate (:func:`memory_estimate`) and stops, and ``--nproc N``
+``--dry-run`` then prints the step plan and its peak-memory estimate (:func:`step_plan`) and stops, and ``--nproc N``
 starts N processes through torchrun (:mod:`grpo_core.cli.launch`). Exit 0, 2 for bad input (one line per
 problem), 130 after a Ctrl-C.
 """
@@ -67,44 +67,35 @@ def _process_count(text: str) -> int:
 
 
 
-def memory_estimate(cfg: Any) -> Any:
-    """Owner M's peak-memory estimate for ``cfg``; the model's config comes from ``AutoConfig`` (local
-    folder or hub cache). Raises ``OSError`` with one clear line when the config cannot be fetched."""
+def model_config_of(cfg: Any, *, offline: bool = False) -> Any:
+    """The transformers config of ``[model]`` (local folder or hub cache first; ``offline``: only those). Raises
+    ``OSError`` with one clear line when it cannot be fetched."""
     from transformers import AutoConfig  # heavy: loaded when a dry run estimates
 
     m = cfg.model
     kwargs = {"revision": m.revision, "trust_remote_code": m.trust_remote_code}
     try:
         try:  # a local folder or the hub cache first: no network round trip
-            model_config = AutoConfig.from_pretrained(m.name_or_path, local_files_only=True, **kwargs)
+            return AutoConfig.from_pretrained(m.name_or_path, local_files_only=True, **kwargs)
         except OSError:
-            model_config = AutoConfig.from_pretrained(m.name_or_path, **kwargs)
+            if offline:
+                raise
+            return AutoConfig.from_pretrained(m.name_or_path, **kwargs)
     except (OSError, ValueError) as exc:
         raise OSError(f"model.name_or_path: cannot fetch the config of {m.name_or_path!r} (offline, or no such "
                       f"model?): {_first_line(exc)}") from None
-    from grpo_core.policy.memory_model import estimate_peak_memory  # torch: loaded when the command runs
 
-    dtype = cfg.quantization.compute_dtype if m.dtype == "auto" and cfg.quantization.load_in_4bit else m.dtype
-    if dtype == "auto":
-        dtype = str(getattr(model_config, "dtype", None) or getattr(model_config, "torch_dtype", None)
-                    or "float32").removeprefix("torch.")
-    return estimate_peak_memory(
-        model_config,
-        num_sequences=cfg.sequences_per_step // cfg.grpo.gradient_accumulation_steps,
-        generation_sequences=cfg.sequences_per_step,
-        prompt_length=cfg.data.max_prompt_length or 512,
-        completion_length=cfg.generation.max_completion_length,
-        dtype=dtype,
-        lora_rank=cfg.lora.r if cfg.lora.enabled else 0,
-        quantization_4bit=cfg.quantization.load_in_4bit,
-        gradient_checkpointing=m.gradient_checkpointing,
-        offload_activations=m.offload_activations,
-        chunk_size=cfg.grpo.logprob_chunk_size,
-        beta=cfg.grpo.beta,
-        num_iterations=cfg.grpo.num_iterations,
-        mlp_chunk_tokens="auto" if m.mlp_chunk_tokens is None else m.mlp_chunk_tokens,
-        micro_batch_tokens=cfg.grpo.micro_batch_tokens,
-    )
+
+def step_plan(cfg: Any, *, offline: bool = False, processes: int = 1) -> Any:
+    """The step plan (grpo_core.policy.step_plan) ``cfg`` would train by on this machine, before anything loads."""
+    from grpo_core.policy.step_plan import plan_for_config  # torch: loaded when the command runs
+
+    return plan_for_config(cfg, model_config_of(cfg, offline=offline), processes=processes)
+
+
+def memory_estimate(cfg: Any) -> Any:
+    """The peak-memory estimate of the step ``cfg`` would train by on this machine: its step plan's."""
+    return step_plan(cfg).estimate
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -135,7 +126,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     run_checks(cfg, resume=args.resume, overwrite=args.overwrite, processes=max(world.size, args.nproc),
                run_folder=world.is_main)
     if args.dry_run:
-        return _dry_run(cfg)
+        return _dry_run(cfg, processes=max(world.size, args.nproc))
     # one run at a time in a run folder: held from before --overwrite clears it until the final model is written
     # (the ranks --nproc starts inherit the launcher's; a rank of torchrun started by hand: rank 0 takes it)
     owner = world.is_main and not (world.enabled and os.environ.get(INHERITED))
@@ -145,12 +136,14 @@ def cmd_train(args: argparse.Namespace) -> int:
         return _train(cfg, args, world)
 
 
-def _dry_run(cfg: Any) -> int:
+def _dry_run(cfg: Any, processes: int) -> int:
     try:
-        estimate = memory_estimate(cfg)
+        plan = step_plan(cfg, processes=processes)
     except OSError as exc:
         return _error(str(exc))
+    estimate = plan.estimate
     print(estimate.table())
+    print(plan.table())
     if estimate.peak > LARGEST_ACCELERATOR_GIB * 2**30:
         print(f"warning: the estimated peak ({estimate.peak / 2**30:,.0f} GiB) is more than the largest single "
               f"accelerator holds ({LARGEST_ACCELERATOR_GIB} GiB): lower generation.num_generations, "

@@ -1,0 +1,181 @@
+"""The step planner on simulated devices (grpo_core.policy.step_plan): a CPU keeps today's defaults and only
+shrinks its passes to fit a budget; a GPU with room drops checkpointing and runs the micro-batch at once, and
+checkpoints, then shrinks its passes, then tiles, as its free memory falls; prompts are shared on a GPU only through
+a fused packing kernel; LoRA runs under autocast there; a key the user set is kept; a budget nothing fits is one
+line naming the key. Every plan's estimate is the memory model's for the values it chose."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from grpo_core.policy import step_plan as sp  # noqa: E402
+from grpo_core.policy.memory_model import GiB, estimate_peak_memory  # noqa: E402
+from grpo_rewards.errors import ConfigError  # noqa: E402
+
+GPU_KERNELS = frozenset({"flash", "mem_efficient"})
+
+
+@pytest.fixture(scope="module")
+def qwen():
+    """A Qwen2.5-0.5B-shaped config (the issue's reference model); nothing is allocated."""
+    from transformers import Qwen2Config
+
+    return Qwen2Config(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
+                       num_attention_heads=14, num_key_value_heads=2, tie_word_embeddings=True)
+
+
+@pytest.fixture(scope="module")
+def counts(qwen):
+    return sp.count_parameters(qwen)
+
+
+def gpu(free_gib: float, kernels=GPU_KERNELS) -> sp.DeviceInfo:
+    return sp.DeviceInfo("cuda", "simulated", 80 * GiB, int(free_gib * GiB), frozenset(kernels))
+
+
+def batch(completion: int = 4096, rows: int = 8) -> sp.BatchShape:
+    return sp.BatchShape(rows=rows, step_rows=rows, prompt_length=64, completion_length=completion, group_size=8)
+
+
+LORA_BF16 = sp.PlanSettings(dtype="bfloat16", lora_rank=16)
+
+
+def same_estimate(plan, qwen, counts, b, s):
+    """The estimate the plan carries is the memory model's for the plan's own values."""
+    est = estimate_peak_memory(qwen, num_sequences=b.rows, generation_sequences=b.step_rows,
+                               prompt_length=b.prompt_length, completion_length=b.completion_length, dtype=s.dtype,
+                               lora_rank=s.lora_rank, gradient_checkpointing=plan.gradient_checkpointing,
+                               chunk_size=plan.logprob_chunk_size, mlp_chunk_tokens=plan.mlp_chunk_tokens or None,
+                               micro_batch_tokens=plan.micro_batch_tokens, counts=counts,
+                               lora_autocast=plan.autocast_dtype is not None)
+    return est.peak == plan.estimate.peak
+
+
+def test_cpu_keeps_todays_defaults(qwen, counts):
+    b = batch(1024)
+    plan = sp.plan_step(sp.DeviceInfo("cpu"), qwen, b, LORA_BF16, counts)
+    assert (plan.micro_batch_tokens, plan.gradient_checkpointing, plan.mlp_chunk_tokens, plan.logprob_chunk_size,
+            plan.share_prompts, plan.autocast_dtype) == (4096, True, 4096, 1024, True, None)
+    assert plan.budget_bytes is None
+    assert same_estimate(plan, qwen, counts, b, LORA_BF16)
+
+
+def test_cpu_budget_only_shrinks_the_passes(qwen, counts):
+    b = batch(1024)
+    free = sp.plan_step(sp.DeviceInfo("cpu"), qwen, b, LORA_BF16, counts)
+    budget = (free.estimate.peak - 1) / GiB  # just under today's plan
+    s = sp.PlanSettings(dtype="bfloat16", lora_rank=16, budget_gb=budget)
+    plan = sp.plan_step(sp.DeviceInfo("cpu"), qwen, b, s, counts)
+    assert plan.micro_batch_tokens < 4096 and plan.micro_batch_tokens % b.sequence_length == 0
+    assert plan.gradient_checkpointing and plan.share_prompts and plan.mlp_chunk_tokens == 4096
+    assert plan.estimate.peak <= budget * GiB
+    assert "shrunk" in plan.reasons["grpo.micro_batch_tokens"]
+
+
+def test_gpu_with_room_runs_the_micro_batch_at_once_without_checkpointing(qwen, counts):
+    b = batch(1024)
+    plan = sp.plan_step(gpu(78), qwen, b, LORA_BF16, counts)
+    assert plan.micro_batch_tokens == 0 and not plan.gradient_checkpointing and plan.mlp_chunk_tokens == 0
+    assert plan.logprob_chunk_size == sp.CUDA_LOGPROB_CHUNK
+    assert not plan.share_prompts  # packing needs a dense mask: off the fused kernels
+    assert plan.autocast_dtype == "bfloat16"  # LoRA under autocast in the base's dtype
+    assert plan.estimate.peak <= plan.budget_bytes == int(78 * GiB * sp.FREE_MEMORY_SHARE)
+    assert same_estimate(plan, qwen, counts, b, LORA_BF16)
+    fp32 = sp.plan_step(gpu(78), qwen, b, sp.PlanSettings(dtype="float32", lora_rank=16), counts)
+    assert fp32.autocast_dtype is None
+
+
+def test_gpu_plans_trade_speed_for_memory_as_free_memory_falls(qwen, counts):
+    b = batch(4096)
+    plans = [sp.plan_step(gpu(free), qwen, b, LORA_BF16, counts) for free in (78, 20, 4, 2)]
+    peaks = [p.estimate.peak for p in plans]
+    assert peaks == sorted(peaks, reverse=True) and len(set(peaks)) == len(peaks)
+    for free, plan in zip((78, 20, 4, 2), plans, strict=True):
+        assert plan.estimate.peak <= free * GiB * sp.FREE_MEMORY_SHARE
+    assert not plans[0].gradient_checkpointing and plans[0].micro_batch_tokens == 0
+    assert plans[-1].gradient_checkpointing
+    # each plan is the cheapest that fits: the next faster candidate would not fit
+    assert sp._time(b, sp._Candidate(0, 8, False, 0), gpu(1)) < sp._time(b, sp._Candidate(0, 8, True, 0), gpu(1))
+
+
+def test_gpu_shares_prompts_only_through_a_fused_packing_kernel(qwen, counts, monkeypatch):
+    b = batch(1024)
+    assert not sp.plan_step(gpu(78, GPU_KERNELS | {"flex_attention"}), qwen, b, LORA_BF16, counts).share_prompts
+    monkeypatch.setattr(sp, "PACKING_KERNELS", ("flex_attention",))  # a packing path through FlexAttention
+    assert sp.plan_step(gpu(78, GPU_KERNELS | {"flex_attention"}), qwen, b, LORA_BF16, counts).share_prompts
+    assert not sp.plan_step(gpu(78, GPU_KERNELS), qwen, b, LORA_BF16, counts).share_prompts  # kernel missing
+
+
+def test_explicit_settings_win(qwen, counts):
+    b = batch(1024)
+    explicit = {"model.gradient_checkpointing": True, "grpo.micro_batch_tokens": 2176, "grpo.share_prompts": True,
+                "grpo.logprob_chunk_size": 512, "model.mlp_chunk_tokens": 0}
+    s = sp.PlanSettings(dtype="bfloat16", lora_rank=16, explicit=explicit)
+    plan = sp.plan_step(gpu(78), qwen, b, s, counts)
+    assert (plan.gradient_checkpointing, plan.micro_batch_tokens, plan.share_prompts, plan.logprob_chunk_size,
+            plan.mlp_chunk_tokens) == (True, 2176, True, 512, 0)
+    assert all(plan.reasons[key] == "set" for key in explicit)
+    # one key set, the others planned around it
+    only = sp.plan_step(gpu(78), qwen, b, sp.PlanSettings(dtype="bfloat16", lora_rank=16,
+                                                           explicit={"model.gradient_checkpointing": True}), counts)
+    assert only.gradient_checkpointing and only.micro_batch_tokens == 0 and not only.share_prompts
+    cpu = sp.plan_step(sp.DeviceInfo("cpu"), qwen, b, sp.PlanSettings(explicit={"grpo.share_prompts": False}), counts)
+    assert not cpu.share_prompts and cpu.micro_batch_tokens == 4096
+
+
+def test_a_budget_nothing_fits_is_one_line_naming_the_key(qwen, counts):
+    s = sp.PlanSettings(dtype="bfloat16", lora_rank=16, budget_gb=0.5)
+    with pytest.raises(ConfigError) as info:
+        sp.plan_step(gpu(78), qwen, batch(4096), s, counts)
+    text = str(info.value)
+    assert "\n" not in text and text.startswith("trainer.memory_budget_gb: ") and "0.50 GiB" in text
+    with pytest.raises(ConfigError, match="^trainer.memory_budget_gb: .*90% of the free device memory"):
+        sp.plan_step(gpu(0.5), qwen, batch(4096), LORA_BF16, counts)
+    # the user's own key is what rules the fitting plans out: the error names it
+    s = sp.PlanSettings(dtype="bfloat16", lora_rank=16, explicit={"model.gradient_checkpointing": False})
+    with pytest.raises(ConfigError) as info:
+        sp.plan_step(gpu(4), qwen, batch(4096), s, counts)
+    assert str(info.value).startswith("model.gradient_checkpointing: ") and "\n" not in str(info.value)
+
+
+def test_run_config_tells_a_set_key_from_a_default(tmp_path):
+    from grpo_core.config import config_from_dict, load_config
+
+    sections = {"model": {"name_or_path": "m", "gradient_checkpointing": True},
+                "data": {"source": "demo:arithmetic"}, "grpo": {"micro_batch_tokens": 4096},
+                "trainer": {"memory_budget_gb": 12}, "rewards": {"r": {"use": "exact_match"}}}
+    cfg = config_from_dict(sections)
+    assert sp.explicit_settings(cfg) == {"grpo.micro_batch_tokens": 4096, "model.gradient_checkpointing": True}
+    assert cfg.trainer.memory_budget_gb == 12.0
+    path = tmp_path / "run.toml"
+    path.write_text('[model]\nname_or_path = "m"\n[data]\nsource = "demo:arithmetic"\n'
+                    '[rewards.r]\nuse = "exact_match"\n')
+    cfg = load_config(str(path), ["grpo.share_prompts=false"])
+    assert sp.explicit_settings(cfg) == {"grpo.share_prompts": False}
+    with pytest.raises(ConfigError, match="trainer.memory_budget_gb"):
+        config_from_dict({**sections, "trainer": {"memory_budget_gb": 0}})
+
+
+def _run_file(tmp_path, model_dir, extra: str = "") -> str:
+    path = tmp_path / "run.toml"
+    path.write_text(f'[model]\nname_or_path = "{model_dir}"\ndtype = "float32"\n'
+                    '[data]\nsource = "demo:arithmetic?max_operand=9"\nanswer_field = "answer"\nchat_template = false\n'
+                    f'[logging]\noutput_dir = "{tmp_path / "run"}"\n[rewards.r]\nuse = "exact_match"\n{extra}')
+    return str(path)
+
+
+def test_config_validate_prints_the_plan_and_refuses_a_budget_nothing_fits(tiny_model_dir, tmp_path, capsys):
+    from grpo_rewards.cli import main
+
+    path = _run_file(tmp_path, tiny_model_dir)
+    assert main(["config", "validate", path]) == 0
+    out = capsys.readouterr().out
+    assert "\nstep plan on cpu" in out and "grpo.micro_batch_tokens       4096" in out
+    assert main(["config", "validate", path, "--set", "trainer.memory_budget_gb=0.0001"]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1 and f"{path}: trainer.memory_budget_gb: the smallest step" in err[0]
+    assert main(["train", path, "--dry-run", "--set", "trainer.memory_budget_gb=0.0001"]) == 2
+    assert "trainer.memory_budget_gb: the smallest step" in capsys.readouterr().err

@@ -1,0 +1,86 @@
+"""The trainer runs by its step plan: on the CPU a memory budget shrinks the passes it really runs, on a simulated
+GPU with room the loaded model loses its checkpointing and each micro-batch runs in one pass without shared
+prompts; the plan is printed at start and written to the run folder's config.json."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from grpo_core.policy import step_plan as sp  # noqa: E402
+from grpo_core.policy.activations import is_checkpointing  # noqa: E402
+from grpo_core.policy.memory_model import GiB  # noqa: E402
+
+
+def _trainer(model_dir, tmp_path, **sections):
+    from grpo_core import Trainer, config_from_dict
+
+    run = {
+        "model": {"name_or_path": str(model_dir), "dtype": "float32"},
+        "data": {"source": "demo:arithmetic?max_operand=9", "answer_field": "answer", "chat_template": False},
+        "generation": {"num_generations": 4, "max_completion_length": 6},
+        "grpo": {"learning_rate": 1e-3, "prompts_per_step": 2, "max_steps": 1},
+        "logging": {"output_dir": str(tmp_path / "run"), "progress": False, "plot": False},
+        "rewards": {"correct": {"use": "exact_match"}},
+    }
+    for name, values in sections.items():
+        run[name] = {**run.get(name, {}), **values}
+    return Trainer(config_from_dict(run))
+
+
+def _count_passes(trainer):
+    """Wrap the engine's forward to count the training passes of one step."""
+    passes = []
+    forward = trainer.engine.forward
+
+    def counted(input_ids, *args, **kwargs):
+        passes.append((input_ids.shape[0], input_ids.shape[1], kwargs.get("share_prompts"), kwargs.get("chunk_size")))
+        return forward(input_ids, *args, **kwargs)
+
+    trainer.engine.forward = counted
+    return passes
+
+
+def test_cpu_budget_shrinks_the_passes_the_trainer_runs(arithmetic_model_dir, tmp_path, capsys):
+    short = {"max_prompt_length": 8, "source": "demo:arithmetic?max_operand=9"}  # 8 rows of at most 14 tokens
+    default = _trainer(arithmetic_model_dir, tmp_path / "a", data=short)
+    assert default.step_plan.micro_batch_tokens == 4096 and default.step_plan.gradient_checkpointing
+    assert is_checkpointing(default.model)
+    # a budget just under the default plan's peak: the planner halves the rows per pass until it fits
+    budget = (default.step_plan.estimate.peak - 1) / GiB
+    trainer = _trainer(arithmetic_model_dir, tmp_path / "b", data=short, trainer={"memory_budget_gb": budget})
+    plan = trainer.step_plan
+    assert plan.micro_batch_tokens < 4096 and plan.estimate.peak <= budget * GiB
+    assert "step plan on cpu" in capsys.readouterr().err
+    passes = _count_passes(trainer)
+    trainer.train()
+    assert len(passes) >= 2 and sum(rows for rows, _, _, _ in passes) == 8  # every row, in more than one pass
+    assert all(rows * width <= plan.micro_batch_tokens for rows, width, _, _ in passes)
+    assert all(share and chunk == 1024 for _, _, share, chunk in passes)
+    written = json.loads((tmp_path / "b" / "run" / "config.json").read_text())["step_plan"]
+    assert written["micro_batch_tokens"] == plan.micro_batch_tokens and written["budget_source"] == \
+        "trainer.memory_budget_gb"
+
+
+def test_simulated_gpu_plan_is_applied_to_the_model_and_the_update(arithmetic_model_dir, tmp_path, monkeypatch):
+    import grpo_core.trainer as trainer_module
+
+    monkeypatch.setattr(trainer_module, "describe_device",
+                        lambda device: sp.DeviceInfo("cuda", "simulated", 80 * GiB, 70 * GiB,
+                                                     frozenset({"flash", "mem_efficient"})))
+    trainer = _trainer(arithmetic_model_dir, tmp_path)
+    plan = trainer.step_plan
+    assert not plan.gradient_checkpointing and plan.micro_batch_tokens == 0 and not plan.share_prompts
+    assert not is_checkpointing(trainer.model)  # loaded checkpointed (the config's default), planned off
+    assert not any(getattr(m.__dict__.get("forward"), "_grpo_tiled", None) for m in trainer.model.modules())
+    passes = _count_passes(trainer)
+    metrics = trainer.train()
+    assert [(rows, share, chunk) for rows, _, share, chunk in passes] == [(8, False, sp.CUDA_LOGPROB_CHUNK)]
+    assert metrics["step"] == 1
+    # a key the user set stays: checkpointing on, on the same simulated GPU
+    kept = _trainer(arithmetic_model_dir, tmp_path / "kept", model={"gradient_checkpointing": True})
+    assert kept.step_plan.gradient_checkpointing and is_checkpointing(kept.model)
