@@ -14,12 +14,7 @@ the training-event hooks receive).
 
 from __future__ import annotations
 
-import os
 from typing import Any
-
-# Module paths from before the package had a folder per extension point (grpo_core.checkpoint, ...) are
-# found in _aliases/ and resolve, with a DeprecationWarning, to the modules that now hold the code.
-__path__.append(os.path.join(os.path.dirname(__file__), "_aliases"))
 
 _EXPORTS = {
     "Trainer": "grpo_core.trainer",

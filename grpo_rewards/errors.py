@@ -7,7 +7,7 @@ problem. The ``grpo`` command line prints them and exits with status 2, never a 
       ConfigError       a run or rewards config (TOML, ``--set``, a command-line option)
       RewardInputError  a file given to ``grpo rewards score`` (and its ``--output``)
       DataError         (``grpo_core.data``) a training data set
-      RunFolderError    (``grpo_core.checkpoint``) a run folder: an earlier run, a file in the way, no access
+      RunFolderError    (``grpo_core.run_folder.checkpoints``) a run folder: an earlier run, a file in the way, no access
 
 ``file`` is a path, or a label for where else the value came from (``--set grpo.beta=x``, ``--batch-size``).
 

@@ -6,8 +6,3 @@
 ``launch``          ``grpo train --nproc N``: the run started on N processes through torchrun
 ``argument_types``  argparse types and options the commands share
 """
-
-import os
-
-# Deprecated module paths of this package (grpo_core.cli.eval_command) are found in grpo_core/_aliases/cli.
-__path__.append(os.path.join(os.path.dirname(os.path.dirname(__file__)), "_aliases", "cli"))

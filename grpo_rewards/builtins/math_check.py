@@ -1,6 +1,6 @@
 """The math-verify side of ``math_equivalence``: parse a gold answer and a candidate, compare them.
 
-Runs inside the worker processes of :mod:`grpo_rewards.builtins.timeout_pool`
+Runs inside the worker processes of :mod:`grpo_rewards.isolation.pool`
 (the parent process never imports sympy for this). math-verify's own signal
 timeouts are disabled (``parsing_timeout=None``, ``timeout_seconds=None``): the
 pool enforces the time limit. Workers are warmed up when they start

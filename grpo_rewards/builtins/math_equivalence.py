@@ -44,7 +44,7 @@ extraction, and keep ``"none"`` for comparing with TRL's and open-r1's ``accurac
 * Any other reference goes to math-verify and sympy (see
   :mod:`grpo_rewards.builtins.math_check` for how bare LaTeX, plain-text algebra
   and prose are read) in a process pool with a hard time limit per item
-  (:mod:`grpo_rewards.builtins.timeout_pool`), so it works from any thread and a
+  (:mod:`grpo_rewards.isolation.pool`), so it works from any thread and a
   pathological expression cannot hang training.
 
 Scores: ``value`` when equivalent; ``wrong_value`` when not, when the completion
@@ -88,9 +88,9 @@ from grpo_rewards.answers.extraction import check_extraction, compared_answer, e
 from grpo_rewards.answers.numbers import format_number, parse_literal
 from grpo_rewards.answers.units import compare_units, split_unit
 from grpo_rewards.builtins import math_check
-from grpo_rewards.builtins.timeout_pool import START_METHODS, Outcome, run_items
 from grpo_rewards.completions import completion_text
 from grpo_rewards.extras import require_extra
+from grpo_rewards.isolation.pool import START_METHODS, Outcome, run_items
 from grpo_rewards.specs import RewardSpec, VerifierSpec
 from grpo_rewards.verdict import Status, Verdict, explanation
 

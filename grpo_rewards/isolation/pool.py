@@ -1,7 +1,7 @@
 """A process pool that runs ``fn(*item)`` for many items with a hard per-item time limit.
 
 Part of the isolation layer (:mod:`grpo_rewards.isolation`, which says why this pool and the per-reward
-process worker are two mechanisms); :mod:`grpo_rewards.builtins.timeout_pool` is its deprecated path.
+process worker are two mechanisms).
 
 Verifiers that call sympy (math-verify) can hang on a pathological input, and
 math-verify's own timeouts use ``signal.alarm``, which only works in the main

@@ -31,7 +31,7 @@ from typing import Any
 
 import pytest
 
-from grpo_rewards.cli import main
+from grpo_rewards.command_line import main
 
 HERE = Path(__file__).parent
 TEMPLATE = """\

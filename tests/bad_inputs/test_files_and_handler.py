@@ -56,8 +56,8 @@ def test_problem_lines() -> None:
 
 def test_one_handler_bad_input_exit_2_bug_exit_1(monkeypatch: pytest.MonkeyPatch,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    import grpo_rewards.cli_commands as commands
-    from grpo_rewards.cli import main
+    import grpo_rewards.reward_commands as commands
+    from grpo_rewards.command_line import main
 
     def bad_input(args: object) -> int:
         raise ConfigError([Problem("a.toml", 1, "x", "first"), Problem("a.toml", 2, "y", "second")])
@@ -120,7 +120,7 @@ def _run_dir(tmp_path: Path) -> Path:
 
 @pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs /proc, where no file can be made")
 def test_plot_out_where_no_file_can_be_made_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from grpo_rewards.cli import main
+    from grpo_rewards.command_line import main
 
     run = _run_dir(tmp_path)
     assert main(["plot", str(run), "--out", "/proc/curves.png"]) == 2  # refused even as root
@@ -138,7 +138,7 @@ def test_plot_on_a_full_disk_is_one_line_and_leaves_the_old_png(tmp_path: Path) 
     script = ("import resource, signal, sys\n"
               "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
               "resource.setrlimit(resource.RLIMIT_FSIZE, (2048, 2048))\n"
-              "from grpo_rewards.cli import main\n"
+              "from grpo_rewards.command_line import main\n"
               f"sys.exit(main(['plot', {str(run)!r}]))\n")
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
                           env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from grpo_rewards.builtins import timeout_pool
+from grpo_rewards.isolation import pool as timeout_pool
 
 from . import suite
 

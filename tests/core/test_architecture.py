@@ -11,8 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from grpo_core._aliases import MOVED
-
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "ARCHITECTURE.md"
 # a run folder's names (run_folder/layout.py): spelled nowhere else in the trainer's code
@@ -29,8 +27,7 @@ def test_the_document_is_short_and_names_only_paths_that_exist() -> None:
     text = DOC.read_text()
     assert len(text.splitlines()) < 200
     named = set(re.findall(r"`((?:grpo_core|grpo_rewards|tests|plugins)/[\w/.]*)`", text))
-    named |= {m.group(1).replace(".", "/") for m in re.finditer(r"`(grpo_core\.[a-z_]+(?:\.[a-z_]+)*)`", text)
-              if m.group(1) not in MOVED}  # the deprecated paths it names resolve through grpo_core/_aliases
+    named |= {m.group(1).replace(".", "/") for m in re.finditer(r"`(grpo_core\.[a-z_]+(?:\.[a-z_]+)*)`", text)}
     assert named, "no paths found: the pattern above is wrong"
     missing = [p for p in sorted(named)
                if not (ROOT / p).exists() and not (ROOT / p).with_suffix(".py").exists()]

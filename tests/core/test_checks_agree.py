@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from grpo_rewards.cli import main
+from grpo_rewards.command_line import main
 
 CONFIG = """\
 [model]

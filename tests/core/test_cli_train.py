@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from grpo_rewards.cli import main
+from grpo_rewards.command_line import main
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -142,7 +142,7 @@ sys.path.insert(0, sys.argv[1])
 import grpo_rewards.plugins as plugins
 from stop_plugin import Plugin
 plugins._default = plugins.load_registry(extra_plugins=[("stop_plugin", Plugin())])
-from grpo_rewards.cli import main
+from grpo_rewards.command_line import main
 raise SystemExit(main(sys.argv[2:]))
 '''
 

@@ -264,7 +264,7 @@ def test_bad_data_keys_fail_validate_and_dry_run_in_one_line(tiny_model_dir: Pat
                                                               expected: str, use_core_registry: Any,
                                                               monkeypatch: pytest.MonkeyPatch,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
-    from grpo_rewards.cli import main
+    from grpo_rewards.command_line import main
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

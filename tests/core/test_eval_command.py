@@ -12,7 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 
-from grpo_rewards.cli import main  # noqa: E402
+from grpo_rewards.command_line import main  # noqa: E402
 from tests.core.conftest import arithmetic_rows  # noqa: E402
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from grpo_core.config import load_config
 from grpo_core.data import format_prompt, load_rows
-from grpo_rewards.cli import main
+from grpo_rewards.command_line import main
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 GSM8K = Path("/work/shared/data/gsm8k/train.jsonl")

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from grpo_rewards import RewardSpec, hookimpl
-from grpo_rewards.cli import main
+from grpo_rewards.command_line import main
 
 CONFIG = """\
 [model]

@@ -16,9 +16,8 @@ def module_name(path: Path, root: Path = ROOT) -> str:
 
 
 def modules(package: str, root: Path = ROOT) -> dict[str, Path]:
-    """Module name -> file, for every module of ``package`` (grpo_core's deprecated aliases left out: they
-    import by name, through importlib)."""
-    return {module_name(p, root): p for p in (root / package).rglob("*.py") if "_aliases" not in p.parts}
+    """Module name -> file, for every module of ``package``."""
+    return {module_name(p, root): p for p in (root / package).rglob("*.py")}
 
 
 def _runtime_imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:

@@ -16,7 +16,7 @@ import pytest
 
 from grpo_core.run_folder.checkpoints import RunFolderError, list_checkpoints
 from grpo_rewards import hookimpl
-from grpo_rewards.cli import main
+from grpo_rewards.command_line import main
 from tests.core.conftest import build_tiny_model, build_tokenizer
 
 

@@ -124,7 +124,7 @@ def test_gradient_accumulation_splits_training_not_generation(tmp_path):
     """``grpo train --dry-run``: generation samples every sequence of the step at once and the old/ref
     log-probs are kept for all of them, so accumulating gradients over 4 micro-batches shrinks only the
     activations, not the KV cache."""
-    from grpo_core.cli.commands import memory_estimate
+    from grpo_core.cli.commands.train import memory_estimate
     from grpo_core.config import config_from_dict
 
     _config().save_pretrained(tmp_path / "m")

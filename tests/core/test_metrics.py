@@ -95,7 +95,7 @@ def test_metric_series_skips_nulls_and_text(tmp_path: Path) -> None:
 
 
 def test_grpo_plot_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from grpo_rewards.cli import main
+    from grpo_rewards.command_line import main
 
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "reward/mean": s * s}) + "\n" for s in range(5)))
     assert main(["plot", str(tmp_path), "--out", str(tmp_path / "c.png")]) == 0
@@ -106,7 +106,7 @@ def test_grpo_plot_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
 
 
 def test_plot_never_writes_over_its_input_and_reports_bad_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from grpo_rewards.cli import main
+    from grpo_rewards.command_line import main
 
     metrics = tmp_path / "metrics.jsonl"
     metrics.write_text('{"step": 1, "kl": 0.5}\n[1, 2]\ngarbage\n{"step": 2, "kl": 0.25}\n{"step": 3, "k')

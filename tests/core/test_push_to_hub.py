@@ -211,7 +211,7 @@ def test_hub_keys_are_checked_with_the_config(tmp_path: Path, core_registry: Any
 
 def test_no_token_is_refused_before_anything_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                    use_core_registry: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    from grpo_rewards.cli import main
+    from grpo_rewards.command_line import main
 
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)
@@ -292,7 +292,7 @@ def test_a_real_run_reports_to_tensorboard_and_mlflow_and_pushes(hub: FakeHub, t
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     from grpo_core.run_folder.metrics import read_jsonl
-    from grpo_rewards.cli import main
+    from grpo_rewards.command_line import main
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
@@ -345,7 +345,7 @@ def test_the_trl_backend_reports_and_pushes_the_same_way(hub: FakeHub, tiny_mode
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     from grpo_core.run_folder.metrics import read_jsonl
-    from grpo_rewards.cli import main
+    from grpo_rewards.command_line import main
 
     rows = tmp_path / "rows.jsonl"
     rows.write_text("".join(json.dumps({"prompt": f"{a}+{a}=", "answer": str(2 * a)}) + "\n" for a in range(6)))

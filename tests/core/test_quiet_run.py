@@ -64,7 +64,7 @@ def noisy():
 DRIVER = """\
 import atexit, sys
 atexit.register(lambda: print("deepspeed imported:", "deepspeed" in sys.modules, file=sys.stderr))
-from grpo_rewards.cli import main
+from grpo_rewards.command_line import main
 sys.exit(main(sys.argv[1:]))
 """
 

@@ -18,7 +18,7 @@ import pytest
 
 from grpo_core.atomic_folders import atomic_folder
 from grpo_core.run_folder.checkpoints import list_checkpoints
-from grpo_rewards.cli import main
+from grpo_rewards.command_line import main
 from tests.core import test_trainer_resume as resume
 
 model_dir = resume.model_dir  # the demo's tiny model, built once for this module
@@ -157,7 +157,7 @@ def dying(self, *args, **kwargs):  # the final model's weights are written, its 
 
 if os.environ.get("DIE_IN_SAVE") == "1":
     PreTrainedTokenizerBase.save_pretrained = dying
-from grpo_rewards.cli import main
+from grpo_rewards.command_line import main
 sys.exit(main(sys.argv[1:]))
 """
 

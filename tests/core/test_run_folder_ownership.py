@@ -109,7 +109,7 @@ def test_the_python_api_and_grpo_eval_are_refused_while_another_process_writes(
         tmp_path: Path, model_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from grpo_core.config import as_run_config
     from grpo_core.trainer import Trainer
-    from grpo_rewards.cli import main
+    from grpo_rewards.command_line import main
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()

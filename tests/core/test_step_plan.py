@@ -168,7 +168,7 @@ def _run_file(tmp_path, model_dir, extra: str = "") -> str:
 
 
 def test_config_validate_prints_the_plan_and_refuses_a_budget_nothing_fits(tiny_model_dir, tmp_path, capsys):
-    from grpo_rewards.cli import main
+    from grpo_rewards.command_line import main
 
     path = _run_file(tmp_path, tiny_model_dir)
     assert main(["config", "validate", path]) == 0

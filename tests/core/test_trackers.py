@@ -84,7 +84,7 @@ MISSING = next((name for name in ("dvclive", "swanlab", "clearml", "aim") if not
 def test_a_named_tracker_that_is_not_installed_is_refused_before_anything(tmp_path: Path, core_registry: Any,
                                                                           use_core_registry: Any,
                                                                           capsys: pytest.CaptureFixture[str]) -> None:
-    from grpo_rewards.cli import main
+    from grpo_rewards.command_line import main
 
     config = tmp_path / "run.toml"
     config.write_text(f'[model]\nname_or_path = "org/not-fetched"\n[data]\nsource = "hub/x"\n'
@@ -320,7 +320,7 @@ def test_all_reports_to_the_installed_trackers_and_leaves_out_one_that_fails(tmp
 @needs("tensorboard")
 def test_the_older_spellings_still_run_with_a_warning(tmp_path: Path, use_core_registry: Any,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
-    from grpo_rewards.cli import main
+    from grpo_rewards.command_line import main
 
     config = tmp_path / "run.toml"
     config.write_text('[model]\nname_or_path = "org/not-fetched"\n[data]\nsource = "hub/x"\n'

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from grpo_rewards import hookimpl
-from grpo_rewards.cli import main
+from grpo_rewards.command_line import main
 
 pytest.importorskip("trl")
 

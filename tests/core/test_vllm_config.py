@@ -10,7 +10,7 @@ import pytest
 
 import grpo_core.generation.vllm.support as support
 from grpo_rewards import ConfigError
-from grpo_rewards.cli import main
+from grpo_rewards.command_line import main
 
 BASE = """\
 [model]

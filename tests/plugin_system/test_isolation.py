@@ -1,9 +1,8 @@
 """The isolation layer's own pieces (the thread fallback, the generic process worker), the hook isolation of the
-plugin manager, and the deprecated module paths that installed entry points and scripts still name."""
+plugin manager, and the modules the entry points name."""
 
 from __future__ import annotations
 
-import importlib
 import os
 import threading
 import time
@@ -84,16 +83,6 @@ def test_an_implementation_registered_after_loading_is_isolated_too():
     assert registry.hook.grpo_register_commands(subparsers=argparse.ArgumentParser().add_subparsers()) == []
     assert registry.hook_failures == {("late", "grpo_register_commands"): 1}
     assert any("late and broken" in p for p in registry.problems)
-
-
-@pytest.mark.parametrize("old, new", [
-    ("grpo_rewards.cli", "grpo_rewards.command_line"),
-    ("grpo_rewards.cli_commands", "grpo_rewards.reward_commands"),
-    ("grpo_rewards.builtins.plugin", "grpo_rewards.builtins.catalogue"),
-    ("grpo_rewards.builtins.timeout_pool", "grpo_rewards.isolation.pool"),
-])
-def test_a_renamed_module_still_imports_under_its_old_path_as_the_same_module(old, new):
-    assert importlib.import_module(old) is importlib.import_module(new)
 
 
 def test_the_entry_points_name_the_new_modules():

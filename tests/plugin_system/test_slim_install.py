@@ -18,7 +18,7 @@ HEAVY = ("torch", "transformers", "math_verify", "sympy", "latex2sympy2_extended
 
 LIST_AND_SHOW = f"""
 import contextlib, io, json, sys
-from grpo_rewards.cli import main
+from grpo_rewards.command_line import main
 out = io.StringIO()
 with contextlib.redirect_stdout(out):
     codes = [main(["rewards", "list"]), main(["rewards", "show", "math_equivalence"]),
@@ -55,7 +55,7 @@ print(json.dumps({"errors": errors, "exact": exact}))
 
 SCORE = BLOCKED + """
 import sys
-from grpo_rewards.cli import main
+from grpo_rewards.command_line import main
 raise SystemExit(main(sys.argv[1:]))
 """
 

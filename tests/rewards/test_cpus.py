@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from grpo_rewards.builtins.timeout_pool import default_workers
 from grpo_rewards.cpus import cpu_share
+from grpo_rewards.isolation.pool import default_workers
 
 
 @pytest.fixture

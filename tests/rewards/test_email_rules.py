@@ -255,7 +255,7 @@ def test_a_phone_number_in_any_format_after_a_closing_fires_the_signature_rule(r
 def test_example_config_scores_the_example_completions(tmp_path):
     from pathlib import Path
 
-    from grpo_rewards.cli_commands import cmd_rewards_score  # what `grpo rewards score` runs
+    from grpo_rewards.reward_commands import cmd_rewards_score  # what `grpo rewards score` runs
 
     examples = Path(__file__).resolve().parents[2] / "examples"
     out = tmp_path / "scored.jsonl"

@@ -7,7 +7,7 @@ import pytest
 
 from grpo_rewards import load_rewards
 from grpo_rewards.builtins import exact_match, formats, integer_format, numeric_proximity, xml_count
-from grpo_rewards.cli import main
+from grpo_rewards.command_line import main
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SPECS = [s for m in (exact_match, formats, integer_format, numeric_proximity, xml_count)

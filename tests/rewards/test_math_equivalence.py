@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import grpo_rewards
-from grpo_rewards.builtins import timeout_pool
 from grpo_rewards.builtins.math_equivalence import math_equivalence, math_verifier
+from grpo_rewards.isolation import pool as timeout_pool
 from grpo_rewards.verdict import Status
 
 HANG = "9^{9^{9^{9}}}"  # math-verify tries to evaluate this tower of powers: it never finishes

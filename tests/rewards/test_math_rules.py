@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from grpo_rewards.answers.units import compare_units, split_unit
-from grpo_rewards.builtins import timeout_pool
 from grpo_rewards.builtins.math_equivalence import math_equivalence, with_units
+from grpo_rewards.isolation import pool as timeout_pool
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from grpo_rewards.cli import main
+from grpo_rewards.command_line import main
 from grpo_rewards.sandbox.backends.sandboxfusion import SandboxFusionBackend
 from grpo_rewards.sandbox.program import Program
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from grpo_rewards import reward
-from grpo_rewards.cli import main
+from grpo_rewards.command_line import main
 
 from .conftest import needs_default
 

@@ -13,7 +13,7 @@ import tempfile
 import pytest
 
 from grpo_rewards import reward
-from grpo_rewards.cli import main
+from grpo_rewards.command_line import main
 from grpo_rewards.sandbox.pool import LocalSandbox, compilers
 from grpo_rewards.sandbox.program import Program
 

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from grpo_rewards import reward
-from grpo_rewards.cli import main
+from grpo_rewards.command_line import main
 from grpo_rewards.sandbox.jail.child import CHILD_ENV
 from grpo_rewards.sandbox.pool import LocalSandbox, compilers
 from grpo_rewards.sandbox.program import Limits, Program

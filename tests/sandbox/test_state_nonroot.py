@@ -24,7 +24,7 @@ sys.path.insert(0, sys.argv[1])
 site = sys.argv[2]
 sys.path.append(site)
 from grpo_rewards import reward
-from grpo_rewards.cli import main
+from grpo_rewards.command_line import main
 from grpo_rewards.sandbox.pool import LocalSandbox, compilers
 from grpo_rewards.sandbox.program import Limits, Program
 from tests.sandbox import hostile_state as H

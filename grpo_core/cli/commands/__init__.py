@@ -10,28 +10,14 @@
 Each module has ``add_parser(subparsers)`` and its ``cmd_*`` function; the checks they share are in
 :mod:`grpo_core.cli.checks`, the ``--nproc`` launcher in :mod:`grpo_core.cli.launch`. To add a command, add a
 module here and name it in :data:`COMMANDS` (the order of ``grpo --help``). Heavy imports (torch,
-transformers, numpy) stay inside the commands, so that ``grpo --help`` loads none of them. The names below
-the registration are this module's before it was a folder, kept for code that imports them from here.
+transformers, numpy) stay inside the commands, so that ``grpo --help`` loads none of them.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from grpo_core.cli.checks import (
-    hub_dataset_problem,
-    key_line,
-    model_source_problem,
-    preflight,
-    run_checks,
-    summary,
-)
 from grpo_core.cli.commands import config, eval, plot, signal, train
-from grpo_core.cli.commands.config import cmd_config_validate
-from grpo_core.cli.commands.plot import cmd_plot
-from grpo_core.cli.commands.signal import cmd_signal
-from grpo_core.cli.commands.train import LARGEST_ACCELERATOR_GIB, cmd_train, memory_estimate
-from grpo_core.cli.launch import LAUNCHED, child_pids, launch
 from grpo_rewards.hookspecs import hookimpl
 
 COMMANDS = (train, config, signal, plot, eval)
@@ -43,22 +29,4 @@ def grpo_register_commands(subparsers: Any) -> None:
         command.add_parser(subparsers)
 
 
-__all__ = [
-    "COMMANDS",
-    "LARGEST_ACCELERATOR_GIB",
-    "LAUNCHED",
-    "child_pids",
-    "cmd_config_validate",
-    "cmd_plot",
-    "cmd_signal",
-    "cmd_train",
-    "grpo_register_commands",
-    "hub_dataset_problem",
-    "key_line",
-    "launch",
-    "memory_estimate",
-    "model_source_problem",
-    "preflight",
-    "run_checks",
-    "summary",
-]
+__all__ = ["COMMANDS", "grpo_register_commands"]

@@ -1,5 +1,0 @@
-"""Deprecated: ``grpo_core.distributed`` moved (see :data:`grpo_core._aliases.MOVED`)."""
-
-from grpo_core._aliases import moved
-
-moved(__name__)

@@ -1,5 +1,0 @@
-"""Deprecated: ``grpo_core.lean_lora`` moved (see :data:`grpo_core._aliases.MOVED`)."""
-
-from grpo_core._aliases import moved
-
-moved(__name__)
