@@ -82,6 +82,31 @@ def _batch(vocab: int, generator: torch.Generator):
     return prompt_ids, prompt_mask, completion_ids, completion_mask, advantages
 
 
+def _trl_loss(trainer, prompt_ids, prompt_mask, completion_ids, completion_mask, advantages, num_items, **extra):
+    """TRL's loss of the batch (its gradients accumulated in ``trainer.model``); ``extra`` inputs given as None are
+    left out, as TRL's batches leave them out."""
+    inputs = {
+        "prompt_ids": prompt_ids, "prompt_mask": prompt_mask, "completion_ids": completion_ids,
+        "completion_mask": completion_mask, "advantages": advantages, "num_items_in_batch": num_items,
+        **{key: value for key, value in extra.items() if value is not None},
+    }
+    trl_loss = trainer._compute_loss(trainer.model, inputs)
+    trl_loss.backward()
+    return trl_loss
+
+
+def _assert_same_update(loss, trl_loss, ours, trainer) -> None:
+    """The same loss and the same gradient on every parameter (fp32, 1e-5), and a non-degenerate one."""
+    torch.testing.assert_close(loss, trl_loss.detach(), rtol=0, atol=1e-5)
+    assert loss.abs().item() > 1e-4  # a real, non-degenerate loss
+    theirs = dict(trainer.model.named_parameters())
+    compared = 0
+    for name, p in ours.named_parameters():
+        torch.testing.assert_close(p.grad, theirs[name].grad, rtol=0, atol=1e-5, msg=lambda m, name=name: f"{name}: {m}")
+        compared += int(p.grad.abs().sum() > 0)
+    assert compared >= len(theirs) // 2
+
+
 CASES = [
     (lt, beta, mu, delta)
     for lt, beta, mu in itertools.product(("grpo", "bnpo", "dr_grpo", "dapo"), (0.0, 0.04), (1, 2))
@@ -110,16 +135,8 @@ def test_loss_and_grads_match_trl(tiny_model_dir, tmp_path, loss_type, beta, mu,
     ref = base + 0.5 * torch.randn(base.shape, generator=g) if beta else None
     num_items = completion_mask.sum() + 7  # the whole generation batch (two micro-batches here)
 
-    inputs = {
-        "prompt_ids": prompt_ids, "prompt_mask": prompt_mask, "completion_ids": completion_ids,
-        "completion_mask": completion_mask, "advantages": advantages, "num_items_in_batch": num_items,
-    }
-    if old is not None:
-        inputs["old_per_token_logps"] = old
-    if ref is not None:
-        inputs["ref_per_token_logps"] = ref
-    trl_loss = trainer._compute_loss(trainer.model, inputs)
-    trl_loss.backward()
+    trl_loss = _trl_loss(trainer, prompt_ids, prompt_mask, completion_ids, completion_mask, advantages, num_items,
+                         old_per_token_logps=old, ref_per_token_logps=ref)
 
     logps, _ = completion_logprobs(ours, input_ids, attention_mask, k, temperature=TEMPERATURE)
     loss, metrics = grpo_loss(
@@ -129,14 +146,7 @@ def test_loss_and_grads_match_trl(tiny_model_dir, tmp_path, loss_type, beta, mu,
     )
     loss.backward()
 
-    torch.testing.assert_close(loss, trl_loss.detach(), rtol=0, atol=1e-5)
-    assert loss.abs().item() > 1e-4  # a real, non-degenerate loss
-    theirs = dict(trainer.model.named_parameters())
-    compared = 0
-    for name, p in ours.named_parameters():
-        torch.testing.assert_close(p.grad, theirs[name].grad, rtol=0, atol=1e-5, msg=lambda m, name=name: f"{name}: {m}")
-        compared += int(p.grad.abs().sum() > 0)
-    assert compared >= len(theirs) // 2
+    _assert_same_update(loss, trl_loss, ours, trainer)
     if beta:
         assert abs(metrics["kl"].item() - trainer._metrics["train"]["kl"][-1]) < 1e-5
     for key in ("clip_ratio/low_mean", "clip_ratio/high_mean", "clip_ratio/region_mean"):
@@ -197,17 +207,8 @@ def test_every_trl_loss_type_and_level_matches_trl(tiny_model_dir, tmp_path, los
     # VESPO folds the sampler's ratio into its weight (TRL reads it from the inputs whatever the sampler)
     is_ratio = (0.8 + 0.4 * torch.rand(base.shape, generator=g)) if loss_type == "vespo" else None
     num_items = completion_mask.sum() + 7
-    inputs = {
-        "prompt_ids": prompt_ids, "prompt_mask": prompt_mask, "completion_ids": completion_ids,
-        "completion_mask": completion_mask, "advantages": advantages, "num_items_in_batch": num_items,
-        "old_per_token_logps": old,
-    }
-    if ref is not None:
-        inputs["ref_per_token_logps"] = ref
-    if is_ratio is not None:
-        inputs["importance_sampling_ratio"] = is_ratio
-    trl_loss = trainer._compute_loss(trainer.model, inputs)
-    trl_loss.backward()
+    trl_loss = _trl_loss(trainer, prompt_ids, prompt_mask, completion_ids, completion_mask, advantages, num_items,
+                         old_per_token_logps=old, ref_per_token_logps=ref, importance_sampling_ratio=is_ratio)
 
     logps, _ = completion_logprobs(ours, input_ids, attention_mask, k, temperature=TEMPERATURE)
     loss, metrics = grpo_loss(
@@ -219,14 +220,7 @@ def test_every_trl_loss_type_and_level_matches_trl(tiny_model_dir, tmp_path, los
     )
     loss.backward()
 
-    torch.testing.assert_close(loss, trl_loss.detach(), rtol=0, atol=1e-5)
-    assert loss.abs().item() > 1e-4
-    theirs = dict(trainer.model.named_parameters())
-    compared = 0
-    for name, p in ours.named_parameters():
-        torch.testing.assert_close(p.grad, theirs[name].grad, rtol=0, atol=1e-5, msg=lambda m, name=name: f"{name}: {m}")
-        compared += int(p.grad.abs().sum() > 0)
-    assert compared >= len(theirs) // 2
+    _assert_same_update(loss, trl_loss, ours, trainer)
     logged = trainer._metrics["train"]
     if beta:
         assert abs(metrics["kl"].item() - logged["kl"][-1]) < 1e-5

@@ -6,11 +6,13 @@ to become that user."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -83,10 +85,12 @@ def _interpreter(tmp: str) -> tuple[list[str], dict[str, str]] | None:
     return None
 
 
-def test_a_non_root_pool_contains_the_hole_programs():
-    import json
-
-    tmp = tempfile.mkdtemp(prefix="grpo-nonroot-")
+@contextlib.contextmanager
+def unprivileged_workspace(prefix: str, script_text: str) -> Iterator[tuple[str, list[str], dict[str, str], str]]:
+    """A temporary folder the unprivileged user can enter, an interpreter that user can run with this checkout
+    (skips without one), and ``script_text`` written to ``run.py`` in it: ``(folder, exe, env, script)``; the
+    folder is removed afterwards."""
+    tmp = tempfile.mkdtemp(prefix=prefix)
     os.chmod(tmp, 0o755)
     try:
         found = _interpreter(tmp)
@@ -95,7 +99,26 @@ def test_a_non_root_pool_contains_the_hole_programs():
         exe, env = found
         script = os.path.join(tmp, "run.py")
         with open(script, "w") as fh:
-            fh.write(SCRIPT)
+            fh.write(script_text)
+        yield tmp, exe, env, script
+    finally:
+        subprocess.run(["rm", "-rf", tmp], check=False)
+
+
+def run_as_unprivileged(exe: list[str], args: list[str], *, env: dict[str, str], cwd: str, timeout: int) -> dict:
+    """Run ``exe args`` as :data:`UID` (setpriv) and return the JSON its ``RESULT `` line carries."""
+    import json
+
+    out = subprocess.run(["setpriv", f"--reuid={UID}", f"--regid={UID}", "--clear-groups", *exe, *args],
+                         env=env, capture_output=True, text=True, cwd=cwd, timeout=timeout)
+    line = next((x for x in out.stdout.splitlines() if x.startswith("RESULT ")), None)
+    assert line, out.stderr[-3000:]
+    return json.loads(line[7:])
+
+
+def test_a_non_root_pool_contains_the_hole_programs():
+
+    with unprivileged_workspace("grpo-nonroot-", SCRIPT) as (tmp, exe, env, script):
         os.chmod(tmp, 0o777)
         # a file of the pool's own user, with a user extended attribute and an old time, in a sticky folder
         folder = os.path.join(tmp, "host")
@@ -109,16 +132,9 @@ def test_a_non_root_pool_contains_the_hole_programs():
         os.setxattr(victim, "user.grpo", b"host-secret")
         for path in (victim, folder):
             os.utime(path, (1_000_000_000, 1_000_000_000))
-        out = subprocess.run(["setpriv", f"--reuid={UID}", f"--regid={UID}", "--clear-groups", *exe, script, REPO,
-                              victim],
-                             env=env, capture_output=True, text=True, cwd=tmp, timeout=300)
-        line = next((x for x in out.stdout.splitlines() if x.startswith("RESULT ")), None)
-        assert line, out.stderr[-3000:]
-        res = json.loads(line[7:])
+        res = run_as_unprivileged(exe, [script, REPO, victim], env=env, cwd=tmp, timeout=300)
         host = (os.listxattr(victim), os.getxattr(victim, "user.grpo"), os.stat(victim).st_mtime,
                 os.stat(folder).st_mtime, os.stat(victim).st_mode & 0o777, Path(victim).read_text())
-    finally:
-        subprocess.run(["rm", "-rf", tmp], check=False)
     assert res["profile"] == "default" and "uid" not in res["layers"] and "tmpfs-scratch" not in res["layers"]
     status, stdout, _ = res["signals"]
     assert status == "ok" and all(x.split()[-1].startswith("refused") for x in stdout.splitlines() if x != "done")

@@ -5,16 +5,13 @@ and the user's own process can create a timer while a program holds every signal
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import subprocess
-import tempfile
 
 import pytest
 
 from .conftest import needs_default
-from .test_nonroot import REPO, UID, _interpreter
+from .test_nonroot import REPO, run_as_unprivileged, unprivileged_workspace
 from .test_syscalls import EXPECTED
 
 pytestmark = [needs_default, pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
@@ -74,24 +71,9 @@ def _got(stdout: str) -> str:
 def test_a_non_root_pool_keeps_programs_apart():
     from . import hostile_channels as H
 
-    tmp = tempfile.mkdtemp(prefix="grpo-nonroot-ch-")
-    os.chmod(tmp, 0o755)
-    try:
-        found = _interpreter(tmp)
-        if found is None:
-            pytest.skip("no interpreter with this checkout that an unprivileged user can run")
-        exe, env = found
-        script = os.path.join(tmp, "run.py")
-        with open(script, "w") as fh:
-            fh.write(SCRIPT)
+    with unprivileged_workspace("grpo-nonroot-ch-", SCRIPT) as (tmp, exe, env, script):
         os.chmod(tmp, 0o777)
-        out = subprocess.run(["setpriv", f"--reuid={UID}", f"--regid={UID}", "--clear-groups", *exe, script, REPO],
-                             env=env, capture_output=True, text=True, cwd=tmp, timeout=400)
-        line = next((x for x in out.stdout.splitlines() if x.startswith("RESULT ")), None)
-        assert line, out.stderr[-3000:]
-        res = json.loads(line[7:])
-    finally:
-        subprocess.run(["rm", "-rf", tmp], check=False)
+        res = run_as_unprivileged(exe, [script, REPO], env=env, cwd=tmp, timeout=400)
     assert res["profile"] == "default" and "uid" not in res["layers"] and "tmpfs-scratch" not in res["layers"]
     for kind, (tok, s_status, r_status, s_out, r_out, r_err) in res["pairs"].items():
         assert (s_status, r_status) == ("ok", "ok"), (kind, r_err)

@@ -8,12 +8,11 @@ import json
 import os
 import shutil
 import subprocess
-import tempfile
 
 import pytest
 
 from .conftest import needs_default
-from .test_nonroot import REPO, UID, _interpreter
+from .test_nonroot import REPO, UID, run_as_unprivileged, unprivileged_workspace
 
 pytestmark = [needs_default, pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
                                                 reason="needs root and setpriv to run as an unprivileged user")]
@@ -83,13 +82,7 @@ print("RESULT " + json.dumps(out))
 
 
 def test_a_non_root_pool_keeps_results_packages_and_compiles_to_themselves():
-    tmp = tempfile.mkdtemp(prefix="grpo-nonroot-state-")
-    os.chmod(tmp, 0o755)
-    try:
-        found = _interpreter(tmp)
-        if found is None:
-            pytest.skip("no interpreter with this checkout that an unprivileged user can run")
-        exe, env = found
+    with unprivileged_workspace("grpo-nonroot-state-", SCRIPT) as (tmp, exe, env, script):
         # the entry points the rewards register through, for an interpreter that has this checkout on its path
         # but not installed (the system one)
         import importlib.metadata
@@ -111,20 +104,11 @@ def test_a_non_root_pool_keeps_results_packages_and_compiles_to_themselves():
             json.dump({"outputs": [H.ANSWER]}, fh)
         with open(os.path.join(site, "answers_mod.py"), "w") as fh:
             fh.write(f"EXPECTED = {H.ANSWER!r}\n")
-        script = os.path.join(tmp, "run.py")
-        with open(script, "w") as fh:
-            fh.write(SCRIPT)
         work = os.path.join(tmp, "work")
         os.mkdir(work)
         subprocess.run(["chmod", "-R", "a+rX", tmp], check=True)
         os.chown(work, UID, UID)
-        out = subprocess.run(["setpriv", f"--reuid={UID}", f"--regid={UID}", "--clear-groups", *exe, script, REPO,
-                              site, work], env=env, capture_output=True, text=True, cwd=tmp, timeout=600)
-        line = next((x for x in out.stdout.splitlines() if x.startswith("RESULT ")), None)
-        assert line, out.stderr[-3000:]
-        res = json.loads(line[7:])
-    finally:
-        subprocess.run(["rm", "-rf", tmp], check=False)
+        res = run_as_unprivileged(exe, [script, REPO, site, work], env=env, cwd=tmp, timeout=600)
     assert res["profile"] == "default" and "uid" not in res["layers"] and "mountns" not in res["layers"], res
     # class 1: nothing of the earlier run in the next program
     assert res["first"] == ["runtime_error", 77, 40961], res["first"]
