@@ -154,10 +154,18 @@ def group_of_one(backend: str) -> bool:
 
 
 def destroy_process_group() -> None:
+    """The process group destroyed, and DeepSpeed's references to it released where DeepSpeed was used: a later
+    engine in the same process (a second trainer in a notebook) would otherwise look up the dead group."""
+    import sys
+
     import torch.distributed as dist
 
     if dist.is_initialized():
         dist.destroy_process_group()
+        deepspeed_groups = sys.modules.get("deepspeed.utils.groups")
+        release = getattr(deepspeed_groups, "_release_process_group_references", None)
+        if release is not None:
+            release(None)
 
 
 def share(n: int, world: World) -> slice:

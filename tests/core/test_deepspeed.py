@@ -144,3 +144,20 @@ def test_a_deepspeed_run_resumed_after_a_stop_ends_as_an_uninterrupted_one(runs:
     test_fsdp.assert_resumed_as_uninterrupted(whole, stopped)
     saved = torch.load(stopped / "checkpoints" / "step-00000001" / "optimizer.pt", weights_only=True)
     assert len(saved["deepspeed_partitions"]) == 2  # each rank's partition of the optimizer
+
+
+def test_two_deepspeed_trainers_train_one_after_the_other_in_one_process(arithmetic_model_dir: Path,
+                                                                         tmp_path: Path) -> None:
+    """A notebook's second DeepSpeed run: the first destroyed its process group, and DeepSpeed's own references
+    to it are released with it (else the second engine looks up the dead group and fails)."""
+    from grpo_core import Trainer, config_from_dict
+    from tests.core.conftest import tiny_run
+
+    for name in ("first", "second"):
+        data = tiny_run(arithmetic_model_dir, tmp_path / name, model={"gradient_checkpointing": False},
+                        data={"source": "demo:arithmetic?max_operand=9", "answer_field": "answer",
+                              "chat_template": False},
+                        grpo={"max_steps": 1}, checkpoint={"every": 0}, rewards={"near": {"use": "numeric_proximity"}},
+                        distributed={"engine": "deepspeed", "zero_stage": 2})
+        summary = Trainer(config_from_dict(data)).train()
+        assert summary["step"] == 1, name

@@ -108,7 +108,7 @@ def test_a_server_that_stops_answering_mid_run_is_one_line_and_exit_1(monkeypatc
     import argparse
 
     from grpo_core.generation.vllm.server import ServerError
-    from grpo_rewards import cli
+    from grpo_rewards import command_line as cli
 
     engine = object.__new__(ServerEngine)  # as after a good start: the server then went away
     engine.url, engine.model = f"http://127.0.0.1:{free_port()}", "m"
