@@ -111,18 +111,40 @@ def test_scores_during_generation_equal_scoring_afterwards(model_dir, tmp_path):
 def test_scoring_starts_before_generation_ends(model_dir, tmp_path):
     from grpo_rewards import compose
 
-    recorded, calls = recorder()
-    trainer = make_trainer(model_dir, tmp_path, compose({"calls": recorded}))
-    generate, ended = trainer.backend.generate, []
+    called = threading.Event()
+    calls: list[tuple[float, int]] = []
 
-    def timed_generate(*args, **kwargs):
-        batch = generate(*args, **kwargs)
+    def recorded(completions, **kw):
+        calls.append((time.monotonic(), len(completions)))
+        called.set()
+        return [0.0] * len(completions)
+
+    trainer = make_trainer(model_dir, tmp_path, compose({"calls": recorded}))
+    generate, ended, handed = trainer.backend.generate, [], threading.Event()
+
+    def timed_generate(*args, on_groups=None, **kwargs):
+        def first_handed(*a):
+            on_groups(*a)
+            handed.set()
+
+        batch = generate(*args, on_groups=first_handed, **kwargs)
         ended.append(time.monotonic())
         return batch
 
+    def wait_for_scoring(module, args):
+        # once groups are handed over, the next decode step waits (a bounded time) for their scoring to start,
+        # so the order below does not depend on how busy the machine is; scoring only after generation would
+        # still come after the end
+        if handed.is_set() and not called.is_set():
+            called.wait(timeout=20)
+
     trainer.backend.generate = timed_generate
-    torch.manual_seed(3)
-    trainer.sample_and_score(trainer.next_rows())
+    hook = trainer.model.register_forward_pre_hook(wait_for_scoring)
+    try:
+        torch.manual_seed(3)
+        trainer.sample_and_score(trainer.next_rows())
+    finally:
+        hook.remove()
     assert len(calls) >= 2 and calls[0][0] < ended[0]  # the first groups were scored while the rest generated
 
 
