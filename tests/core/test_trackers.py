@@ -344,3 +344,29 @@ def test_overwrite_removes_the_earlier_runs_tracker_files(tmp_path: Path) -> Non
     (tmp_path / "trackers.json").write_text('{"mlflow": "earlier"}')
     clear_run_dir(tmp_path)
     assert not (tmp_path / "tensorboard").exists() and not (tmp_path / "trackers.json").exists()
+
+
+@pytest.mark.parametrize(("name", "variable"), sorted(trackers.FOLDER_VARIABLES.items()))
+def test_a_tracker_folder_that_cannot_be_written_is_refused_before_anything(
+        name: str, variable: str, tmp_path: Path, core_registry: Any, use_core_registry: Any,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from grpo_rewards.command_line import main
+
+    if not trackers.is_installed(name):
+        pytest.skip(f"{name} is not installed")
+    (tmp_path / "a-file").write_text("x")
+    config = tmp_path / "run.toml"
+    config.write_text(f'[model]\nname_or_path = "org/not-fetched"\n[data]\nsource = "hub/x"\n'
+                      f'[logging]\noutput_dir = "{tmp_path / "run"}"\nreport_to = ["{name}"]\n'
+                      '[rewards.a]\nuse = "core_len"\n')
+    for where, why in ((tmp_path / "a-file", "is a file, not a folder"),
+                       (tmp_path / "a-file" / "logs", f"{tmp_path / 'a-file'} (above {tmp_path / 'a-file' / 'logs'}) is a file")):
+        monkeypatch.setenv(variable, str(where))
+        line = f"{config}: logging.report_to: {name}: {variable}: " + (f"{where} {why}" if where.name == "a-file" else why)
+        for argv in (["train", str(config), "--dry-run"], ["train", str(config)]):
+            assert main(argv) == 2
+            err = capsys.readouterr().err.strip().splitlines()
+            assert err[-1] == line, err
+    monkeypatch.setenv(variable, str(tmp_path / "new" / "logs"))  # made when missing: no problem
+    assert trackers.tracker_problems(LoggingConfig(report_to=name)) == []
+    assert not (tmp_path / "run").exists()
