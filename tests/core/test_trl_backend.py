@@ -367,3 +367,28 @@ def test_every_key_has_its_trl_mapping_documented() -> None:
     assert set(NO_TRL_EQUIVALENT) <= set(keys)
     listed = section[section.index("### No TRL equivalent"):]
     assert not [k for k in NO_TRL_EQUIVALENT if f"`{k}`" not in listed]
+
+
+def test_the_trl_backend_holds_its_run_folder_from_python(tiny_model_dir: Path, tmp_path: Path,
+                                                          core_registry: Any) -> None:
+    from grpo_core.config import load_config
+    from grpo_core.run_folder.checkpoints import RunFolderError
+    from grpo_core.trainer_backends.trl_backend import TRLBackend
+    from grpo_core.run_folder.lock import is_held
+    from tests.core.test_run_folder_ownership import holder
+
+    cfg = load_config(_write_run(tmp_path, tiny_model_dir), registry=core_registry)
+    backend = TRLBackend(cfg, registry=core_registry)
+    trained = []
+    # TRL's loop itself is not the point here: whether the folder is held while it runs is
+    backend.trainer.train = lambda **kwargs: trained.append(is_held(tmp_path / "run"))
+    proc = holder(tmp_path, tmp_path / "run")
+    try:
+        with pytest.raises(RunFolderError, match=f"is being written by another run \\(pid {proc.pid} on"):
+            backend.train()
+        assert not trained and not (tmp_path / "run" / "model").exists()
+    finally:
+        proc.kill()
+        proc.wait()
+    backend.train()  # the folder free again: it trains, and holds the folder while it does
+    assert trained == [True] and not is_held(tmp_path / "run")
