@@ -169,6 +169,10 @@ class Trackers:
     def names(self) -> list[str]:
         return [t.name for t in self.trackers]
 
+    def locations(self) -> list[str]:
+        """``name: where it writes`` for each started tracker (what a run says when it starts)."""
+        return [f"{t.name}: {location(t)}" for t in self.trackers]
+
     def log(self, step: int, metrics: Mapping[str, Any]) -> None:
         values = numeric(metrics)
         if values:
@@ -208,6 +212,28 @@ def _construct(name: str, run_dir: Path, project: str, run_name: str, resumed: d
     if cls.requires_logging_directory:
         return cls(project, run_dir)
     return cls(project)
+
+
+def location(tracker: Any) -> str:
+    """Where a started tracker writes: its folder, store or run page, as the tracker itself reports it."""
+    name = tracker.name
+    if name == "tensorboard":
+        return str(getattr(tracker, "logging_dir", "") or getattr(tracker, "logging_dir_param", ""))
+    if name == "wandb":
+        run = tracker.run
+        url = getattr(run, "url", None)
+        folder = getattr(run, "dir", None)
+        return f"{url} (local files in {folder})" if url else f"{folder} (offline: `wandb sync` uploads it)"
+    if name == "mlflow":
+        import mlflow
+
+        return f"{mlflow.get_tracking_uri()} (run {tracker.active_run.info.run_id})"
+    if name == "trackio":
+        from trackio.utils import TRACKIO_DIR
+
+        return str(os.environ.get("TRACKIO_DIR") or TRACKIO_DIR)
+    folder = getattr(tracker, "logging_dir", None)
+    return str(folder) if folder else "its own service"
 
 
 def _run_id(tracker: Any) -> str | None:

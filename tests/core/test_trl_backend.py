@@ -373,8 +373,8 @@ def test_the_trl_backend_holds_its_run_folder_from_python(tiny_model_dir: Path, 
                                                           core_registry: Any) -> None:
     from grpo_core.config import load_config
     from grpo_core.run_folder.checkpoints import RunFolderError
-    from grpo_core.trainer_backends.trl_backend import TRLBackend
     from grpo_core.run_folder.lock import is_held
+    from grpo_core.trainer_backends.trl_backend import TRLBackend
     from tests.core.test_run_folder_ownership import holder
 
     cfg = load_config(_write_run(tmp_path, tiny_model_dir), registry=core_registry)
