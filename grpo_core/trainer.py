@@ -80,6 +80,7 @@ from typing import Any
 
 import torch
 
+from grpo_core.adapter import loaded_line as adapter_loaded_line
 from grpo_core.algorithm.advantages import compute_advantages
 from grpo_core.algorithm.loss import grpo_loss
 from grpo_core.algorithm.sampler_correction import importance_ratio, metric_weights
@@ -340,6 +341,8 @@ class Trainer:
                                          processes=self.world.size, counts=count_parameters(None, self.model))
         apply_step_plan(self.model, self.step_plan, offload_activations=config.model.offload_activations)
         if self.world.is_main:
+            if config.model.adapter:
+                print(adapter_loaded_line(self.model, config.model.adapter), file=sys.stderr, flush=True)
             print(self.step_plan.table(), file=sys.stderr, flush=True)
         self._check_head()
         self.backend = build_backend(config, self.model, self.tokenizer, self.registry)
