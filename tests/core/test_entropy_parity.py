@@ -106,6 +106,10 @@ def test_entropy_options_match_trl(tiny_model_dir, tmp_path, loss_type, level, q
                               entropy=control.loss_inputs(entropy, completion_mask, token_mask, None), **common)
     loss.backward()
     _assert_same_update(loss, trl_loss, ours, trainer)
+    theirs = dict(trainer.model.named_parameters())
+    worst = max([abs(loss.item() - trl_loss.item())]
+                + [(p.grad - theirs[n].grad).abs().max().item() for n, p in ours.named_parameters()])
+    print(f"{loss_type}-{level}-{options}: largest difference from TRL {worst:.3g}")
 
     with torch.no_grad():  # what each case exercises: the bonus moves the loss where it applies
         without, _ = grpo_loss(logps.detach(), completion_mask, advantages,
