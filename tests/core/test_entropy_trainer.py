@@ -187,3 +187,20 @@ def test_with_the_options_off_no_entropy_gradient_is_computed(model_dir: Path, t
     assert training and not any(c["entropy_grad"] for c in passes)
     assert [c["with_entropy"] for c in training] == [True] * 8 + [False] * 8  # the metric, first iteration only
     assert len([c for c in passes if not c["grad"] and c.get("with_entropy")]) == 0  # no threshold pass
+
+
+@pytest.mark.parametrize("grpo,message", [
+    ({"top_entropy_quantile": 1.5}, "grpo.top_entropy_quantile: "),
+    ({"entropy_target": -0.1}, "grpo.entropy_target: "),
+    ({"use_adaptive_entropy": True, "entropy_coef_min": 0.5, "entropy_coef_max": 0.1},
+     "grpo.entropy_coef_min: must be <= entropy_coef_max (0.1), got 0.5"),
+])
+def test_bad_entropy_values_are_one_line_naming_the_key(core_registry: Any, grpo: dict[str, Any], message: str):
+    from grpo_core.config import config_from_dict
+    from grpo_rewards.errors import ConfigError
+
+    with pytest.raises(ConfigError) as info:
+        config_from_dict({"model": {"name_or_path": "m"}, "data": {"source": "hub/x"}, "grpo": grpo,
+                          "rewards": {"a": {"use": "core_len"}}}, registry=core_registry)
+    (line,) = str(info.value).splitlines()
+    assert line.startswith(f"<dict>: {message}")
