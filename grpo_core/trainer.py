@@ -82,6 +82,7 @@ import torch
 
 from grpo_core.adapter import loaded_line as adapter_loaded_line
 from grpo_core.algorithm.advantages import compute_advantages
+from grpo_core.algorithm.entropy import EntropyControl, entropy_threshold, high_entropy_mask
 from grpo_core.algorithm.loss import grpo_loss
 from grpo_core.algorithm.sampler_correction import importance_ratio, metric_weights
 from grpo_core.atomic_folders import is_disk_full
@@ -289,6 +290,37 @@ class _Correction:
         return reduce_weighted(parts) if parts else {}
 
 
+class _EntropyMasks:
+    """``top_entropy_quantile``'s high-entropy tokens of each micro-batch (grpo_core.algorithm.entropy), the threshold
+    taken over the whole micro-batch, every slice and every rank of it, as TRL takes it over its micro-batch on every
+    process. ``entropies`` (``[rows, K]``, this rank's, at the weights of this optimizer step) come from one no-grad
+    pass; without them (one process running each micro-batch as one slice) each slice's own forward gives them, at
+    no extra pass. ``of`` answers ``(token mask, the micro-batch's tokens the bonus averages over)``."""
+
+    def __init__(self, quantile: float | None, plan: _Plan, entropies: torch.Tensor | None, world: Any):
+        self.quantile, self.mask, self.tokens = quantile, None, []
+        if quantile is None or entropies is None:
+            return
+        rows = [torch.cat(parts) if len(parts) else torch.arange(0) for parts in plan.slices]
+        mine = [entropies[r][plan.mask[r].bool()].float().cpu() for r in rows]
+        every = all_gather_objects(mine, world)  # per rank, per micro-batch: its tokens' entropies
+        self.mask = torch.zeros(plan.mask.shape, dtype=torch.float32, device=entropies.device)
+        for i, r in enumerate(rows):
+            values = torch.cat([theirs[i] for theirs in every])
+            threshold = entropy_threshold(values, quantile)
+            self.tokens.append(0 if threshold is None else int((values >= threshold).sum()))
+            if len(r):
+                self.mask[r] = high_entropy_mask(entropies[r], plan.mask[r], threshold)
+
+    def of(self, micro: int, part: torch.Tensor, entropy: torch.Tensor | None, mask: torch.Tensor,
+           group_tokens: torch.Tensor) -> tuple[torch.Tensor | None, Any]:
+        if self.quantile is None or entropy is None:
+            return None, group_tokens
+        if self.mask is None:  # this slice is the whole micro-batch
+            return high_entropy_mask(entropy, mask, entropy_threshold(entropy.detach()[mask.bool()], self.quantile)), None
+        return self.mask[part], self.tokens[micro]
+
+
 @dataclass
 class _Plan:
     """How one step's update runs on this rank: the sequences, the loss mask, the micro-batches' slices."""
@@ -346,6 +378,7 @@ class Trainer:
             print(self.step_plan.table(), file=sys.stderr, flush=True)
         self._check_head()
         self.backend = build_backend(config, self.model, self.tokenizer, self.registry)
+        self.entropy = EntropyControl(config.grpo)  # the entropy options and the adaptive coefficient's state
 
         d = config.data
         rows, eval_rows = self._load_rows()
@@ -582,8 +615,9 @@ class Trainer:
         grad_norms: list[float] = []
         for iteration in range(g.num_iterations):
             records += self._accumulate(plan, advantages, old, ref, is_ratio, idle, with_entropy=iteration == 0,
-                                        correction=correction if fused else None)
+                                        correction=correction if fused else None, masks=self._entropy_masks(plan))
             grad_norms.append(self.engine.optimizer_step())
+            self.entropy.step(functools.partial(all_reduce, world=self.world))  # the adaptive coefficient moves
         is_metrics = correction.metrics() if correction is not None else {}
         sums: dict[str, float] = {}
         counts_of: dict[str, int] = {}
@@ -593,7 +627,7 @@ class Trainer:
                 counts_of[key] = counts_of.get(key, 0) + 1
         out = {key: sums[key] / counts_of[key] for key in sums}
         out["grad_norm"] = sum(grad_norms) / len(grad_norms)  # the same on every rank (summed gradients)
-        return {**out, **is_metrics}
+        return {**out, **is_metrics, **self.entropy.metrics()}
 
     def _plan(self, batch: Generation) -> _Plan:
         """The step's sequences, the loss mask, and this rank's rows of each micro-batch cut into slices."""
@@ -618,16 +652,17 @@ class Trainer:
         return _Plan(input_ids, attention_mask, batch.completion_ids.size(1), mask, counts.sum(), slices,
                      group_sizes, batch.sampling_logps)
 
-    def _logps(self, model: Any, plan: _Plan, idx: torch.Tensor, with_entropy: bool = False
-               ) -> tuple[torch.Tensor, Any]:
-        """The completion log-probs (and entropies) of rows ``idx`` under ``model``: the policy through the
-        engine (``model`` None), whose wrapped module reduces the gradients, or another model as it is."""
+    def _logps(self, model: Any, plan: _Plan, idx: torch.Tensor, with_entropy: bool = False,
+               entropy_grad: bool = False) -> tuple[torch.Tensor, Any]:
+        """The completion log-probs (and entropies, differentiable with ``entropy_grad``) of rows ``idx`` under
+        ``model``: the policy through the engine (``model`` None), whose wrapped module reduces the gradients, or
+        another model as it is."""
         step = self.step_plan
         forward = self.engine.forward if model is None else functools.partial(completion_logprobs, model)
         with sampling_autocast(self.model):
             return forward(plan.input_ids[idx], plan.attention_mask[idx], plan.k,
                            temperature=self.cfg.generation.temperature, chunk_size=step.logprob_chunk_size,
-                           with_entropy=with_entropy, share_prompts=step.share_prompts)
+                           with_entropy=with_entropy, entropy_grad=entropy_grad, share_prompts=step.share_prompts)
 
     def _fixed_logps(self, plan: _Plan, need_old: bool, need_ref: bool
                      ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
@@ -648,22 +683,38 @@ class Trainer:
             self.model.train(was_training)
         return old, ref
 
+    def _entropy_masks(self, plan: _Plan) -> _EntropyMasks:
+        """``top_entropy_quantile``'s token masks for this optimizer step: from a no-grad pass at its weights where a
+        micro-batch spans several slices or ranks (its threshold needs all of it before its first backward)."""
+        if not self.entropy.masks_tokens:
+            return _EntropyMasks(None, plan, None, self.world)
+        if not self.world.enabled and all(len(parts) <= 1 for parts in plan.slices):
+            return _EntropyMasks(self.entropy.quantile, plan, None, self.world)
+        entropies = torch.zeros(plan.mask.shape, device=self.device)
+        with torch.no_grad(), self.engine.whole_model():
+            for part in [part for parts in plan.slices for part in parts]:
+                entropies[part] = self._logps(self.model, plan, part, with_entropy=True)[1].to(self.device)
+        return _EntropyMasks(self.entropy.quantile, plan, entropies, self.world)
+
     def _accumulate(self, plan: _Plan, advantages: torch.Tensor, old: torch.Tensor | None, ref: torch.Tensor | None,
                     is_ratio: torch.Tensor | None, idle: int, with_entropy: bool,
-                    correction: _Correction | None = None) -> list[dict[str, float]]:
+                    correction: _Correction | None = None, masks: _EntropyMasks | None = None
+                    ) -> list[dict[str, float]]:
         """The forward/backwards of one optimizer step (every slice, then ``idle`` passes that contribute
         nothing); returns each micro-batch's metrics, this rank's share. With ``correction``, each slice's
-        sampler correction comes from its own forward's log-probs."""
+        sampler correction comes from its own forward's log-probs; ``masks``: the high-entropy tokens."""
         g, cfg = self.cfg.grpo, self.cfg
         loss_type = self.registry.get("loss_types", g.loss_type)(cfg)  # registered through grpo_register_loss_types
         records: list[dict[str, torch.Tensor]] = []  # tensors until the end: no host sync per pass
         done = 0  # backwards so far in this optimizer step; the last one syncs the gradients
-        for parts, (group_rows, group_tokens) in zip(plan.slices, plan.group_sizes, strict=True):
+        masks = masks or _EntropyMasks(None, plan, None, self.world)
+        for micro, (parts, (group_rows, group_tokens)) in enumerate(zip(plan.slices, plan.group_sizes, strict=True)):
             micro_metrics: dict[str, torch.Tensor] = {}
             for part in parts:
                 done += 1
                 with self.engine.accumulating(done == plan.passes + idle):
-                    lp, entropy = self._logps(None, plan, part, with_entropy=with_entropy)
+                    lp, entropy = self._logps(None, plan, part, with_entropy=with_entropy or self.entropy.needs_entropy,
+                                              entropy_grad=self.entropy.needs_grad)
                     ratio = is_ratio[part] if is_ratio is not None else None
                     if correction is not None:
                         ratio = correction.ratio(lp, part)
@@ -679,10 +730,12 @@ class Trainer:
                         kl_bias_correction=g.use_bias_correction_kl,
                         off_policy_mask_threshold=g.off_policy_mask_threshold,
                         sampling_per_token_logps=None if plan.sampling_logps is None else plan.sampling_logps[part],
+                        entropy=self.entropy.loss_inputs(entropy, plan.mask[part],
+                                                         *masks.of(micro, part, entropy, plan.mask[part], group_tokens)),
                     )
                     self.engine.backward(loss)
                 if entropy is not None:
-                    m["entropy"] = (entropy * plan.mask[part]).sum() / plan.mask[part].sum().clamp(min=1)
+                    m["entropy"] = (entropy.detach() * plan.mask[part]).sum() / plan.mask[part].sum().clamp(min=1)
                 # the slices' losses add up to the micro-batch's; the other metrics are token means
                 part_share = plan.mask[part].sum() / group_tokens.clamp(min=1)
                 for key, value in m.items():
@@ -844,7 +897,8 @@ class Trainer:
         states = all_gather_objects(rng_state(), self.world) if self.world.enabled else None
         model_state, optimizer_state = self.engine.checkpoint_state()  # None: the model's and optimizer's own
         if self.world.is_main:
-            state = {"epoch": self.epoch, "position": self.position, "world_size": self.world.size}
+            state = {"epoch": self.epoch, "position": self.position, "world_size": self.world.size,
+                     "entropy": self.entropy.state_dict()}
             path = save_checkpoint(self.run_dir, self.step, model=self.model, optimizer=self.optimizer,
                                    scheduler=self.scheduler, state=state, keep_last=self.cfg.checkpoint.keep_last,
                                    rank_rng=states, model_state=model_state, optimizer_state=optimizer_state)
@@ -871,6 +925,7 @@ class Trainer:
             raise CheckpointError(f"{checkpoint.path} was written by {written_by} process(es); resume it with the "
                                   f"same number (this run has {self.world.size})")
         self.step, self.epoch, self.position = int(state["step"]), int(state["epoch"]), int(state["position"])
+        self.entropy.load_state_dict(state.get("entropy"))
         if self.world.is_main:
             print(describe_restored(checkpoint, state), file=sys.stderr, flush=True)
 

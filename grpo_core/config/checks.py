@@ -238,6 +238,9 @@ def cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None:
     for key, message in getattr(loss_types.get(o.loss_type), "config_problems", lambda sections: [])(cfg):
         doc.problem(key, message)
     _choice(doc, ("grpo", "importance_sampling_level"), o.importance_sampling_level, IMPORTANCE_SAMPLING_LEVELS)
+    if o.entropy_coef_min > o.entropy_coef_max:
+        doc.problem(("grpo", "entropy_coef_min"), f"must be <= entropy_coef_max ({o.entropy_coef_max:g}), "
+                                                  f"got {o.entropy_coef_min:g}")
     _choice(doc, ("grpo", "scale_rewards"), o.scale_rewards, SCALE_REWARDS)
     _choice(doc, ("grpo", "multi_objective_aggregation"), o.multi_objective_aggregation, MULTI_OBJECTIVE_AGGREGATIONS)
     _choice(doc, ("grpo", "lr_scheduler"), o.lr_scheduler, LR_SCHEDULERS)

@@ -132,6 +132,15 @@ class GRPOConfig:
     importance_sampling_level: str = "token"  # or "sequence" (GSPO): one importance ratio per sequence
     off_policy_mask_threshold: float | None = None  # DeepSeek-V3.2's off-policy sequence mask (None: off)
     use_bias_correction_kl: bool = True  # the KL term multiplied by the importance ratio (unbiased reverse KL)
+    # entropy (grpo_core.algorithm.entropy): train on the highest-entropy tokens only, an entropy bonus and its
+    # adaptive coefficient (Skywork-OR1), under TRL's names and defaults
+    top_entropy_quantile: float = 1.0  # the fraction of each micro-batch's tokens, by entropy, that train (1: all)
+    entropy_coef: float = 0.0  # loss - entropy_coef * mean entropy (0: off); the start value when adaptive
+    use_adaptive_entropy: bool = False  # entropy_coef moves each optimizer step towards entropy_target
+    entropy_coef_min: float = 0.0  # ... its lower bound
+    entropy_coef_max: float = 1.0  # ... its upper bound
+    entropy_coef_delta: float = 0.005  # ... its step
+    entropy_target: float = 0.2  # ... the mean per-token entropy (nats) at or below which the bonus applies
     sapo_temperature_pos: float = 1.0  # loss_type = "sapo": the gate's temperature where the advantage is > 0
     sapo_temperature_neg: float = 1.05  # ... and where it is <= 0
     vespo_k_pos: float = 2.0  # loss_type = "vespo": the gamma weight's power, advantage >= 0
@@ -273,6 +282,9 @@ LIMITS: dict[tuple[str, str], tuple[float | None, float | None]] = {
     ("grpo", "epsilon"): (0, None),
     ("grpo", "epsilon_high"): (0, None),
     ("grpo", "off_policy_mask_threshold"): (1e-12, None),
+    ("grpo", "top_entropy_quantile"): (0, 1),
+    ("grpo", "entropy_coef_delta"): (0, None),
+    ("grpo", "entropy_target"): (0, None),
     ("grpo", "sapo_temperature_pos"): (1e-6, None),
     ("grpo", "sapo_temperature_neg"): (1e-6, None),
     ("grpo", "vespo_k_pos"): (0, None),

@@ -301,7 +301,9 @@ def test_a_loss_type_trl_does_not_have_is_refused_naming_the_key(core_registry: 
     # each loss option reaches TRL under its own name, with a value other than TRL's default
     options = {"importance_sampling_level": "sequence", "off_policy_mask_threshold": 0.5,
                "use_bias_correction_kl": False, "sapo_temperature_pos": 0.7, "sapo_temperature_neg": 1.2,
-               "vespo_k_pos": 1.5, "vespo_lambda_pos": 2.5, "vespo_k_neg": 2.5, "vespo_lambda_neg": 1.5}
+               "vespo_k_pos": 1.5, "vespo_lambda_pos": 2.5, "vespo_k_neg": 2.5, "vespo_lambda_neg": 1.5,
+               "top_entropy_quantile": 0.3, "entropy_coef": 0.02, "use_adaptive_entropy": True,
+               "entropy_coef_min": 0.01, "entropy_coef_max": 0.4, "entropy_coef_delta": 0.003, "entropy_target": 0.5}
     cfg = config_from_dict({**base, "grpo": {"loss_type": "grpo", **options}}, registry=core_registry)
     args, defaults = trl.GRPOConfig(**grpo_config_kwargs(cfg)), trl.GRPOConfig(output_dir="x", use_cpu=True, bf16=False)
     for key, value in options.items():
