@@ -130,6 +130,7 @@ from grpo_core.run_folder.layout import CHECKPOINTS, MERGED_DIR, MODEL_DIR
 from grpo_core.run_folder.lock import INHERITED, hold
 from grpo_core.run_folder.metrics import MetricsLogger, held_state_gb, peak_memory_gb
 from grpo_core.run_folder.overlap import check_run_dir_apart
+from grpo_rewards.errors import UserError
 from grpo_rewards.plugins import get_registry
 from grpo_rewards.streaming import StreamingScore
 
@@ -316,7 +317,7 @@ class Trainer:
     or a dict of sections (the Python API)."""
 
     def __init__(self, config: RunConfig | str | Path | dict[str, Any], *, resume: bool = False,
-                 registry: Any = None):
+                 registry: Any = None, tools: list[Any] | None = None):
         config = as_run_config(config)
         check_run_dir_apart(config, RunFolderError)  # before anything loads: the run never writes into its inputs
         self.cfg = config
@@ -343,15 +344,22 @@ class Trainer:
             print(self.step_plan.table(), file=sys.stderr, flush=True)
         self._check_head()
         self.backend = build_backend(config, self.model, self.tokenizer, self.registry)
+        if tools:  # TRL's tools=[callables]: with [tools] names, the rollouts' tools (grpo_core.generation.multi_turn)
+            if not hasattr(self.backend, "set_tools"):
+                raise UserError(f"generation backend {config.generation.backend!r} runs no tools (use \"transformers\")")
+            self.backend.set_tools(list(tools))
+        schemas = getattr(self.backend, "tool_schemas", None)  # rendered into each prompt by the chat template
 
         d = config.data
+        if schemas and not d.chat_template:
+            raise UserError("tools need the chat template (data.chat_template = true): it renders them for the model")
         rows, eval_rows = self._load_rows()
         special = not d.chat_template  # as the generation backend tokenizes
         # the training rows stay lazy: a row is read, and its prompt formatted, when a step uses it
-        self.rows, self.prompts = fit_rows(rows, d, self.tokenizer, special, "training")
+        self.rows, self.prompts = fit_rows(rows, d, self.tokenizer, special, "training", schemas)
         eval_rows = list(eval_rows)  # held-out rows: few, held in memory
         self.eval_prompts, self.eval_rows = fit_prompts(
-            [format_prompt(r, d, self.tokenizer) for r in eval_rows], eval_rows, self.tokenizer,
+            [format_prompt(r, d, self.tokenizer, schemas) for r in eval_rows], eval_rows, self.tokenizer,
             d.max_prompt_length, d.overlong_prompts, special, "held-out")
         self._order: tuple[int, Any] = (-1, None)  # the current epoch's row order (grpo_core.data.epoch_permutation)
 
@@ -510,8 +518,7 @@ class Trainer:
             done = _rows_in(handed)
             _check_handed(handed, batch, self.cfg.generation.backend)
             if done < len(batch.completions_text):  # what the backend did not hand over: scored now
-                rest = Generation(batch.prompt_ids[done:], batch.prompt_mask[done:], batch.completion_ids[done:],
-                                  batch.completion_mask[done:], batch.completions_text[done:], batch.truncated[done:])
+                rest = batch.rows(done)
                 completions, columns = self._reward_inputs(data[done // k:], rest, k)
                 stream.add(completions, **columns)
             scores = stream.result()
@@ -530,7 +537,11 @@ class Trainer:
                                                                               batch.completion_mask, strict=True)]
         columns["trainer_state"] = TrainerState(self.step, self.cfg.grpo.max_steps, getattr(self, "epoch", 0))
         completions: list[Any] = batch.completions_text
-        if isinstance(rows[0][prompt_field], list):  # conversational rows: chat messages, as TRL passes them
+        if batch.conversations is not None:  # a multi-turn rollout: its turns, as TRL passes them, and its facts
+            completions = batch.conversations
+            for key in ("turns", "tool_calls", "tool_errors"):
+                columns[f"num_{key}"] = [facts[key] for facts in batch.tool_facts or []]
+        elif isinstance(rows[0][prompt_field], list):  # conversational rows: chat messages, as TRL passes them
             completions = [[{"role": "assistant", "content": text}] for text in completions]
         return completions, columns
 
@@ -598,6 +609,8 @@ class Trainer:
         input_ids = torch.cat([batch.prompt_ids, batch.completion_ids], dim=1)
         attention_mask = torch.cat([batch.prompt_mask, batch.completion_mask], dim=1)
         mask = batch.completion_mask.clone()
+        if batch.tool_mask is not None:  # the tools' tokens are context, not the policy's: out of loss, KL, entropy
+            mask = mask * batch.tool_mask.to(mask.dtype)
         if g.mask_truncated_completions:
             mask = mask * (~batch.truncated).unsqueeze(1).to(mask.dtype)
         counts = mask.sum(1)

@@ -22,6 +22,8 @@ conversational format (assistant messages with their parsed ``tool_calls``, tool
 ``content``) and ``facts`` its counts: ``turns``, ``tool_calls``, ``tool_errors`` and ``stop``.
 
 Python loops here go over rows and turns, never over tokens (a turn's end is found on tensors).
+:func:`to_generation` makes the rollout a :class:`~grpo_core.generation.backend.Generation` (``tool_mask``,
+``conversations``, ``tool_facts`` set); :func:`left_pad` is how a backend batches the contexts of a turn.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from typing import Any
 
 import torch
 
-from grpo_core.generation.backend import completion_mask_from_eos
+from grpo_core.generation.backend import Generation, completion_mask_from_eos
 from grpo_core.generation.tools.formats import ToolCall, parse_tool_calls, strip_calls, tool_suffix_ids
 from grpo_core.generation.tools.toolset import ToolSet
 
@@ -138,3 +140,37 @@ def multi_turn_rollout(prompts: list[list[int]], sample: TurnSampler, tokenizer:
             running.append(r)
         turn += 1
     return Rollout(comp, keep, logps, truncated, conversations, facts, seconds)
+
+
+def left_pad(rows: list[list[int]], pad_id: int, device: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(ids, mask)`` ``[len(rows), longest]``, each row on the right (a prompt batch, as the samplers take)."""
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, row in enumerate(rows):  # one copy per row
+        if row:
+            ids[i, width - len(row):] = torch.tensor(row, dtype=torch.long)
+            mask[i, width - len(row):] = 1
+    return ids.to(device), mask.to(device)
+
+
+def to_generation(rollout: Rollout, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, pad_id: int,
+                  tokenizer: Any) -> Generation:
+    """The rollout as the trainer takes a batch: right-padded completions whose mask covers every token of the
+    conversation, ``tool_mask`` the model's own, the sampler's log-probs, the conversations and the facts."""
+    n, width = len(rollout.completion_ids), max(1, max(len(c) for c in rollout.completion_ids))
+    ids = torch.full((n, width), pad_id, dtype=torch.long)
+    mask = torch.zeros((n, width), dtype=torch.long)
+    model = torch.zeros((n, width), dtype=torch.long)
+    logps = torch.zeros((n, width), dtype=torch.float32)
+    for i, row in enumerate(rollout.completion_ids):  # one copy per row
+        if row:
+            ids[i, : len(row)] = torch.tensor(row, dtype=torch.long)
+            mask[i, : len(row)] = 1
+            model[i, : len(row)] = torch.tensor(rollout.model_mask[i], dtype=torch.long)
+            logps[i, : len(row)] = torch.tensor(rollout.logps[i], dtype=torch.float32)
+    device = prompt_ids.device
+    texts = tokenizer.batch_decode(ids, skip_special_tokens=True)
+    return Generation(prompt_ids, prompt_mask, ids.to(device), mask.to(device), texts,
+                      torch.tensor(rollout.truncated, device=device), logps.to(device), sampler_is_policy=True,
+                      tool_mask=model.to(device), conversations=rollout.conversations, tool_facts=rollout.facts)

@@ -55,7 +55,7 @@ def tool_calling_model(out_dir: Path, tokenizer: Any, *, boost: float = 0.6, see
 
     torch.manual_seed(seed)
     config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
                          pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
                          tie_word_embeddings=False)
     model = LlamaForCausalLM(config)

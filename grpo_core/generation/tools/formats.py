@@ -29,6 +29,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from grpo_core.config.sections import TOOL_FORMATS
+from grpo_rewards.errors import UserError
+
 
 @dataclass
 class ToolCall:
@@ -74,6 +77,7 @@ FORMATS: dict[str, ToolFormat] = {
     "hermes": ToolFormat("hermes", re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL), _json_call,
                          "<tool_call>"),
 }
+assert set(FORMATS) == set(TOOL_FORMATS) - {"auto"}  # [tools] format's choices are grpo_core.config's
 UNCLOSED = {"hermes": "<tool_call>"}  # an opening tag without its closing one is a malformed call
 
 
@@ -83,6 +87,18 @@ def detect_format(chat_template: str | None) -> str | None:
         if chat_template and fmt.marker in chat_template:
             return name
     return None
+
+
+def resolve_format(setting: str, chat_template: str | None) -> str:
+    """``[tools] format`` for a tokenizer's chat template: ``auto`` is the format the template writes; a
+    template that writes none is refused (a UserError naming the key)."""
+    if setting != "auto":
+        return setting
+    found = detect_format(chat_template)
+    if found is None:
+        raise UserError("tools.format = \"auto\": the chat template writes tool calls in none of the known formats "
+                        f"({', '.join(FORMATS)}); set tools.format, or use a model whose template has tool calls")
+    return found
 
 
 def parse_tool_calls(text: str, format_name: str = "hermes") -> list[ToolCall]:
