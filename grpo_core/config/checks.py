@@ -160,6 +160,8 @@ def cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None:
     follows from other keys (a resolved local path, ``epsilon_high``, an importance-sampling alias)."""
     m, d, g, o, lo, q, lg, ck, tr, ds, hub, tools = (cfg[n] for n in SECTIONS)
     _tool_checks(doc, tools, g, d, registry)
+    if tools.names and tr.backend != "grpo_core":
+        doc.problem(("tools", "names"), f"tools run in the grpo_core trainer's rollouts, not the {tr.backend!r} backend")
     _choice(doc, ("model", "dtype"), m.dtype, DTYPES)
     # a model path resolves as a data path does: as given (the working folder), else next to the config file
     given = m.name_or_path
