@@ -88,6 +88,7 @@ from grpo_core.config import RunConfig, as_run_config
 from grpo_core.context import TrainerState, TrainingContext
 from grpo_core.data import epoch_permutation, format_prompt, train_eval_rows
 from grpo_core.generation.backend import Generation, build_backend
+from grpo_core.generation.multi_turn import tool_metrics
 from grpo_core.generation.transformers_backend import sampling_autocast
 from grpo_core.outputs import check_outputs
 from grpo_core.outputs.hub import HubPusher
@@ -806,6 +807,11 @@ class Trainer:
             "memory/optimizer_gb": held[1],  # its optimizer state (a partition under FSDP2 and ZeRO)
             "epoch": self.epoch,
         })
+        if batch.tool_facts is not None:  # a multi-turn rollout's (grpo_core.generation.multi_turn)
+            facts = batch.tool_facts
+            if self.world.enabled:
+                facts = _concat(all_gather_objects(facts, self.world))
+            out.update(tool_metrics(facts, getattr(self.backend, "last_rollout_seconds", None)))
         return out
 
     def _reward_health(self) -> dict[str, float]:

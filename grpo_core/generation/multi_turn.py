@@ -174,3 +174,18 @@ def to_generation(rollout: Rollout, prompt_ids: torch.Tensor, prompt_mask: torch
     return Generation(prompt_ids, prompt_mask, ids.to(device), mask.to(device), texts,
                       torch.tensor(rollout.truncated, device=device), logps.to(device), sampler_is_policy=True,
                       tool_mask=model.to(device), conversations=rollout.conversations, tool_facts=rollout.facts)
+
+
+def tool_metrics(facts: list[dict[str, Any]], seconds: dict[str, float] | None = None) -> dict[str, float]:
+    """A batch's rollout numbers: TRL's ``tools/call_frequency`` (calls per completion) and
+    ``tools/failure_frequency`` (errors per call), turns per completion, the share of rows each stop ended, and
+    the seconds the rollout spent in the model and in the tools."""
+    n = max(1, len(facts))
+    calls = sum(f["tool_calls"] for f in facts)
+    out = {"tools/call_frequency": calls / n,
+           "tools/failure_frequency": sum(f["tool_errors"] for f in facts) / calls if calls else 0.0,
+           "tools/turns_mean": sum(f["turns"] for f in facts) / n}
+    out.update({f"tools/stop_{stop}": sum(f["stop"] == stop for f in facts) / n for stop in STOPS})
+    for part, value in (seconds or {}).items():
+        out[f"tools/{part}_seconds"] = value
+    return out

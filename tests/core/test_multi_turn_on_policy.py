@@ -109,6 +109,13 @@ def test_a_run_with_tools_trains_on_the_models_tokens_and_rewards_see_the_conver
     monkeypatch.setattr(trainer, "_score", spy)
     trainer.train()
     assert seen, "the rewards were never called"
+    from grpo_core.run_folder.layout import METRICS_FILE, read_jsonl
+
+    metrics = read_jsonl(tmp_path / "run" / METRICS_FILE)[-1]
+    facts = seen[-1]["facts"]
+    assert metrics["tools/call_frequency"] == pytest.approx(sum(f["tool_calls"] for f in facts) / len(facts))
+    assert metrics["tools/turns_mean"] == pytest.approx(sum(f["turns"] for f in facts) / len(facts))
+    assert metrics["tools/model_seconds"] > 0
     first = seen[0]
     assert all(isinstance(c, list) and c[0]["role"] == "assistant" for c in first["completions"])
     assert first["num_turns"] == [sum(m["role"] == "assistant" for m in c) for c in first["completions"]]
