@@ -192,7 +192,7 @@ TRL_FIELDS: dict[str, TrlField] = {
     "entropy_coef_max": _no(1.0, "no entropy bonus is added to the loss"),
     "entropy_coef_delta": _no(0.005, "no entropy bonus is added to the loss"),
     "entropy_target": _no(0.2, "no entropy bonus is added to the loss"),
-    "max_tool_calling_iterations": _no(None, "tool calling is not offered"),
+    "max_tool_calling_iterations": _same(None, "tools.max_tool_calling_iterations"),
     "off_policy_mask_threshold": _same(None, "grpo.off_policy_mask_threshold"),
     "use_bias_correction_kl": _same(True, "grpo.use_bias_correction_kl"),
     # ---- GRPOConfig: logging

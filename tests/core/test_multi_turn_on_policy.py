@@ -125,3 +125,33 @@ def test_a_run_with_tools_trains_on_the_models_tokens_and_rewards_see_the_conver
         answered = sum(m["role"] == "tool" for m in completion)
         assert answered == calls or facts["stop"] == "context"  # a row out of room keeps its last answers out
     assert sum(first["num_tool_calls"]) > 0
+
+
+def test_trls_api_takes_tools_and_max_tool_calling_iterations(tool_model_dir, tmp_path, use_core_registry):
+    """``GRPOTrainer(..., tools=[functions], args=GRPOConfig(max_tool_calling_iterations=...))`` as in TRL 1.16;
+    ``environment_factory`` is refused in one line."""
+    import trl
+
+    from grpo_core.api import GRPOTrainer
+    from grpo_rewards.errors import UserError
+
+    def lookup(key: str) -> str:
+        """Look a key up.
+
+        Args:
+            key: what to look up
+        """
+        return key.upper()
+
+    rows = [{"prompt": [{"role": "user", "content": p}]} for p in PROMPTS]
+    args = trl.GRPOConfig(output_dir=str(tmp_path / "run"), use_cpu=True, report_to="none", num_generations=4,
+                          per_device_train_batch_size=8, max_completion_length=64, max_tool_calling_iterations=2,
+                          max_steps=1)
+    trainer = GRPOTrainer(model=str(tool_model_dir), reward_funcs=[lambda completions, **_: [0.0] * len(completions)],
+                          train_dataset=rows, args=args, tools=[lookup])
+    assert trainer.cfg.tools.max_tool_calling_iterations == 2
+    assert [s["function"]["name"] for s in trainer.backend.tool_schemas] == ["lookup"]
+    assert '"name": "lookup"' in trainer.prompts[0]
+    with pytest.raises(UserError, match="environment_factory"):
+        GRPOTrainer(model=str(tool_model_dir), reward_funcs=[lambda completions, **_: [0.0] * len(completions)],
+                    train_dataset=rows, args=args, environment_factory=object)
