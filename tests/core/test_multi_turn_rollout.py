@@ -246,3 +246,19 @@ def test_limits_end_rows_cleanly() -> None:
     # time: no tool turn starts once the rollout's wall time is spent
     rollout, _ = _run(tok, {0: list(forever), 1: ["42<|im_end|>"]}, max_seconds=0.0)
     assert [f["stop"] for f in rollout.facts] == ["time", "answer"]
+
+
+def test_a_reference_printed_by_a_tool_earns_no_accuracy_reward() -> None:
+    """Hacking probe: the rollout's conversations go to the rewards as TRL passes them, and an answer reward reads
+    the model's last turn, not a tool's output: a tool that prints the reference, followed by a wrong answer,
+    scores as the wrong answer; the same calls followed by the right one score as it."""
+    from grpo_rewards import reward
+
+    tok = tool_tokenizer()
+    rollout, _ = _run(tok, {0: [CALL.format("6*7"), "<answer>41</answer><|im_end|>"],
+                            1: [CALL.format("6*7"), "<answer>42</answer><|im_end|>"],
+                            2: ["<answer>41</answer><|im_end|>"]})
+    assert rollout.conversations[0][1]["content"] == "42"  # the reference is in the context
+    exact = reward("exact_match")
+    wrong_with_tool, right, wrong = exact(rollout.conversations, answer=["42"] * 3)
+    assert wrong_with_tool == wrong < right
