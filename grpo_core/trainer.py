@@ -89,6 +89,7 @@ from grpo_core.context import TrainerState, TrainingContext
 from grpo_core.data import epoch_permutation, format_prompt, train_eval_rows
 from grpo_core.generation.backend import Generation, build_backend
 from grpo_core.generation.multi_turn import tool_metrics
+from grpo_core.generation.tools.facts import conversation_inputs
 from grpo_core.generation.transformers_backend import sampling_autocast
 from grpo_core.outputs import check_outputs
 from grpo_core.outputs.hub import HubPusher
@@ -538,13 +539,10 @@ class Trainer:
                                                                               batch.completion_mask, strict=True)]
         columns["trainer_state"] = TrainerState(self.step, self.cfg.grpo.max_steps, getattr(self, "epoch", 0))
         completions: list[Any] = batch.completions_text
-        if batch.conversations is not None:  # a multi-turn rollout: its turns, as TRL passes them, and its facts
-            completions = batch.conversations
-            for key in ("turns", "tool_calls", "tool_errors"):
-                columns[f"num_{key}"] = [facts[key] for facts in batch.tool_facts or []]
-        elif isinstance(rows[0][prompt_field], list):  # conversational rows: chat messages, as TRL passes them
+        if isinstance(rows[0][prompt_field], list):  # conversational rows: chat messages, as TRL passes them
             completions = [[{"role": "assistant", "content": text}] for text in completions]
-        return completions, columns
+        # a multi-turn rollout: its conversations, as TRL passes them, and its facts as columns
+        return conversation_inputs(batch, completions, columns), columns
 
     def _score(self, rows: list[dict[str, Any]], batch: Generation, k: int | None = None
                ) -> tuple[torch.Tensor, dict[str, list]]:

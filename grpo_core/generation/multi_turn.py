@@ -189,3 +189,4 @@ def tool_metrics(facts: list[dict[str, Any]], seconds: dict[str, float] | None =
     for part, value in (seconds or {}).items():
         out[f"tools/{part}_seconds"] = value
     return out
+

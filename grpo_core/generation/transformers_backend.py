@@ -131,7 +131,8 @@ class TransformersBackend(TokenizerBackend):
         """The rollouts' tools: those ``[tools] names`` picks (registered through ``grpo_register_tools``) and
         ``functions`` (any Python functions, as TRL's ``tools=``); none: one model turn per completion."""
         t = self.tools_cfg
-        chosen = [get_registry().get("tools", name) for name in t.names] + list(functions)
+        registry = get_registry() if t.names else None  # loaded only when tools are named
+        chosen = [registry.get("tools", name) for name in t.names] + list(functions) if registry else list(functions)
         self.tools = ToolSet(chosen, timeout_s=t.timeout_s, max_output_chars=t.max_output_chars) if chosen else None
         self.hands_over_groups = self.tools is None  # a multi-turn batch is scored whole, once every row ended
         if self.tools is not None:
