@@ -150,6 +150,9 @@ def _tool_checks(doc: TomlDoc, tools: Any, g: Any, d: Any, registry: Registry) -
         doc.problem(("tools", "names"), "names a tool twice")
     if tools.names and g.backend != "transformers":
         doc.problem(("tools", "names"), f'tools run with generation.backend = "transformers" only, got {g.backend!r}')
+    if tools.names and (g.top_p < 1 or g.top_k > 0 or g.repetition_penalty != 1):
+        doc.problem(("tools", "names"), "tool rollouts sample at generation.temperature alone: leave top_p, top_k and "
+                                        "repetition_penalty at their defaults")
     if tools.names and not d.chat_template:
         doc.problem(("tools", "names"), "tools need the chat template (data.chat_template = true): it renders the "
                                         "tools for the model and their answers")

@@ -133,6 +133,9 @@ class TransformersBackend(TokenizerBackend):
         t = self.tools_cfg
         registry = get_registry() if t.names else None  # loaded only when tools are named
         chosen = [registry.get("tools", name) for name in t.names] + list(functions) if registry else list(functions)
+        if chosen and (off_policy_warnings(self.gen) or self.generation_kwargs):
+            raise UserError("tool rollouts sample at generation.temperature alone: leave top_p, top_k, "
+                            "repetition_penalty and generation_kwargs at their defaults")
         self.tools = ToolSet(chosen, timeout_s=t.timeout_s, max_output_chars=t.max_output_chars) if chosen else None
         self.hands_over_groups = self.tools is None  # a multi-turn batch is scored whole, once every row ended
         if self.tools is not None:

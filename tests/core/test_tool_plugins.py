@@ -63,7 +63,7 @@ def test_tools_config_problems_name_the_key(tool_registry: Any) -> None:
 
     with pytest.raises(ConfigError) as info:
         config_from_dict({**BASE, "data": {"source": "hub/name", "chat_template": False},
-                          "generation": {"backend": "vllm"}, "trainer": {"backend": "trl"},
+                          "generation": {"backend": "vllm", "top_p": 0.9}, "trainer": {"backend": "trl"},
                           "tools": {"names": ["shuot", "calculator", "calculator"], "format": "xml",
                                     "timeout_s": 0, "max_tool_calling_iterations": -1}},
                          registry=tool_registry)
@@ -71,7 +71,7 @@ def test_tools_config_problems_name_the_key(tool_registry: Any) -> None:
     for line in ["tools.names: must be one of calculator, python, shout, got 'shuot'; did you mean 'shout'?",
                  "tools.names: names a tool twice", "tools.format: must be one of auto, hermes, got 'xml'",
                  'tools run with generation.backend = "transformers" only', "tools need the chat template",
-                 "not the 'trl' backend", "tools.timeout_s: must be >= 0.001",
+                 "not the 'trl' backend", "tools.timeout_s: must be >= 0.001", "leave top_p, top_k",
                  "tools.max_tool_calling_iterations: must be >= 0"]:
         assert line in text, (line, text)
 
