@@ -826,7 +826,8 @@ class Trainer:
 
     def _sample_rows(self, rows: list[dict[str, Any]], batch: Generation, rewards: torch.Tensor,
                      columns: dict[str, list], advantages: torch.Tensor) -> list[dict[str, Any]]:
-        """One dict per completion: prompt, completion, reference answer, each reward, total, advantage."""
+        """One dict per completion: prompt, completion, reference answer, each reward, total, advantage (and, with
+        tools, the rollout's facts)."""
         k = self.cfg.generation.num_generations
         field = self.cfg.data.prompt_field
         out = []
@@ -838,6 +839,8 @@ class Trainer:
             sample.update({alias: col[i] for alias, col in columns.items()})
             sample["total"] = None if math.isnan(rewards[i]) else float(rewards[i])
             sample["advantage"] = float(advantages[i])
+            if batch.tool_facts is not None:  # a multi-turn rollout: its turns, calls, errors and how it stopped
+                sample["tools"] = batch.tool_facts[i]
             out.append(sample)
         return out
 

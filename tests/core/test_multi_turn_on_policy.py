@@ -93,7 +93,7 @@ def test_a_run_with_tools_trains_on_the_models_tokens_and_rewards_see_the_conver
         """
         return key.upper()
 
-    cfg = _cfg(tool_model_dir, tmp_path)
+    cfg = _cfg(tool_model_dir, tmp_path, logging={"sample_every": 1})
     trainer = Trainer(cfg, tools=[lookup])
     assert [s["function"]["name"] for s in trainer.backend.tool_schemas] == ["calculator", "lookup"]
     original = trainer._score
@@ -116,6 +116,10 @@ def test_a_run_with_tools_trains_on_the_models_tokens_and_rewards_see_the_conver
     assert metrics["tools/call_frequency"] == pytest.approx(sum(f["tool_calls"] for f in facts) / len(facts))
     assert metrics["tools/turns_mean"] == pytest.approx(sum(f["turns"] for f in facts) / len(facts))
     assert metrics["tools/model_seconds"] > 0
+    from grpo_core.run_folder.layout import SAMPLES_FILE
+
+    sample = read_jsonl(tmp_path / "run" / SAMPLES_FILE)[0]
+    assert set(sample["tools"]) == {"turns", "tool_calls", "tool_errors", "stop"}
     first = seen[0]
     assert all(isinstance(c, list) and c[0]["role"] == "assistant" for c in first["completions"])
     assert first["num_turns"] == [sum(m["role"] == "assistant" for m in c) for c in first["completions"]]
