@@ -2,7 +2,9 @@
 
     for each step:
         1. sample prompts            ``prompts_per_step`` rows, in a seeded order that survives resume
-        2. generate a group each     ``num_generations`` completions per prompt (a generation backend)
+        2. generate a group each     ``num_generations`` completions per prompt (a generation backend); with
+                                     tools, each a conversation of model and tool turns whose tool tokens
+                                     the loss leaves out (grpo_core.generation.multi_turn, ``tool_mask``)
         3. score                     the composed rewards: a total and one column per reward (each run of
                                      finished groups as it arrives, while the rest generates, where the
                                      backend hands groups over: ``generation.score_during_generation``)
@@ -316,7 +318,8 @@ class _Plan:
 
 class Trainer:
     """``Trainer(config).train() -> dict`` (see the module docs); ``config`` is a RunConfig, a TOML path
-    or a dict of sections (the Python API)."""
+    or a dict of sections (the Python API); ``tools``: Python functions the model may call, beside ``[tools]
+    names`` (TRL's ``tools=``)."""
 
     def __init__(self, config: RunConfig | str | Path | dict[str, Any], *, resume: bool = False,
                  registry: Any = None, tools: list[Any] | None = None):
