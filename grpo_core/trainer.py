@@ -2,7 +2,9 @@
 
     for each step:
         1. sample prompts            ``prompts_per_step`` rows, in a seeded order that survives resume
-        2. generate a group each     ``num_generations`` completions per prompt (a generation backend)
+        2. generate a group each     ``num_generations`` completions per prompt (a generation backend); with
+                                     tools, each a conversation of model and tool turns whose tool tokens
+                                     the loss leaves out (grpo_core.generation.multi_turn, ``tool_mask``)
         3. score                     the composed rewards: a total and one column per reward (each run of
                                      finished groups as it arrives, while the rest generates, where the
                                      backend hands groups over: ``generation.score_during_generation``)
@@ -90,6 +92,8 @@ from grpo_core.config import RunConfig, as_run_config
 from grpo_core.context import TrainerState, TrainingContext
 from grpo_core.data import epoch_permutation, format_prompt, train_eval_rows
 from grpo_core.generation.backend import Generation, build_backend
+from grpo_core.generation.multi_turn import tool_metrics
+from grpo_core.generation.tools.facts import conversation_inputs
 from grpo_core.generation.transformers_backend import sampling_autocast
 from grpo_core.outputs import check_outputs
 from grpo_core.outputs.hub import HubPusher
@@ -132,6 +136,7 @@ from grpo_core.run_folder.layout import CHECKPOINTS, MERGED_DIR, MODEL_DIR
 from grpo_core.run_folder.lock import INHERITED, hold
 from grpo_core.run_folder.metrics import MetricsLogger, held_state_gb, peak_memory_gb
 from grpo_core.run_folder.overlap import check_run_dir_apart
+from grpo_rewards.errors import UserError
 from grpo_rewards.plugins import get_registry
 from grpo_rewards.streaming import StreamingScore
 
@@ -346,10 +351,11 @@ class _Plan:
 
 class Trainer:
     """``Trainer(config).train() -> dict`` (see the module docs); ``config`` is a RunConfig, a TOML path
-    or a dict of sections (the Python API)."""
+    or a dict of sections (the Python API); ``tools``: Python functions the model may call, beside ``[tools]
+    names`` (TRL's ``tools=``)."""
 
     def __init__(self, config: RunConfig | str | Path | dict[str, Any], *, resume: bool = False,
-                 registry: Any = None):
+                 registry: Any = None, tools: list[Any] | None = None):
         config = as_run_config(config)
         check_run_dir_apart(config, RunFolderError)  # before anything loads: the run never writes into its inputs
         self.cfg = config
@@ -379,15 +385,22 @@ class Trainer:
         self._check_head()
         self.backend = build_backend(config, self.model, self.tokenizer, self.registry)
         self.entropy = EntropyControl(config.grpo)  # the entropy options and the adaptive coefficient's state
+        if tools:  # TRL's tools=[callables]: with [tools] names, the rollouts' tools (grpo_core.generation.multi_turn)
+            if not hasattr(self.backend, "set_tools"):
+                raise UserError(f"generation backend {config.generation.backend!r} runs no tools (use \"transformers\")")
+            self.backend.set_tools(list(tools))
+        schemas = getattr(self.backend, "tool_schemas", None)  # rendered into each prompt by the chat template
 
         d = config.data
+        if schemas and not d.chat_template:
+            raise UserError("tools need the chat template (data.chat_template = true): it renders them for the model")
         rows, eval_rows = self._load_rows()
         special = not d.chat_template  # as the generation backend tokenizes
         # the training rows stay lazy: a row is read, and its prompt formatted, when a step uses it
-        self.rows, self.prompts = fit_rows(rows, d, self.tokenizer, special, "training")
+        self.rows, self.prompts = fit_rows(rows, d, self.tokenizer, special, "training", schemas)
         eval_rows = list(eval_rows)  # held-out rows: few, held in memory
         self.eval_prompts, self.eval_rows = fit_prompts(
-            [format_prompt(r, d, self.tokenizer) for r in eval_rows], eval_rows, self.tokenizer,
+            [format_prompt(r, d, self.tokenizer, schemas) for r in eval_rows], eval_rows, self.tokenizer,
             d.max_prompt_length, d.overlong_prompts, special, "held-out")
         self._order: tuple[int, Any] = (-1, None)  # the current epoch's row order (grpo_core.data.epoch_permutation)
 
@@ -546,8 +559,7 @@ class Trainer:
             done = _rows_in(handed)
             _check_handed(handed, batch, self.cfg.generation.backend)
             if done < len(batch.completions_text):  # what the backend did not hand over: scored now
-                rest = Generation(batch.prompt_ids[done:], batch.prompt_mask[done:], batch.completion_ids[done:],
-                                  batch.completion_mask[done:], batch.completions_text[done:], batch.truncated[done:])
+                rest = batch.rows(done)
                 completions, columns = self._reward_inputs(data[done // k:], rest, k)
                 stream.add(completions, **columns)
             scores = stream.result()
@@ -568,7 +580,8 @@ class Trainer:
         completions: list[Any] = batch.completions_text
         if isinstance(rows[0][prompt_field], list):  # conversational rows: chat messages, as TRL passes them
             completions = [[{"role": "assistant", "content": text}] for text in completions]
-        return completions, columns
+        # a multi-turn rollout: its conversations, as TRL passes them, and its facts as columns
+        return conversation_inputs(batch, completions, columns), columns
 
     def _score(self, rows: list[dict[str, Any]], batch: Generation, k: int | None = None
                ) -> tuple[torch.Tensor, dict[str, list]]:
@@ -635,6 +648,8 @@ class Trainer:
         input_ids = torch.cat([batch.prompt_ids, batch.completion_ids], dim=1)
         attention_mask = torch.cat([batch.prompt_mask, batch.completion_mask], dim=1)
         mask = batch.completion_mask.clone()
+        if batch.tool_mask is not None:  # the tools' tokens are context, not the policy's: out of loss, KL, entropy
+            mask = mask * batch.tool_mask.to(mask.dtype)
         if g.mask_truncated_completions:
             mask = mask * (~batch.truncated).unsqueeze(1).to(mask.dtype)
         counts = mask.sum(1)
@@ -849,6 +864,11 @@ class Trainer:
             "memory/optimizer_gb": held[1],  # its optimizer state (a partition under FSDP2 and ZeRO)
             "epoch": self.epoch,
         })
+        if batch.tool_facts is not None:  # a multi-turn rollout's (grpo_core.generation.multi_turn)
+            facts = batch.tool_facts
+            if self.world.enabled:
+                facts = _concat(all_gather_objects(facts, self.world))
+            out.update(tool_metrics(facts, getattr(self.backend, "last_rollout_seconds", None)))
         return out
 
     def _reward_health(self) -> dict[str, float]:
@@ -865,7 +885,8 @@ class Trainer:
 
     def _sample_rows(self, rows: list[dict[str, Any]], batch: Generation, rewards: torch.Tensor,
                      columns: dict[str, list], advantages: torch.Tensor) -> list[dict[str, Any]]:
-        """One dict per completion: prompt, completion, reference answer, each reward, total, advantage."""
+        """One dict per completion: prompt, completion, reference answer, each reward, total, advantage (and, with
+        tools, the rollout's facts)."""
         k = self.cfg.generation.num_generations
         field = self.cfg.data.prompt_field
         out = []
@@ -877,6 +898,8 @@ class Trainer:
             sample.update({alias: col[i] for alias, col in columns.items()})
             sample["total"] = None if math.isnan(rewards[i]) else float(rewards[i])
             sample["advantage"] = float(advantages[i])
+            if batch.tool_facts is not None:  # a multi-turn rollout: its turns, calls, errors and how it stopped
+                sample["tools"] = batch.tool_facts[i]
             out.append(sample)
         return out
 

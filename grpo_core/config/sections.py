@@ -39,6 +39,7 @@ OVERLONG_PROMPTS = ("drop", "error", "truncate")
 # [generation] decode: how the transformers backend's group sampler runs its decode steps
 # (grpo_core.generation.group_sampling); "auto" is "cuda_graph" on CUDA, "dynamic" elsewhere
 DECODE_MODES = ("auto", "dynamic", "static", "cuda_graph")
+TOOL_FORMATS = ("auto", "hermes")  # [tools] format: how the chat template writes tool calls (auto: read from it)
 DISTRIBUTED_BACKENDS = ("auto", "gloo", "nccl")
 OFFLOAD_DEVICES = ("none", "cpu")
 LOCAL_DATA_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
@@ -241,6 +242,19 @@ class DistributedConfig:
     deepspeed_config: str = ""  # engine = "deepspeed": a user's own DeepSpeed JSON; its keys override the mapped ones
 
 
+@dataclass
+class ToolsConfig:
+    """Tools the model may call during its rollouts (grpo_core.generation.multi_turn, ``docs/tools.md``): with
+    none (and none given to ``Trainer(tools=...)``), each completion is one model turn."""
+
+    names: list[str] = field(default_factory=list)  # registered tools: the built-in "calculator" and "python"
+    max_tool_calling_iterations: int | None = None  # TRL's: tool turns per completion; None: no limit
+    format: str = "auto"  # TOOL_FORMATS: how tool calls are written and read; auto: from the chat template
+    timeout_s: float = 10.0  # seconds the calls of one turn may take together; a call past it answers an error
+    max_output_chars: int = 2000  # a tool's answer is cut to this many characters
+    max_rollout_seconds: float | None = None  # wall time after which no tool turn starts; None: no limit
+
+
 SECTIONS: dict[str, type] = {
     "model": ModelConfig,
     "data": DataConfig,
@@ -253,6 +267,7 @@ SECTIONS: dict[str, type] = {
     "trainer": TrainerConfig,
     "distributed": DistributedConfig,
     "hub": HubConfig,
+    "tools": ToolsConfig,
 }
 REQUIRED: dict[str, tuple[str, ...]] = {"model": ("name_or_path",), "data": ("source",)}
 
@@ -306,6 +321,10 @@ LIMITS: dict[tuple[str, str], tuple[float | None, float | None]] = {
     ("checkpoint", "every_minutes"): (0, None),
     ("checkpoint", "keep_last"): (1, 10**6),
     ("trainer", "memory_budget_gb"): (1e-4, 10**6),
+    ("tools", "max_tool_calling_iterations"): (0, BIG),
+    ("tools", "timeout_s"): (1e-3, 86400),
+    ("tools", "max_output_chars"): (1, 10**8),
+    ("tools", "max_rollout_seconds"): (0, None),
 }
 
 
@@ -327,6 +346,7 @@ class RunConfig:
     raw: dict[str, Any] = field(default_factory=dict, repr=False)  # the merged input (file + overrides)
     distributed: DistributedConfig = field(default_factory=DistributedConfig)
     hub: HubConfig = field(default_factory=HubConfig)
+    tools: ToolsConfig = field(default_factory=ToolsConfig)
 
     @property
     def output_dir(self) -> Path:

@@ -192,7 +192,7 @@ TRL_FIELDS: dict[str, TrlField] = {
     "entropy_coef_max": _same(1.0, "grpo.entropy_coef_max"),
     "entropy_coef_delta": _same(0.005, "grpo.entropy_coef_delta"),
     "entropy_target": _same(0.2, "grpo.entropy_target"),
-    "max_tool_calling_iterations": _no(None, "tool calling is not offered"),
+    "max_tool_calling_iterations": _same(None, "tools.max_tool_calling_iterations"),
     "off_policy_mask_threshold": _same(None, "grpo.off_policy_mask_threshold"),
     "use_bias_correction_kl": _same(True, "grpo.use_bias_correction_kl"),
     # ---- GRPOConfig: logging
