@@ -108,7 +108,7 @@ def test_max_steps_counts_optimizer_steps():
 
 
 @pytest.mark.parametrize("kw, message", [
-    ({"max_tool_calling_iterations": 2}, r"GRPOConfig: max_tool_calling_iterations: = 2 is not supported: tool"),
+    ({"disable_dropout": True}, r"GRPOConfig: disable_dropout: = True is not supported: dropout is left as"),
     ({"sync_ref_model": True}, r"sync_ref_model: = True is not supported: the KL reference stays"),
     ({"steps_per_generation": 2}, r"steps_per_generation: gives 2 micro-batches .* not supported"),
     ({"label_smoothing_factor": 0.1}, r"label_smoothing_factor: = 0.1 is not supported \(a TrainingArguments"),
