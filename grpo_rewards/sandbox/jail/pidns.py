@@ -25,7 +25,18 @@ import select
 import signal
 import tempfile
 
-from .linux import CLONE_NEWPID, MNT_DETACH, MS_NODEV, MS_NOEXEC, MS_NOSUID, PR_SET_PDEATHSIG, mount, prctl, umount, unshare
+from .linux import (
+    CLONE_NEWPID,
+    MNT_DETACH,
+    MS_NODEV,
+    MS_NOEXEC,
+    MS_NOSUID,
+    PR_SET_PDEATHSIG,
+    mount,
+    prctl,
+    umount,
+    unshare,
+)
 
 COUNTER = "sys/kernel/ns_last_pid"
 
