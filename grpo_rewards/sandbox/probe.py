@@ -22,7 +22,7 @@ import sys
 import sysconfig
 from dataclasses import dataclass, field
 
-from grpo_rewards.sandbox.jail import landlock, seccomp
+from grpo_rewards.sandbox.jail import landlock, pidns, seccomp
 
 BASE_LAYERS = ("rlimits", "setsid", "subreaper")
 NAMESPACE_LAYERS = ("mountns", "netns", "ipcns", "utsns", "tmpfs-scratch", "pidns")
@@ -84,6 +84,9 @@ def probe() -> Probe:
         notes.append(f"no seccomp syscall table for {seccomp.MACHINE}")
     if os.geteuid() == 0:
         layers += ["uid", *NAMESPACE_LAYERS]
+    elif pidns.user_namespaces_possible():
+        layers.append("pidns")  # in a user namespace of the zygote's own
+        notes.append("not root: no slot uids, no namespaces but a pid namespace per slot")
     else:
         notes.append("not root: no slot uids, no namespaces")
     bwrap = bwrap_path()
@@ -109,7 +112,7 @@ def select_layers(profile: str, found: Probe, disable: tuple[str, ...] | list[st
         raise ValueError(f"unknown sandbox profile {profile!r}; choose auto, {', '.join(ORDER)}")
     wanted = set(found.layers) - set(disable)
     if "mountns" not in wanted:
-        wanted -= set(NAMESPACE_LAYERS)
+        wanted -= set(NAMESPACE_LAYERS) - ({"pidns"} if os.geteuid() != 0 else set())
     if profile not in ("auto", "strict"):
         wanted -= {"bwrap"}
     if profile != "auto":

@@ -15,6 +15,11 @@ its next thread id jump by N); shared by a slot's runs, it would carry one from 
   it in its slot or beside it in another.
 
 Programs never see another slot's processes either: ``kill(pid, 0)`` on one answers "no such process".
+
+Root makes both namespaces outright. An unprivileged pool first enters a user namespace of its own
+(:func:`enter_user_namespace`: its uid and gid mapped to themselves, nothing else, with a mount namespace for
+the proc mount), where the kernel allows unprivileged user namespaces; every child then clears the
+capabilities that namespace gave it (:func:`~.linux.drop_capabilities`) before its program runs.
 """
 
 from __future__ import annotations
@@ -26,11 +31,15 @@ import signal
 import tempfile
 
 from .linux import (
+    CLONE_NEWNS,
     CLONE_NEWPID,
+    CLONE_NEWUSER,
     MNT_DETACH,
     MS_NODEV,
     MS_NOEXEC,
     MS_NOSUID,
+    MS_PRIVATE,
+    MS_REC,
     PR_SET_PDEATHSIG,
     mount,
     prctl,
@@ -39,6 +48,33 @@ from .linux import (
 )
 
 COUNTER = "sys/kernel/ns_last_pid"
+# where the kernel says whether an unprivileged process may make a user namespace (absent: no such switch)
+USERNS_SWITCHES = {"/proc/sys/user/max_user_namespaces": lambda v: int(v) > 0,
+                   "/proc/sys/kernel/unprivileged_userns_clone": lambda v: int(v) == 1,
+                   "/proc/sys/kernel/apparmor_restrict_unprivileged_userns": lambda v: int(v) == 0}
+
+
+def user_namespaces_possible() -> bool:
+    """Whether this kernel lets an unprivileged process make a user namespace (the zygote confirms)."""
+    for path, allows in USERNS_SWITCHES.items():
+        try:
+            with open(path) as fh:
+                if not allows(fh.read().strip()):
+                    return False
+        except (OSError, ValueError):
+            continue
+    return True
+
+
+def enter_user_namespace() -> None:
+    """A user namespace of this process's own, its uid and gid mapped to themselves (so every id it shows
+    and every check the kernel makes are unchanged), and a private mount namespace in it."""
+    uid, gid = os.getuid(), os.getgid()
+    unshare(CLONE_NEWUSER | CLONE_NEWNS)
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+        with open(f"/proc/self/{name}", "w") as fh:
+            fh.write(text)
+    mount(None, "/", None, MS_REC | MS_PRIVATE)
 
 
 def become_first() -> None:

@@ -79,7 +79,7 @@ ALLOWED: dict[str, tuple[tuple[str, ...], str]] = {
                "policy of its own pages (OpenBLAS); bounded by RLIMIT_AS and the memory cgroup"),
     "threads": (("set_tid_address", "set_robust_list", "rseq", "futex", "futex_waitv", "futex_wake", "futex_wait",
                  "futex_requeue", "gettid", "sched_yield", "getcpu", "arch_prctl", "prctl"),
-                "threads (a thread is a clone with CLONE_THREAD, below), their locks and thread-local storage; "
+                "threads (a thread is a clone with CLONE_THREAD and no pidfd, below), their locks and thread-local storage; "
                 "prctl only to name a thread, name its own mappings and read its own flags (by option, below)"),
     "time": (("clock_gettime", "clock_getres", "clock_nanosleep", "nanosleep", "gettimeofday", "time",
               "getitimer", "setitimer", "alarm", "timerfd_create", "timerfd_settime", "timerfd_gettime"),

@@ -63,6 +63,7 @@ class Context:
     seccomp: Any
     cgroup: bool = False  # the child runs in the slot's memory and pids cgroups (no RLIMIT_NPROC needed)
     pid_counter: int = -1  # the slot's pid namespace's ns_last_pid, set back before every child (see pidns)
+    drop_caps: bool = False  # the zygote made a user namespace of its own: a child clears what it gave
 
 
 class Zygote:
@@ -102,7 +103,7 @@ class Zygote:
         abi = min(landlock.abi_version(), int(cfg.get("landlock_max_abi", 99))) if cfg.get("landlock", True) else 0
         self.layers += landlock.features(abi)
         self.ctx = Context(os.getpid(), uid, cfg.get("gid"), abi, [], None, self.cgroup is not None,
-                           self.pid_counter)
+                           self.pid_counter, self.userns)
         if cfg.get("seccomp", True):
             self.ctx.seccomp = self._filters()
             if self.ctx.seccomp is not None:
@@ -156,7 +157,7 @@ class Zygote:
         return [*cfg["read_only"], *extra]
 
     def _namespaces(self, cfg: dict[str, Any]) -> None:
-        self.pid_counter = -1
+        self.pid_counter, self.userns = -1, False
         wanted = cfg.get("namespaces") or []
         if wanted is True:
             wanted = ["mountns", "netns", "ipcns", "utsns", "tmpfs-scratch", "pidns"]
@@ -170,6 +171,8 @@ class Zygote:
             except OSError as exc:
                 self.problems.append(f"unshare {name}: {exc}")
         if "mountns" not in self.layers:
+            if "pidns" in wanted and os.geteuid() != 0:  # not root: in a user namespace of its own
+                self._pid_namespace(False, user=True)
             return
         try:
             mounts.make_private()
@@ -188,9 +191,13 @@ class Zygote:
         if "pidns" in wanted:
             self._pid_namespace(bool(cfg.get("bwrap")))
 
-    def _pid_namespace(self, in_bwrap: bool) -> None:
-        """The slot's own pid namespace (bubblewrap's, or one made here) and its counter (see :mod:`pidns`)."""
+    def _pid_namespace(self, in_bwrap: bool, user: bool = False) -> None:
+        """The slot's own pid namespace (bubblewrap's, or one made here, in a user namespace of its own where
+        ``user``) and its counter (see :mod:`pidns`)."""
         try:
+            if user:
+                pidns.enter_user_namespace()
+                self.userns = True
             if not in_bwrap:
                 pidns.become_first()
             self.pid_counter = pidns.open_counter()
