@@ -16,6 +16,7 @@ import tempfile
 
 import pytest
 
+from grpo_rewards.sandbox.jail import pidns
 from grpo_rewards.sandbox.pool import LocalSandbox, compilers
 from grpo_rewards.sandbox.program import Limits, Program
 
@@ -23,7 +24,8 @@ from . import hostile_channels
 from . import hostile_counters as H
 from .conftest import PROFILE_OPTIONS, needs_default
 
-pytestmark = needs_default
+pytestmark = [needs_default, pytest.mark.skipif(os.geteuid() != 0 and not pidns.user_namespaces_possible(),
+                                                reason="not root, and this kernel refuses user namespaces: no pidns")]
 
 LIMITS = Limits(cpu_seconds=5.0, wall_seconds=8.0, memory_mb=512, output_bytes=1 << 16, file_size_mb=8)
 PROFILES = list(PROFILE_OPTIONS) or ["auto"]
@@ -111,21 +113,23 @@ def test_a_slot_s_next_run_sees_the_same_pids(language):
                                                                                           after.stdout)
 
 
-def test_two_command_line_runs_cannot_talk(tmp_path):
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("language", ["python", pytest.param("c", marks=needs_gcc)])
+def test_two_command_line_runs_cannot_talk(tmp_path, profile, language):
     """``grpo sandbox run`` twice at once (two pools, as two trainers on one machine would have)."""
     tok = hostile_channels.token()
+    pair = H.python_pair(tok, hold=4.0) if language == "python" else H.c_pair(tok, hold=4.0)
     procs = []
-    for name, code in zip(("sender", "receiver"), H.python_pair(tok, hold=4.0), strict=True):
-        path = tmp_path / f"{name}.py"
+    for name, code in zip(("sender", "receiver"), pair, strict=True):
+        path = tmp_path / f"{name}.{'py' if language == 'python' else 'c'}"
         path.write_text(code)
         procs.append(subprocess.Popen([sys.executable, "-m", "grpo_rewards", "sandbox", "run", str(path),
-                                       "--wall-seconds", "10", "--cpu-seconds", "5"], stdout=subprocess.PIPE,
-                                      text=True))
-    outs = [p.communicate(timeout=120)[0] for p in procs]
+                                       "--wall-seconds", "20", "--cpu-seconds", "10", "--profile", profile],
+                                      stdout=subprocess.PIPE, text=True))
+    outs = [p.communicate(timeout=180)[0] for p in procs]
     assert all("status: ok" in out for out in outs), outs
     (s0, s1), (r0, r1) = _window(outs[0]), _window(outs[1])
     assert max(s0, r0) < min(s1, r1), ("the two runs did not overlap", outs)
-    if "pidns" in outs[1]:
-        assert H.field(outs[1], "got") == "0", outs[1]
-    else:  # no pid namespace (not root): the channel is the one docs/sandbox.md names as open
-        assert os.geteuid() != 0, outs[1]
+    assert "pidns" in outs[1] and H.field(outs[1], "got") == "0", outs[1]
+    if language == "c":
+        assert H.field(outs[1], "pidfd") == f"refused:{errno.EINVAL}", outs[1]
