@@ -82,9 +82,12 @@ def probe() -> Probe:
         layers.append("seccomp")
     else:
         notes.append(f"no seccomp syscall table for {seccomp.MACHINE}")
+    counter = os.path.exists("/proc/" + pidns.COUNTER)  # ns_last_pid: a kernel with CONFIG_CHECKPOINT_RESTORE
+    if not counter:
+        notes.append("no /proc/sys/kernel/ns_last_pid (a kernel without CONFIG_CHECKPOINT_RESTORE): no pidns")
     if os.geteuid() == 0:
-        layers += ["uid", *NAMESPACE_LAYERS]
-    elif pidns.user_namespaces_possible():
+        layers += ["uid", *(n for n in NAMESPACE_LAYERS if n != "pidns" or counter)]
+    elif counter and pidns.user_namespaces_possible():
         layers.append("pidns")  # in a user namespace of the zygote's own
         notes.append("not root: no slot uids, no namespaces but a pid namespace per slot")
     else:
