@@ -97,6 +97,24 @@ def test_c_pair_cannot_talk(pool):
     assert H.field(out, "pidfd") == f"refused:{errno.EINVAL}", out
 
 
+def test_another_slot_s_processes_do_not_exist(pool):
+    """While a program in the other slot holds 8 threads, ``kill(pid, 0)`` over every pid below 32768 finds only
+    the scanner's own slot: its zygote, its template (and in bubblewrap, bubblewrap's init) and itself. Outside the
+    sandbox the same scan finds the holder's threads among the machine's processes."""
+    holder, scanner = H.scan_pair()
+    s, r = pool.run([Program(holder), Program(scanner)])
+    assert s.status == "ok" and r.status == "ok", (s.stderr[-300:], r.stderr[-300:])
+    assert H.field(s.stdout, "holding") == "8" and _window(s.stdout)[0] < _window(r.stdout)[1] - 0.5
+    seen = [int(x) for x in H.field(r.stdout, "seen").split()]
+    own = int(H.field(r.stdout, "own"))
+    assert seen[0] <= 4 and all(p <= own for p in seen[1:]) and own <= 4, r.stdout
+    with tempfile.TemporaryDirectory() as tmp:
+        procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=tmp)
+                 for code in (holder, scanner)]
+        outside = [p.communicate(timeout=60)[0] for p in procs][1]
+    assert int(H.field(outside, "seen").split()[0]) > 8, outside
+
+
 @pytest.mark.parametrize("language", ["python", pytest.param("c", marks=needs_gcc)])
 def test_a_slot_s_next_run_sees_the_same_pids(language):
     """One slot: a probe, a sender creating thousands of threads, the probe again: the same pid and thread id."""
