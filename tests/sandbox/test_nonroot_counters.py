@@ -2,7 +2,7 @@
 with a pid namespace per slot, made in a user namespace of the zygote's own where the kernel allows one. The
 receiver finds no thread id skipped while the sender, in the other slot, creates thousands of threads; a
 thread pidfd is refused; one slot's runs see the same pid and thread id before and after a sender; a program
-holds no capability of that user namespace. Through the API and as two ``grpo sandbox run`` at once."""
+holds no capability of that user namespace; no process of another slot, nor of the host, exists for it. Through the API and as two ``grpo sandbox run`` at once."""
 
 from __future__ import annotations
 
@@ -42,6 +42,8 @@ with LocalSandbox(slots=2, limits=limits) as box:
         s, r = box.run([Program(p, "", language) for p in pair])
         out["pairs"][language] = [s.status, r.status, s.stdout, r.stdout, r.stderr[-300:]]
     out["caps"] = box.run_one(Program(CAPS)).stdout
+    holder, scanner = box.run([Program(p) for p in H.scan_pair()])
+    out["scan"] = [holder.status, scanner.status, scanner.stdout]
 with LocalSandbox(slots=1, limits=limits) as box:
     for language in languages:
         probe = H.PY_TID_PROBE if language == "python" else H.C_TID_PROBE
@@ -100,6 +102,9 @@ def test_a_non_root_pool_gives_each_slot_its_own_pids():
         if language == "c":
             assert H.field(r_out, "pidfd") == f"refused:{errno.EINVAL}", r_out
     assert res["caps"].split() == ["caps", "0", "0", "0", "0", "0", "0", "0"], res["caps"]
+    h_status, s_status, scan = res["scan"]  # the other slot's threads (and every host process) do not exist
+    seen, own = [int(x) for x in H.field(scan, "seen").split()], int(H.field(scan, "own"))
+    assert (h_status, s_status) == ("ok", "ok") and seen[0] <= 3 and all(p <= own for p in seen[1:]), scan
     for language in res["pairs"]:
         (s0, o0), (s1, _), (s2, o2) = res[f"next_run_{language}"]
         assert (s0, s1, s2) == ("ok", "ok", "ok") and H.field(o0, "first") == H.field(o2, "first") != "?", (o0, o2)
