@@ -5,30 +5,36 @@
 Runs ``benchmarks/sandbox.py`` (this checkout's script) alternately with ``PYTHONPATH`` at the
 base checkout and at this one, ``--rounds`` times each, on the same machine in one run, so
 that load drifts hit both sides alike; prints every round's Python and C++ throughput and
-median time, the means, and the ratio this/base of each. The load average before and after
-is printed too: on a shared machine it moves every wall-clock number.
+median time, the CPU seconds the whole run took (the benchmark, its pools, zygotes, templates,
+programs and compiles: every process below it, reaped), the means, and the ratio this/base of
+each. The load average before and after is printed too: on a shared machine it moves every
+wall-clock number; the CPU column is the one it moves least.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-COLUMNS = ("py prog/s", "py med ms", "c++ prog/s", "c++ med ms")
+COLUMNS = ("py prog/s", "py med ms", "c++ prog/s", "c++ med ms", "cpu s")
 
 
 def one_run(checkout: str, args: argparse.Namespace) -> dict[str, float]:
     command = [sys.executable, os.path.join(HERE, "benchmarks", "sandbox.py"), "--profiles", args.profiles,
                "--programs", str(args.programs), "--latency-runs", str(args.latency_runs), "--compiles", "1"]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run(command, env={**os.environ, "PYTHONPATH": checkout}, capture_output=True, text=True,
                          check=True, cwd=checkout).stdout
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     row = next(line for line in out.splitlines() if line.startswith(args.profiles.split(",")[0] + " "))
     values = row.split()[2:]  # profile, start ms, then the columns
-    return {name: float(v) for name, v in zip(COLUMNS, values)}
+    return {**{name: float(v) for name, v in zip(COLUMNS, values)}, "cpu s": cpu}
 
 
 def main() -> None:

@@ -3,12 +3,13 @@
 Layers: ``rlimits``, ``setsid``, ``subreaper`` (always on Linux), ``uid`` (we may
 switch uid: root), ``landlock-fs`` / ``landlock-net`` / ``landlock-scope`` (by
 Landlock ABI), ``seccomp`` (our filter has a syscall table for this machine),
-``mountns`` / ``netns`` / ``ipcns`` / ``utsns`` and ``tmpfs-scratch`` (root), and
-``bwrap`` / ``pidns`` (bubblewrap installed: the zygote runs inside it, ``strict`` profile).
+``mountns`` / ``netns`` / ``ipcns`` / ``utsns``, ``tmpfs-scratch`` and ``pidns`` (root: a pid
+namespace per slot, its counter set back before every program), and ``bwrap`` (bubblewrap installed: the
+zygote runs inside it, ``strict`` profile).
 
 Profiles, weakest to strongest: ``unsafe`` (rlimits only), ``default`` (plus
 Landlock file system and seccomp), ``hardened`` (plus slot uid, Landlock network and
-scopes, namespaces and a capped tmpfs scratch), ``strict`` (hardened, inside
+scopes, namespaces, a pid namespace per slot and a capped tmpfs scratch), ``strict`` (hardened, inside
 bubblewrap). With fewer layers than ``default``, untrusted code is refused unless
 ``allow_unsafe_execution = true``.
 """
@@ -21,17 +22,17 @@ import sys
 import sysconfig
 from dataclasses import dataclass, field
 
-from grpo_rewards.sandbox.jail import landlock, seccomp
+from grpo_rewards.sandbox.jail import landlock, pidns, seccomp
 
 BASE_LAYERS = ("rlimits", "setsid", "subreaper")
-NAMESPACE_LAYERS = ("mountns", "netns", "ipcns", "utsns", "tmpfs-scratch")
+NAMESPACE_LAYERS = ("mountns", "netns", "ipcns", "utsns", "tmpfs-scratch", "pidns")
 PROFILES: dict[str, tuple[str, ...]] = {
     "unsafe": ("rlimits", "setsid"),
     "default": ("rlimits", "setsid", "landlock-fs", "seccomp"),
     "hardened": ("rlimits", "setsid", "subreaper", "landlock-fs", "seccomp", "uid", "landlock-net",
-                 "landlock-scope", "mountns", "netns", "ipcns", "tmpfs-scratch"),
+                 "landlock-scope", "mountns", "netns", "ipcns", "tmpfs-scratch", "pidns"),
 }
-PROFILES["strict"] = (*PROFILES["hardened"], "bwrap", "pidns")
+PROFILES["strict"] = (*PROFILES["hardened"], "bwrap")
 ORDER = ("unsafe", "default", "hardened", "strict")
 
 SYSTEM_READ_ONLY = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/etc/ld.so.cache", "/etc/localtime",
@@ -81,13 +82,19 @@ def probe() -> Probe:
         layers.append("seccomp")
     else:
         notes.append(f"no seccomp syscall table for {seccomp.MACHINE}")
+    counter = os.path.exists("/proc/" + pidns.COUNTER)  # ns_last_pid: a kernel with CONFIG_CHECKPOINT_RESTORE
+    if not counter:
+        notes.append("no /proc/sys/kernel/ns_last_pid (a kernel without CONFIG_CHECKPOINT_RESTORE): no pidns")
     if os.geteuid() == 0:
-        layers += ["uid", *NAMESPACE_LAYERS]
+        layers += ["uid", *(n for n in NAMESPACE_LAYERS if n != "pidns" or counter)]
+    elif counter and pidns.user_namespaces_possible():
+        layers.append("pidns")  # in a user namespace of the zygote's own
+        notes.append("not root: no slot uids, no namespaces but a pid namespace per slot")
     else:
         notes.append("not root: no slot uids, no namespaces")
     bwrap = bwrap_path()
     if bwrap and os.geteuid() == 0:
-        layers += ["bwrap", "pidns"]
+        layers.append("bwrap")
     return Probe(tuple(layers), abi, tuple(notes), bwrap)
 
 
@@ -108,9 +115,9 @@ def select_layers(profile: str, found: Probe, disable: tuple[str, ...] | list[st
         raise ValueError(f"unknown sandbox profile {profile!r}; choose auto, {', '.join(ORDER)}")
     wanted = set(found.layers) - set(disable)
     if "mountns" not in wanted:
-        wanted -= set(NAMESPACE_LAYERS)
+        wanted -= set(NAMESPACE_LAYERS) - ({"pidns"} if os.geteuid() != 0 else set())
     if profile not in ("auto", "strict"):
-        wanted -= {"bwrap", "pidns"}
+        wanted -= {"bwrap"}
     if profile != "auto":
         missing = [layer for layer in PROFILES[profile] if layer not in wanted]
         if missing:

@@ -75,7 +75,7 @@ def zygote_pids(pool) -> set[int]:
 # Every profile this machine offers, as LocalSandbox options. As root, "default" is reached by dropping the
 # layers above it, but keeps the mount namespace: programs without a slot uid run as nobody, who needs the
 # interpreter exposed (a non-root user's default profile has neither and runs programs as that user).
-DEFAULT_AS_ROOT = ("uid", "bwrap", "pidns", "netns", "ipcns", "utsns", "tmpfs-scratch")
+DEFAULT_AS_ROOT = ("uid", "bwrap", "netns", "ipcns", "utsns", "tmpfs-scratch")
 
 
 def profile_options() -> dict[str, dict]:

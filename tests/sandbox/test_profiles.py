@@ -15,7 +15,7 @@ pytestmark = needs_default
 
 PROFILES = {
     "default": DEFAULT_AS_ROOT,
-    "hardened": ("bwrap", "pidns"),
+    "hardened": ("bwrap",),
     "strict": (),
 }
 ATTACKS = {
@@ -54,7 +54,7 @@ def test_profile_contains_core_attacks(profile):
 def test_strict_needs_bwrap(monkeypatch):
     from grpo_rewards.sandbox import probe
 
-    monkeypatch.setattr(probe, "probe", lambda: probe.Probe(tuple(set(FOUND.layers) - {"bwrap", "pidns"}), 7))
+    monkeypatch.setattr(probe, "probe", lambda: probe.Probe(tuple(set(FOUND.layers) - {"bwrap"}), 7))
     with pytest.raises(probe.UnsafeSandboxError, match="bubblewrap"):
         LocalSandbox(slots=1, profile="strict")
 

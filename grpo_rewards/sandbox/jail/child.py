@@ -18,7 +18,7 @@ import socket
 from typing import Any
 
 from . import landlock, limits, wire
-from .linux import PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, prctl
+from .linux import PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, drop_capabilities, prctl
 
 _exit = os._exit  # bound now: a program that replaces os._exit still ends here
 
@@ -128,6 +128,8 @@ def enter(req: dict[str, Any], ctx: Any, fds: list[int], ready_w: int, scratch: 
             os.setgroups([])
             os.setresgid(gid, gid, gid)
             os.setresuid(uid, uid, uid)  # drops every capability too
+        elif ctx.drop_caps:  # what the zygote's own user namespace gave (the ids stay the pool owner's)
+            drop_capabilities()
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # after the uid change, which clears it
         if os.getppid() != ctx.zygote_pid:
             raise OSError("zygote gone")

@@ -23,8 +23,10 @@ PR_SET_CHILD_SUBREAPER = 36
 PR_SET_NO_NEW_PRIVS = 38
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
 CLONE_NEWUTS = 0x04000000
 CLONE_NEWIPC = 0x08000000
+CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 
 MS_RDONLY = 1
@@ -55,6 +57,14 @@ def prctl(option: int, a: int = 0, b: int = 0, c: int = 0, d: int = 0) -> int:
 
 def unshare(flags: int) -> None:
     check(libc.unshare(flags), "unshare")
+
+
+def drop_capabilities() -> None:
+    """Clear every capability set of this thread (capset to nothing): what a process forked in a user
+    namespace of its own holds there."""
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this thread
+    data = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable, twice (64 bits)
+    check(libc.capset(ctypes.byref(header), ctypes.byref(data)), "capset")
 
 
 def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:

@@ -17,7 +17,7 @@ at the same time; ``flock`` is not allowed at all) and ``ENOTTY`` for every ``io
 that ask about a file descriptor itself (``prctl``: ``EINVAL`` for every option but naming and reading its own
 flags).
 
-Calls whose arguments decide: ``clone`` only for a thread (``clone3`` gets ``ENOSYS`` so libc falls back to
+Calls whose arguments decide: ``clone`` only for a thread and without a pidfd (``clone3`` gets ``ENOSYS`` so libc falls back to
 ``clone``); ``socket``/``socketpair`` only ``AF_UNIX``, and ``sendto`` only without an address (a unix
 socket talks to its ``socketpair`` peer, nothing else: ``connect``/``bind``/``sendmsg`` are refused);
 ``fcntl`` no lock, no lease, no ``F_NOTIFY``, no pipe resize (pipe pages are a per-user budget) and no
@@ -59,6 +59,7 @@ RET_ALLOW = 0x7FFF0000
 LD_W_ABS, JA, JEQ_K, JGE_K, JSET_K, RET_K = 0x20, 0x05, 0x15, 0x35, 0x45, 0x06
 OFF_NR, OFF_ARCH = 0, 4
 CLONE_THREAD = 0x00010000
+CLONE_PIDFD = 0x00001000
 AF_UNIX = 1
 AT_EMPTY_PATH = 0x1000
 PRIO_USER, IOPRIO_WHO_USER = 2, 3
@@ -78,7 +79,7 @@ ALLOWED: dict[str, tuple[tuple[str, ...], str]] = {
                "policy of its own pages (OpenBLAS); bounded by RLIMIT_AS and the memory cgroup"),
     "threads": (("set_tid_address", "set_robust_list", "rseq", "futex", "futex_waitv", "futex_wake", "futex_wait",
                  "futex_requeue", "gettid", "sched_yield", "getcpu", "arch_prctl", "prctl"),
-                "threads (a thread is a clone with CLONE_THREAD, below), their locks and thread-local storage; "
+                "threads (a thread is a clone with CLONE_THREAD and no pidfd, below), their locks and thread-local storage; "
                 "prctl only to name a thread, name its own mappings and read its own flags (by option, below)"),
     "time": (("clock_gettime", "clock_getres", "clock_nanosleep", "nanosleep", "gettimeofday", "time",
               "getitimer", "setitimer", "alarm", "timerfd_create", "timerfd_settime", "timerfd_gettime"),
@@ -262,8 +263,11 @@ def build_filter(deny_signals: bool = False, mode: str = "python", *, own_pid: i
     if mode == "compile":
         answer[table["clone"]] = answer[table["execveat"]] = RET_ALLOW
     else:
-        answer[table["clone"]] = [_ins(LD_W_ABS, _arg_lo(0)), _ins(JSET_K, CLONE_THREAD, 0, 1), _ret(RET_ALLOW),
-                                  _ret(eperm)]
+        # a thread's pidfd (CLONE_PIDFD, Linux 6.9+) is numbered from a counter the whole machine shares: EINVAL,
+        # what a kernel without thread pidfds answers
+        answer[table["clone"]] = [_ins(LD_W_ABS, _arg_lo(0)), _ins(JSET_K, CLONE_PIDFD, 3, 0),
+                                  _ins(JSET_K, CLONE_THREAD, 0, 1), _ret(RET_ALLOW), _ret(eperm),
+                                  _ret(RET_ERRNO | errno.EINVAL)]
         if mode == "exec":
             answer[table["execveat"]] = [_ins(LD_W_ABS, _arg_lo(4)), _ins(JEQ_K, AT_EMPTY_PATH, 0, 1),
                                          _ret(RET_ALLOW), _ret(eperm)]

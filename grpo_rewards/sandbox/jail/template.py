@@ -12,6 +12,10 @@ exit status and resource use, and reaps it, as before. Where the kernel refuses
 ``CLONE_PARENT``, the template forks through a short-lived intermediate that exits at
 once, and the spare is reparented to the zygote, its subreaper.
 
+Where the slot has a pid namespace of its own, the template sets its pid counter back before every spare
+(:mod:`pidns`): each child gets the pid the one before it got, and its threads the same ids, so a pid says
+nothing of earlier runs nor of other slots.
+
 The template makes the spare's scratch folder (a random name: it says nothing of how
 many runs came before) and the two channels the zygote keeps (the socket the run
 arrives on, the ready pipe), and passes the zygote's ends back with ``SCM_RIGHTS``.
@@ -27,7 +31,7 @@ import socket
 from dataclasses import dataclass
 from typing import Any
 
-from . import child, cleanup, wire
+from . import child, cleanup, pidns, wire
 from .linux import MACHINE
 
 CLONE_PARENT = 0x00008000
@@ -109,12 +113,15 @@ class Template:
 def _serve(sock: socket.socket, ctx: Any, root: str) -> None:
     """The template's loop: one spare per request until the zygote closes the socket."""
     sibling = True
+    last = os.getpid()  # in the slot's pid namespace: every spare gets the pid after the template's
     while True:
         msg, fds = wire.recv(sock)
         wire._close(fds)
         if msg is None:
             return
         try:
+            if ctx.pid_counter >= 0:
+                pidns.reset(ctx.pid_counter, last)
             spare, sibling = _make_spare(ctx, root, sibling)
         except OSError as exc:
             wire.send(sock, {"error": f"{type(exc).__name__}: {exc}"})

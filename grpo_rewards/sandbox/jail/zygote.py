@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from . import cgroups, child, cleanup, landlock, mounts, seccomp, wire
+from . import cgroups, child, cleanup, landlock, mounts, pidns, seccomp, wire
 from .linux import (
     CLONE_NEWIPC,
     CLONE_NEWNET,
@@ -62,6 +62,8 @@ class Context:
     landlock_rules: list[tuple[int, int]]
     seccomp: Any
     cgroup: bool = False  # the child runs in the slot's memory and pids cgroups (no RLIMIT_NPROC needed)
+    pid_counter: int = -1  # the slot's pid namespace's ns_last_pid, set back before every child (see pidns)
+    drop_caps: bool = False  # the zygote made a user namespace of its own: a child clears what it gave
 
 
 class Zygote:
@@ -78,7 +80,7 @@ class Zygote:
         # No PR_SET_PDEATHSIG: it fires when the *thread* that started us ends. The pool's socket tells us
         # instead: EOF between runs, or readable during one (the protocol is strictly request/reply).
         if cfg.get("bwrap"):
-            self.layers += ["bwrap", "pidns"]  # bwrap's own init is our parent; --die-with-parent ties us to the pool
+            self.layers.append("bwrap")  # bwrap's own init is our parent; --die-with-parent ties us to the pool
         elif os.getppid() != cfg["parent_pid"]:
             raise SystemExit(0)
         prctl(PR_SET_CHILD_SUBREAPER, 1)
@@ -100,7 +102,8 @@ class Zygote:
             self.layers.append("uid")
         abi = min(landlock.abi_version(), int(cfg.get("landlock_max_abi", 99))) if cfg.get("landlock", True) else 0
         self.layers += landlock.features(abi)
-        self.ctx = Context(os.getpid(), uid, cfg.get("gid"), abi, [], None, self.cgroup is not None)
+        self.ctx = Context(os.getpid(), uid, cfg.get("gid"), abi, [], None, self.cgroup is not None,
+                           self.pid_counter, self.userns)
         if cfg.get("seccomp", True):
             self.ctx.seccomp = self._filters()
             if self.ctx.seccomp is not None:
@@ -154,9 +157,10 @@ class Zygote:
         return [*cfg["read_only"], *extra]
 
     def _namespaces(self, cfg: dict[str, Any]) -> None:
+        self.pid_counter, self.userns = -1, False
         wanted = cfg.get("namespaces") or []
         if wanted is True:
-            wanted = ["mountns", "netns", "ipcns", "utsns", "tmpfs-scratch"]
+            wanted = ["mountns", "netns", "ipcns", "utsns", "tmpfs-scratch", "pidns"]
         for flag, name in ((CLONE_NEWNS, "mountns"), (CLONE_NEWNET, "netns"), (CLONE_NEWIPC, "ipcns"),
                            (CLONE_NEWUTS, "utsns")):
             if name not in wanted or (name != "mountns" and "mountns" not in wanted):
@@ -167,6 +171,8 @@ class Zygote:
             except OSError as exc:
                 self.problems.append(f"unshare {name}: {exc}")
         if "mountns" not in self.layers:
+            if "pidns" in wanted and os.geteuid() != 0:  # not root: in a user namespace of its own
+                self._pid_namespace(False, user=True)
             return
         try:
             mounts.make_private()
@@ -182,6 +188,23 @@ class Zygote:
                 self.layers.append("tmpfs-scratch")
         except OSError as exc:
             self.problems.append(f"mounts: {exc}")
+        if "pidns" in wanted:
+            self._pid_namespace(bool(cfg.get("bwrap")))
+
+    def _pid_namespace(self, in_bwrap: bool, user: bool = False) -> None:
+        """The slot's own pid namespace (bubblewrap's, or one made here, in a user namespace of its own where
+        ``user``) and its counter (see :mod:`pidns`)."""
+        try:
+            if user:
+                pidns.enter_user_namespace()
+                self.userns = True
+            if not in_bwrap:
+                pidns.become_first()
+            self.pid_counter = pidns.open_counter()
+        except OSError as exc:
+            self.problems.append(f"pid namespace: {exc}")
+            return
+        self.layers.append("pidns")
 
     # ------------------------------------------------------------------ loop ----
 
@@ -434,7 +457,7 @@ def _kill_group(pid: int) -> None:
 def _reap_all(template: int = 0, patience: float = 2.0) -> None:
     """Reap every child (orphans come to us as subreaper) but the template; wait a little for ones just killed.
 
-    The template is a child that stays: where the kernel lists a process's children (``/proc/<pid>/task/<pid>/
+    The template is a child that stays: where the kernel lists a process's children (``/proc/thread-self/
     children``), waiting ends when it is the only one left; elsewhere one pass reaps what has already ended
     (the next run's pass reaps the rest)."""
     end = time.monotonic() + patience
@@ -450,12 +473,14 @@ def _reap_all(template: int = 0, patience: float = 2.0) -> None:
 
 
 def _only_child(template: int) -> bool:
-    """Whether ``template`` is this process's only child (True too where the kernel does not say)."""
+    """Whether the template is this process's only child (True too where the kernel does not say). Counted,
+    not compared: in a pid namespace of its own, the zygote knows the template by a pid the host's ``/proc``
+    does not use."""
     if not template:
         return False
     try:
-        with open(f"/proc/{os.getpid()}/task/{os.getpid()}/children", "rb") as fh:
-            return fh.read().split() == [str(template).encode()]
+        with open("/proc/thread-self/children", "rb") as fh:
+            return len(fh.read().split()) == 1
     except OSError:
         return True
 
