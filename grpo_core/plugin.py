@@ -1,6 +1,7 @@
 """Adds the trainer's hooks (:mod:`grpo_core.hookspecs`) to the plugin manager, and registers the trainer
 backends (``grpo_core``, ``trl``), generation backends, parallel engines, loss types, dataset sources and the
-rewards that run a model in the training process (``reward_model``: :mod:`grpo_core.judges`) (the
+rewards and judges that run a model in the training process (``reward_model``, the ``transformers`` judge
+backend: :mod:`grpo_core.judges`) (the
 trainer's commands are plugins of their own: :mod:`grpo_core.cli.commands`, :mod:`grpo_core.demo.command`).
 
 Imports nothing heavy: each registered factory imports its module when it is used (the loss types' module
@@ -102,6 +103,16 @@ def grpo_register_loss_types(register: Callable[..., None]) -> None:
 @hookimpl
 def grpo_register_rewards(register: Callable[..., None]) -> None:
     register(reward_model.SPEC)
+
+
+@hookimpl
+def grpo_register_judge_backends(register: Callable[..., None]) -> None:
+    def transformers_judge(model: str, **options: Any) -> Any:
+        from grpo_core.judges.local_judge import transformers_backend  # torch: when the factory is called
+
+        return transformers_backend(model, **options)
+
+    register("transformers", transformers_judge)
 
 
 @hookimpl
