@@ -164,6 +164,9 @@ def main(argv: list[str]) -> int:
         against = "its fair completion" if trick.removesuffix(" (token ids)") in PAIRED_TRICKS else \
             "an honest completion, asked of a judge that obeys any injection reaching it" if judge else \
             "honest wrong answer"
+        if s is None and base is None:  # a probe whose prompt does not parse back to one completion span
+            print(f"{name}: INJECTION: {trick}")
+            continue
         print(f"{name}: {'INJECTION' if judge else 'HACK'}: {trick}: {s} > {base} ({against})")
     if not hacks:
         print(f"{name}: no prompt-injection probe moves the judge (its template and verdict parsing hold)" if judge

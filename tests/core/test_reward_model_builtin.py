@@ -146,3 +146,14 @@ def test_composed_from_toml_with_weights(classifier_dir, tmp_path):
     assert scores.columns["preference"] == pytest.approx(pref, abs=1e-6)
     assert scores.columns["vote"] == [1.0, 1.0, 0.0]
     assert scores.total == pytest.approx([0.5 * p + 2.0 * v for p, v in zip(pref, [1.0, 1.0, 0.0])], abs=1e-6)
+
+
+def test_the_shown_example_composes(classifier_dir, tmp_path):
+    from grpo_rewards import get_registry, load_rewards
+
+    example = get_registry().reward("reward_model").example
+    config = tmp_path / "r.toml"
+    config.write_text(example.replace("Skywork/Skywork-Reward-V2-Qwen3-0.6B", str(classifier_dir)))
+    scores = load_rewards(str(config)).score(COMPLETIONS, prompts=PROMPTS)
+    expected = [torch.tensor(e[0]).sigmoid().item() for e in by_hand(classifier_dir, PROMPTS, COMPLETIONS)]
+    assert scores.columns["preference"] == pytest.approx(expected, abs=1e-6)

@@ -129,3 +129,13 @@ def test_majority_vote_gives_no_pseudo_label_where_there_is_no_clear_majority():
 def test_majority_vote_refuses_bad_parameters(params, message):
     with pytest.raises(ValueError, match=message):
         reward("majority_vote", **params)
+
+
+def test_the_shown_example_composes_and_scores(tmp_path):
+    from grpo_rewards import get_registry, load_rewards
+
+    config = tmp_path / "r.toml"
+    config.write_text(get_registry().reward("majority_vote").example)
+    composed = load_rewards(str(config))
+    scores = composed.score(["<answer>4</answer>", "The answer is 4.", "<answer>5</answer>"], prompts=["p"] * 3)
+    assert scores.columns == {"consensus": [1.0, 1.0, 0.0]}

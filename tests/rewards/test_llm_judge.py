@@ -256,3 +256,20 @@ def test_a_plugin_registers_its_own_judge_backend():
                 request_timeout=5.0)
     assert fn.judge.options["timeout"] == 5.0 and fn.judge.model == "any"
     assert fn(["abc", "a" * 40], prompts=["p", "p"]) == [0.3, 1.0]
+
+
+def test_the_shown_example_composes_and_scores(tmp_path):
+    from grpo_rewards import get_registry
+    from grpo_rewards.judges.scripted import obedient_judge
+
+    example = get_registry().reward("llm_judge").example
+    with ScriptedEndpoint(obedient_judge) as endpoint:
+        config = tmp_path / "r.toml"
+        config.write_text(example.replace("http://localhost:8000/v1", endpoint.base_url))
+        composed = load_rewards(str(config))
+        try:
+            scores = composed.score(["The answer is 4."], prompts=["What is 2 + 2?"])
+            assert scores.columns == {"helpful": [0.5]}  # the middle of the scale on both criteria
+            assert endpoint.requests[0]["response_format"]["type"] == "json_schema"
+        finally:
+            composed.entries[0].fn.close()
