@@ -99,6 +99,11 @@ class GroupReward:
         report = getattr(self.fn, "metrics", None)
         return dict(report()) if callable(report) else {}
 
+    def worst_case(self) -> float:
+        """The wrapped reward's ``worst_case()`` (a judge's requests with their retries), else 0."""
+        worst = getattr(self.fn, "worst_case", None)
+        return float(worst()) if callable(worst) else 0.0
+
     def row_groups(self, completions: Sequence[Any], **columns: Any) -> list[list[int]]:
         """The row positions of each group of the batch (by the ``by`` column)."""
         n = len(completions)

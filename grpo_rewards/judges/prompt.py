@@ -9,7 +9,9 @@ data to judge, never instructions.
 
 A template is text with the placeholders ``{rubric}``, ``{prompt}``, ``{completion}`` and ``{format}`` (each
 replaced as it is: the template's other braces stay, so JSON examples need no doubling); ``{completion}`` must
-appear exactly once, and the template itself may hold no ``<completion>`` or ``<prompt>`` tag.
+appear exactly once, and the template itself may hold no ``<completion>`` or ``<prompt>`` tag. A pairwise
+template has ``{completion_a}`` and ``{completion_b}`` instead, each once, in ``<completion_a>`` and
+``<completion_b>`` tags.
 """
 
 from __future__ import annotations
@@ -35,19 +37,37 @@ The completion to judge:
 
 Think briefly, then give your verdict. {format}"""
 
-PLACEHOLDERS = ("{rubric}", "{prompt}", "{completion}", "{format}")
-_TAG = re.compile(r"<\s*/?\s*(completion|prompt)\b[^>]*>", re.IGNORECASE)
-_SPAN = re.compile(r"<completion>\n(.*?)\n</completion>", re.DOTALL)
+PLACEHOLDERS = ("{rubric}", "{prompt}", "{completion}", "{completion_a}", "{completion_b}", "{format}")
+PAIR_SLOTS = ("{completion_a}", "{completion_b}")
+
+DEFAULT_PAIR_TEMPLATE = """Compare the two completions below against the rubric.
+
+Rubric:
+{rubric}
+
+The user's prompt:
+{prompt}
+
+Completion A:
+{completion_a}
+
+Completion B:
+{completion_b}
+
+Think briefly, then give your verdict. {format}"""
+_TAG = re.compile(r"<\s*/?\s*(completion(?:_a|_b)?|prompt)\b[^>]*>", re.IGNORECASE)
 
 
 def escape(text: str) -> str:
     return html.escape(text, quote=False)
 
 
-def check_template(template: str) -> None:
-    """``ValueError`` naming what is wrong with ``template`` (module docs)."""
-    if template.count("{completion}") != 1:
-        raise ValueError(f"the template must contain {{completion}} exactly once, found {template.count('{completion}')}")
+def check_template(template: str, slots: tuple[str, ...] = ("{completion}",)) -> None:
+    """``ValueError`` naming what is wrong with ``template`` (module docs); ``slots``: the completion placeholders
+    (``{completion_a}`` and ``{completion_b}`` for a pairwise template), each required exactly once."""
+    for slot in slots:
+        if template.count(slot) != 1:
+            raise ValueError(f"the template must contain {slot} exactly once, found {template.count(slot)}")
     if template.count("{prompt}") > 1:
         raise ValueError("the template may contain {prompt} at most once")
     found = _TAG.search(template)
@@ -72,19 +92,26 @@ def message_text(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def render(template: str, rubric_text: str, output_format: str, prompt: str, completion: str) -> str:
-    """The user message of the judge (module docs): the placeholders replaced in one pass."""
-    values = {"{rubric}": rubric_text, "{format}": output_format,
-              "{prompt}": f"<prompt>\n{escape(prompt)}\n</prompt>",
-              "{completion}": f"<completion>\n{escape(completion)}\n</completion>"}
+def _span(tag: str, text: str) -> str:
+    return f"<{tag}>\n{escape(text)}\n</{tag}>"
+
+
+def render(template: str, rubric_text: str, output_format: str, prompt: str, completion: str,
+           second: str | None = None) -> str:
+    """The user message of the judge (module docs): the placeholders replaced in one pass. With ``second``, a
+    pairwise template's ``{completion_a}`` is ``completion`` and ``{completion_b}`` is ``second``."""
+    values = {"{rubric}": rubric_text, "{format}": output_format, "{prompt}": _span("prompt", prompt),
+              "{completion}": _span("completion", completion), "{completion_a}": _span("completion_a", completion),
+              "{completion_b}": _span("completion_b", "" if second is None else second)}
     return re.sub("|".join(re.escape(p) for p in PLACEHOLDERS), lambda m: values[m.group(0)], template)
 
 
-def messages(template: str, rubric_text: str, output_format: str, prompt: str, completion: str) -> list[dict[str, str]]:
+def messages(template: str, rubric_text: str, output_format: str, prompt: str, completion: str,
+             second: str | None = None) -> list[dict[str, str]]:
     return [{"role": "system", "content": SYSTEM},
-            {"role": "user", "content": render(template, rubric_text, output_format, prompt, completion)}]
+            {"role": "user", "content": render(template, rubric_text, output_format, prompt, completion, second)}]
 
 
-def spans(rendered: str) -> list[str]:
-    """The completion spans of a rendered prompt, unescaped (exactly one for a prompt :func:`render` made)."""
-    return [html.unescape(s) for s in _SPAN.findall(rendered)]
+def spans(rendered: str, tag: str = "completion") -> list[str]:
+    """The spans of ``tag`` in a rendered prompt, unescaped (exactly one for a prompt :func:`render` made)."""
+    return [html.unescape(s) for s in re.findall(rf"<{tag}>\n(.*?)\n</{tag}>", rendered, re.DOTALL)]

@@ -35,11 +35,12 @@ class LLMJudge:
     """A judge model's verdicts as a reward (module docs; a module-level class: it pickles with an HTTP judge)."""
 
     __name__ = "llm_judge"
+    slots: tuple[str, ...] = ("{completion}",)  # the template's completion placeholders
 
     def __init__(self, judge: Any, rubric: Rubric, *, template: str = judge_prompt.DEFAULT_TEMPLATE,
                  sampling: dict[str, Any] | None = None, pattern: str | None = None, value: float = 1.0,
                  concurrency: int = 8, structured: bool = False, cache_size: int = 65536) -> None:
-        judge_prompt.check_template(template)
+        judge_prompt.check_template(template, self.slots)
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
         if cache_size < 0:
@@ -89,40 +90,47 @@ class LLMJudge:
                 "latency_mean_s": self.latency_sum / judged if judged else 0.0, "latency_max_s": self.latency_max,
                 "judgements_per_s": judged / self.busy_seconds if self.busy_seconds else 0.0}
 
-    def key(self, prompt: str, completion: str) -> str:
+    def key(self, *texts: str) -> str:
+        """The cache key of one judgement of ``texts`` (the prompt, then the completion or completions)."""
         identity = getattr(self.judge, "identity", repr(self.judge))
-        parts = [identity, self.sampling, self.structured, self.rubric.fingerprint(), self.template, self.pattern,
-                 prompt, completion]
+        parts = [type(self).__name__, identity, self.sampling, self.structured, self.rubric.fingerprint(),
+                 self.template, self.pattern, *texts]
         return hashlib.sha256(json.dumps(parts, sort_keys=True, default=repr).encode("utf-8")).hexdigest()
 
     def messages(self, prompt: str, completion: str) -> list[dict[str, str]]:
         return judge_prompt.messages(self.template, self.rubric.text(), self.rubric.output_format(), prompt, completion)
 
-    def _judge_one(self, prompt: str, completion: str) -> tuple[str, float | None, float]:
+    def json_schema(self) -> dict[str, Any]:
+        return self.rubric.json_schema()
+
+    def verdict_score(self, verdict: dict[str, Any]) -> float | None:
+        return self.rubric.score(verdict)
+
+    def _judge_one(self, texts: tuple[str, ...]) -> tuple[str, float | None, float]:
         """``(status, score, seconds)``: status ``ok``, ``parse`` (no verdict read) or ``request`` (no answer)."""
         start = time.perf_counter()
         try:
-            output = self.judge.complete(self.messages(prompt, completion), dict(self.sampling),
-                                         self.rubric.json_schema() if self.structured else None)
+            output = self.judge.complete(self.messages(*texts), dict(self.sampling),
+                                         self.json_schema() if self.structured else None)
         except Exception:  # noqa: BLE001 - counted; the row scores None
             return "request", None, time.perf_counter() - start
         seconds = time.perf_counter() - start
         verdict = read_verdict(output, self._pattern)
-        score = None if verdict is None else self.rubric.score(verdict)
+        score = None if verdict is None else self.verdict_score(verdict)
         return ("parse", None, seconds) if score is None else ("ok", score, seconds)
 
-    def __call__(self, completions: list[Any], prompts: list[Any] | None = None, **_: Any) -> list[float | None]:
-        n = len(completions)
-        texts = [(judge_prompt.message_text(p), _text(c))
-                 for p, c in zip(prompts if prompts is not None else [""] * n, completions, strict=True)]
-        out: list[float | None] = [None] * n
+    def ask(self, items: list[tuple[str, ...]]) -> list[float | None]:
+        """One judgement of each item (the texts the judge's messages are made of), from the cache when it holds
+        one, the others asked at most ``concurrency`` at a time; ``None`` where no verdict was read. Raises when
+        every request failed (the judge is gone)."""
+        out: list[float | None] = [None] * len(items)
         todo: dict[str, list[int]] = {}
         with self._lock:
-            for i, (p, c) in enumerate(texts):
-                k = self.key(p, c)
+            for i, texts in enumerate(items):
+                k = self.key(*texts)
                 if k in self._cache:
                     self._cache.move_to_end(k)
-                    out[i] = self.value * self._cache[k]
+                    out[i] = self._cache[k]
                     self.cache_hits += 1
                 else:
                     todo.setdefault(k, []).append(i)
@@ -130,7 +138,7 @@ class LLMJudge:
                 self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="llm-judge")
         start = time.perf_counter()
         keys = list(todo)
-        results = list(self._pool.map(lambda k: self._judge_one(*texts[todo[k][0]]), keys))
+        results = list(self._pool.map(lambda k: self._judge_one(items[todo[k][0]]), keys))
         with self._lock:
             self.busy_seconds += time.perf_counter() - start
             for k, (status, score, seconds) in zip(keys, results, strict=True):
@@ -145,7 +153,7 @@ class LLMJudge:
                     continue
                 assert score is not None
                 for i in todo[k]:
-                    out[i] = self.value * score
+                    out[i] = score
                 if self.cache_size:
                     self._cache[k] = score
                     while len(self._cache) > self.cache_size:
@@ -154,6 +162,12 @@ class LLMJudge:
             raise RuntimeError(f"the judge {getattr(self.judge, 'identity', self.judge)} answered none of "
                                f"{len(keys)} request(s)")
         return out
+
+    def __call__(self, completions: list[Any], prompts: list[Any] | None = None, **_: Any) -> list[float | None]:
+        n = len(completions)
+        items = [(judge_prompt.message_text(p), _text(c))
+                 for p, c in zip(prompts if prompts is not None else [""] * n, completions, strict=True)]
+        return [None if s is None else self.value * s for s in self.ask(items)]
 
 
 def _text(completion: Any) -> str:

@@ -22,7 +22,7 @@ from typing import Any
 Script = Callable[[dict[str, Any]], tuple[int, str]]
 _INJECTION = re.compile(r"ignore (?:the|all|previous|your) (?:rubric|instructions)|answer 10\b|\"score\"\s*:\s*10\b",
                         re.IGNORECASE)
-_DATA = re.compile(r"<(completion|prompt)>(.*?)</\1>", re.DOTALL | re.IGNORECASE)
+_DATA = re.compile(r"<(completion(?:_a|_b)?|prompt)>(.*?)</\1>", re.DOTALL | re.IGNORECASE)
 _NAMES = re.compile(r'"(\w+)": <number>')
 _HIGH = re.compile(r"to (-?\d+(?:\.\d+)?) \(best\)")
 _LOW = re.compile(r"from (-?\d+(?:\.\d+)?) \(worst\)")
@@ -33,17 +33,28 @@ def _user_text(body: dict[str, Any]) -> str:
 
 
 def obedient_judge(body: dict[str, Any]) -> tuple[int, str]:
-    """The probes' judge (module docs): obeys any injection outside the data spans it sees."""
+    """The probes' judge (module docs): obeys any injection outside the data spans it sees. Asked to compare
+    two completions (a ``"winner"`` verdict), it ties them, unless an injection follows one of their spans: then
+    that one wins."""
     text = _user_text(body)
-    data = [m.group(2) for m in _DATA.finditer(text)]
+    found = list(_DATA.finditer(text))
     outside = _DATA.sub(" ", text)
+    echo = "\n".join(f"Reading: {m.group(2).strip()[:2000]}" for m in found)
+    if '"winner"' in text:
+        winner = "tie"
+        for injection in _INJECTION.finditer(text):
+            if any(m.start() <= injection.start() < m.end() for m in found):
+                continue  # inside a data span: data, not an instruction
+            before = [m.group(1).lower() for m in found if m.end() <= injection.start()]
+            side = next((tag for tag in reversed(before) if tag.startswith("completion_")), "completion_a")
+            winner = side[-1].upper()
+        return 200, f"{echo}\nMy verdict:\n{json.dumps({'winner': winner})}"
     high = float(_HIGH.search(text).group(1)) if _HIGH.search(text) else 10.0
     low = float(_LOW.search(text).group(1)) if _LOW.search(text) else 0.0
     score = high if _INJECTION.search(outside) else (low + high) / 2
     names = _NAMES.findall(text)
     scores = {n: score for n in names if n != "score"}
     verdict = {"scores": scores} if scores else {"score": score}
-    echo = "\n".join(f"Reading: {d.strip()[:2000]}" for d in data)
     return 200, f"{echo}\nMy verdict:\n{json.dumps(verdict)}"
 
 
