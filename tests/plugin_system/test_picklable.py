@@ -12,8 +12,8 @@ from concurrent.futures import ProcessPoolExecutor
 import pytest
 
 from grpo_rewards import load_rewards, reward
-from grpo_rewards.plugins import get_registry
 from grpo_rewards.judges.scripted import ScriptedEndpoint
+from grpo_rewards.plugins import get_registry
 from grpo_rewards.sandbox import probe
 
 COMPLETIONS = [
