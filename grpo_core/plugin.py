@@ -1,5 +1,7 @@
 """Adds the trainer's hooks (:mod:`grpo_core.hookspecs`) to the plugin manager, and registers the trainer
-backends (``grpo_core``, ``trl``), generation backends, parallel engines, loss types, tools and dataset sources (the
+backends (``grpo_core``, ``trl``), generation backends, parallel engines, loss types, tools, dataset sources and
+the rewards and judges that run a model in the training process (``reward_model``, the ``transformers`` judge
+backend: :mod:`grpo_core.judges`) (the
 trainer's commands are plugins of their own: :mod:`grpo_core.cli.commands`, :mod:`grpo_core.demo.command`).
 
 Imports nothing heavy: each registered factory imports its module when it is used (the loss types' module
@@ -24,6 +26,7 @@ from grpo_core.demo.task import load_source
 from grpo_core.generation.tools.builtin import BUILTIN_TOOLS
 from grpo_core.generation.transformers_support import transformers_problems
 from grpo_core.generation.vllm.support import vllm_problems
+from grpo_core.judges import reward_model  # imports torch only when its factory is called
 from grpo_rewards.hookspecs import hookimpl
 
 
@@ -96,6 +99,21 @@ def grpo_register_engines(register: Callable[..., None]) -> None:
 def grpo_register_loss_types(register: Callable[..., None]) -> None:
     for loss_type in (*BUILTIN_LOSS_TYPES, CISPO, SAPO, LUSPO, VESPO):  # a class is its own factory: cls(config)
         register(loss_type.name, loss_type)
+
+
+@hookimpl
+def grpo_register_rewards(register: Callable[..., None]) -> None:
+    register(reward_model.SPEC)
+
+
+@hookimpl
+def grpo_register_judge_backends(register: Callable[..., None]) -> None:
+    def transformers_judge(model: str, **options: Any) -> Any:
+        from grpo_core.judges.local_judge import transformers_backend  # torch: when the factory is called
+
+        return transformers_backend(model, **options)
+
+    register("transformers", transformers_judge)
 
 
 @hookimpl

@@ -16,6 +16,7 @@ from grpo_rewards.answers.extraction import extract_answer
 from grpo_rewards.completions import completion_text
 from grpo_rewards.compose import ComposedReward, RewardEntry, Scores, compose
 from grpo_rewards.contract import RewardError, SafeReward
+from grpo_rewards.group_reward import GroupReward, group_reward
 from grpo_rewards.hookspecs import hookimpl, hookspec
 from grpo_rewards.plugins import PluginError, Registry, get_registry, load_registry
 from grpo_rewards.reward_config import checked_reward, load_rewards, rewards_from_doc
@@ -38,6 +39,7 @@ def reward(name: str, *, registry: Registry | None = None, **params: Any) -> Rew
 __all__ = [
     "ComposedReward",
     "ConfigError",
+    "GroupReward",
     "PluginError",
     "Registry",
     "RewardEntry",
@@ -53,6 +55,7 @@ __all__ = [
     "compose",
     "extract_answer",
     "get_registry",
+    "group_reward",
     "hookimpl",
     "hookspec",
     "load_registry",

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from grpo_rewards.group_reward import columns_of
+
 
 @dataclass
 class BatchOutcome:
@@ -70,24 +72,6 @@ def _as_list(result: Any) -> list[Any]:
     return list(result)
 
 
-def _row_columns(columns: dict[str, Any], i: int, n: int) -> dict[str, Any]:
-    """Row ``i`` of every per-row column (a sequence of length ``n``); other keyword values as they are."""
-    out = {}
-    for key, value in columns.items():
-        if not isinstance(value, (str, bytes, dict)) and hasattr(value, "__getitem__") and _len(value) == n:
-            out[key] = value[i : i + 1]
-        else:
-            out[key] = value
-    return out
-
-
-def _len(value: Any) -> int | None:
-    try:
-        return len(value)
-    except TypeError:
-        return None
-
-
 def _where(exc: BaseException, fn: Any) -> str:
     """``file:line`` where ``exc`` was raised: the deepest frame in the reward's own file if any."""
     frames = traceback.extract_tb(exc.__traceback__)
@@ -135,22 +119,40 @@ def score_batch(fn: Callable[..., Any], completions: list[Any], columns: dict[st
     return outcome
 
 
+def _parts(fn: Callable[..., Any], completions: list[Any], columns: dict[str, Any]) -> list[list[int]]:
+    """The units a failed call is retried in: each group of a group reward (its ``row_groups``), else each row."""
+    groups = getattr(fn, "row_groups", None)
+    if callable(groups):
+        try:
+            return [list(g) for g in groups(completions, **columns)]
+        except Exception:  # noqa: BLE001 - the batch cannot be grouped: the whole call failed
+            return []
+    return [[i] for i in range(len(completions))]
+
+
 def _row_by_row(fn: Callable[..., Any], completions: list[Any], columns: dict[str, Any], first: Exception) -> BatchOutcome:
+    """Retry a call that raised row by row (group by group for a group reward): only the failing rows lose their
+    scores."""
     n = len(completions)
     outcome = BatchOutcome([None] * n, where=_where(first, fn))
     assert outcome.values is not None
-    for i in range(n):
+    parts = _parts(fn, completions, columns)
+    if len(parts) <= 1:  # one group (or none to be found): retrying it is the same call
+        return BatchOutcome(None, "exception", describe_exception(first), outcome.where)
+    for index in parts:
         try:
-            raw = _as_list(fn(completions[i : i + 1], **_row_columns(columns, i, n)))
-            if len(raw) != 1:
-                raise ValueError(f"returned {len(raw)} scores for 1 completion")
-        except Exception as exc:  # noqa: BLE001 - this row alone fails
-            outcome.row_failures[i] = ("exception", describe_exception(exc))
+            raw = _as_list(fn([completions[i] for i in index], **columns_of(columns, index, n)))
+            if len(raw) != len(index):
+                raise ValueError(f"returned {len(raw)} scores for {len(index)} completion(s)")
+        except Exception as exc:  # noqa: BLE001 - this row (group) alone fails
+            for i in index:
+                outcome.row_failures[i] = ("exception", describe_exception(exc))
             continue
-        try:
-            outcome.values[i] = to_score(raw[0])
-        except ValueError as exc:
-            outcome.row_failures[i] = ("value", str(exc))
+        for i, value in zip(index, raw, strict=True):
+            try:
+                outcome.values[i] = to_score(value)
+            except ValueError as exc:
+                outcome.row_failures[i] = ("value", str(exc))
     if len(outcome.row_failures) == n and all(k == "exception" for k, _ in outcome.row_failures.values()):
         return BatchOutcome(None, "exception", describe_exception(first), outcome.where)
     return outcome

@@ -10,6 +10,10 @@ trainer passes them (:func:`token_ids`: a word, a punctuation mark or a whitespa
 is one id).
 ``python -m grpo_rewards.hacking NAME [key=value ...]`` (``grpo rewards check``) prints them, then the
 metamorphic properties the reward breaks (:func:`properties`), and exits 1 on either.
+
+A judge reward (``llm_judge``) gets the prompt-injection probes instead (:mod:`grpo_rewards.judges.probes`),
+asked of a scripted local endpoint that obeys any injection reaching it: the reward's own endpoint is never
+called, so the check needs no judge running, and tests the template and the verdict parsing, not a model.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any
 
 import grpo_rewards  # grpo_rewards.reward looked up at each call: a test may patch it
 from grpo_rewards.errors import ConfigError
+from grpo_rewards.judges import probes
 from grpo_rewards.plugins import get_registry
 
 REFERENCE = "42"
@@ -128,6 +133,8 @@ def check(name: str, **params: Any) -> dict[str, tuple[float | None, float | Non
     ``schema`` parameter) raises :class:`~grpo_rewards.errors.ConfigError` naming it.
     """
     fn = grpo_rewards.reward(name, **params)
+    if probes.is_judge(fn):
+        return probes.check_injections(fn)
     pairs = [t for pair in PAIRED_TRICKS.values() for t in pair]
     texts = [HONEST_WRONG, *TRICKS.values(), *pairs]
     hacks: dict[str, tuple[float | None, float | None]] = {}
@@ -152,12 +159,19 @@ def main(argv: list[str]) -> int:
 
     params = {k: tomllib.loads(f"v = {v}")["v"] for k, v in (p.split("=", 1) for p in pairs)}
     hacks = check(name, **params)
+    judge = probes.is_judge(grpo_rewards.reward(name, **params))
     for trick, (s, base) in hacks.items():
-        against = "its fair completion" if trick.removesuffix(" (token ids)") in PAIRED_TRICKS else "honest wrong answer"
-        print(f"{name}: HACK: {trick}: {s} > {base} ({against})")
+        against = "its fair completion" if trick.removesuffix(" (token ids)") in PAIRED_TRICKS else \
+            "an honest completion, asked of a judge that obeys any injection reaching it" if judge else \
+            "honest wrong answer"
+        if s is None and base is None:  # a probe whose prompt does not parse back to one completion span
+            print(f"{name}: INJECTION: {trick}")
+            continue
+        print(f"{name}: {'INJECTION' if judge else 'HACK'}: {trick}: {s} > {base} ({against})")
     if not hacks:
-        print(f"{name}: no trick beats an honest wrong answer")
-    broken = properties(name, **params)
+        print(f"{name}: no prompt-injection probe moves the judge (its template and verdict parsing hold)" if judge
+              else f"{name}: no trick beats an honest wrong answer")
+    broken = [] if judge else properties(name, **params)
     for line in broken:
         print(f"{name}: PROPERTY: {line}")
     return 1 if hacks or broken else 0

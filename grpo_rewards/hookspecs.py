@@ -99,6 +99,22 @@ def grpo_register_sandbox_backends(register: Callable[..., None]) -> None:
     """
 
 
+# ------------------------------------------------------------------- judges ----
+
+
+@hookspec
+def grpo_register_judge_backends(register: Callable[..., None]) -> None:
+    """Register the judges ``llm_judge`` can ask (``openai``: an OpenAI-compatible endpoint; ``transformers``: a
+    local model, registered by the trainer's plugin).
+
+    Call ``register(name, factory)``; ``factory(model, **options)`` returns a judge with
+    ``complete(messages, sampling, json_schema) -> str`` (the reply's text) and an ``identity`` string (what the
+    verdict cache keys on), and optionally ``worst_case() -> float`` (the seconds one request can take with
+    its retries). ``options`` are the reward's ``base_url``, ``timeout``, ``retries``, ``backoff``,
+    ``api_key_env`` and ``device``.
+    """
+
+
 # ------------------------------------------------------------- more hooks ----
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from grpo_rewards.answers.extraction import METHODS
 from grpo_rewards.compose import RESERVED_ALIASES, ComposedReward, RewardEntry, check_weight
-from grpo_rewards.contract import DEFAULT_MAX_CONSECUTIVE_FAILURES, ON_ERROR, SafeReward
+from grpo_rewards.contract import DEFAULT_MAX_CONSECUTIVE_FAILURES, DEFAULT_TIMEOUT, ON_ERROR, SafeReward
 from grpo_rewards.errors import ConfigError, Problem
 from grpo_rewards.extras import MissingExtra
 from grpo_rewards.local_rewards import local_spec, looks_local
@@ -238,6 +238,15 @@ def rewards_from_doc(doc: TomlDoc, registry: Registry | None = None, *, section:
             _blame_params(doc, key, use, params, known, registry, exc, base_dir)
             before = len(doc.problems)
             continue
+        needed = getattr(fn, "worst_case", None)  # a reward that waits on a service: its retries within the timeout
+        if callable(needed) and needed() >= (DEFAULT_TIMEOUT if timeout is None else timeout):
+            doc.problem(key + ("timeout",) if "timeout" in entry else key,
+                        f"the reward's requests can take {needed():g} s with their retries (request_timeout x tries, "
+                        f"and the waits between them), not below its timeout of "
+                        f"{DEFAULT_TIMEOUT if timeout is None else timeout:g} s: raise timeout, or lower "
+                        "request_timeout or retries")
+            before = len(doc.problems)
+            continue
         plugin = "" if use.startswith(VERIFIER_PREFIX) else reward_spec(use, registry, base_dir).plugin
         safe = SafeReward(fn, alias, on_error=on_error, timeout=timeout, plugin=plugin,
                           max_consecutive_failures=failures)
@@ -248,23 +257,38 @@ def rewards_from_doc(doc: TomlDoc, registry: Registry | None = None, *, section:
     return ComposedReward(entries)
 
 
+def _builds(use: str, params: dict[str, Any], registry: Registry, base_dir: str) -> Exception | None:
+    """The error building ``use`` with ``params`` raises (a refusal of its parameters), or ``None`` when it builds."""
+    try:
+        build_reward_fn(use, params, registry, base_dir)
+    except (ValueError, TypeError, KeyError, PluginError) as exc:
+        return exc
+    return None
+
+
 def _blame_params(doc: TomlDoc, key: tuple[str, ...], use: str, params: dict[str, Any], known: dict[str, Param],
                   registry: Registry, exc: Exception, base_dir: str = ".") -> None:
     """A factory refused its parameters: build again with each optional parameter alone (the required ones
-    always given) to report every parameter it refuses, at that parameter's line; if none fails alone (a
-    rule between parameters), the factory's message goes on the table."""
+    always given) to report every parameter it refuses, at that parameter's line. A factory that refuses its
+    required parameters alone needs more of them together (``llm_judge``: a question or criteria, an endpoint):
+    then a parameter is blamed when leaving it out makes the rest build. If none is (a rule between
+    parameters), the factory's message goes on the table."""
     required = {n: v for n, v in params.items() if known[n].required}
+    optional = [n for n in params if n not in required]
+    alone = _builds(use, required, registry, base_dir) is None
     blamed = False
-    for name, value in params.items():
-        if name in required:
-            continue
+    for name in optional:
         try:
-            build_reward_fn(use, {**required, name: value}, registry, base_dir)
-        except (ValueError, TypeError, KeyError, PluginError) as alone:
-            doc.problem(key + (name,), f"{use}: {alone}")
-            blamed = True
-        except Exception:  # noqa: S112 (a factory's own bug with this parameter alone: the table is blamed below)
+            if alone:
+                why = _builds(use, {**required, name: params[name]}, registry, base_dir)
+            else:
+                why = exc if _builds(use, {k: v for k, v in params.items() if k != name}, registry, base_dir) is None \
+                    else None
+        except Exception:  # noqa: BLE001, S112 (a factory's own bug with these parameters: the table is blamed below)
             continue
+        if why is not None:
+            doc.problem(key + (name,), f"{use}: {why}")
+            blamed = True
     if not blamed:
         doc.problem(key, f"{use}: {exc}")
 

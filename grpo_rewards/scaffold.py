@@ -1,6 +1,8 @@
 """``grpo new reward NAME``: a ready reward package (pyproject with the ``grpo`` entry point, a reward and a
 verifier, tests using :mod:`grpo_rewards.testing`, a README, a CI workflow), rendered from the templates
-shipped in ``grpo_rewards/templates/reward_package``.
+shipped in ``grpo_rewards/templates/reward_package``. ``--group`` makes the reward a group reward
+(:mod:`grpo_rewards.group_reward`): the files of ``templates/reward_package_group`` replace those of the same
+path.
 
 Templates are :class:`string.Template` texts (``$dist``, ``$module``, ``$name``, ``$title``; ``$$`` is a
 dollar sign). In their paths, ``module`` becomes the package's module, ``github`` and ``gitignore`` get
@@ -27,6 +29,7 @@ from grpo_rewards.errors import ConfigError
 from grpo_rewards.hookspecs import hookimpl
 
 TEMPLATE = "reward_package"
+GROUP_TEMPLATE = "reward_package_group"  # laid over TEMPLATE by --group
 # PEP 508 distribution names: letters, digits, and . _ - inside
 _DIST_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")
 _PATH_PARTS = {"github": ".github", "gitignore": ".gitignore"}
@@ -61,8 +64,8 @@ def package_names(name: str) -> PackageNames:
     return PackageNames(name, module, module, title)
 
 
-def _templates() -> Traversable:
-    return files("grpo_rewards").joinpath("templates", TEMPLATE)
+def _templates(name: str = TEMPLATE) -> Traversable:
+    return files("grpo_rewards").joinpath("templates", name)
 
 
 def _walk(folder: Traversable, parts: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Traversable]]:
@@ -86,18 +89,19 @@ def _target_parts(parts: tuple[str, ...], names: PackageNames) -> tuple[str, ...
     return tuple(out)
 
 
-def render(names: PackageNames) -> dict[str, str]:
-    """Every file of the package: relative POSIX path -> text."""
+def render(names: PackageNames, *, group: bool = False) -> dict[str, str]:
+    """Every file of the package: relative POSIX path -> text (``group``: the group reward's files laid over)."""
     rendered = {}
-    for parts, entry in _walk(_templates()):
-        text = string.Template(entry.read_text(encoding="utf-8")).substitute(names.mapping())
-        rendered["/".join(_target_parts(parts, names))] = text
+    for template in (TEMPLATE, GROUP_TEMPLATE) if group else (TEMPLATE,):
+        for parts, entry in _walk(_templates(template)):
+            text = string.Template(entry.read_text(encoding="utf-8")).substitute(names.mapping())
+            rendered["/".join(_target_parts(parts, names))] = text
     if not rendered:
         raise RuntimeError(f"no templates found in {_templates()} (a broken install of grpo-toolkit)")
     return rendered
 
 
-def new_reward_package(name: str, parent: str | Path = ".") -> Path:
+def new_reward_package(name: str, parent: str | Path = ".", *, group: bool = False) -> Path:
     """Write the package ``name`` into ``parent/name`` and return that folder; a :class:`ConfigError`
     when the name is not usable or the folder exists (nothing is written then)."""
     names = package_names(name)
@@ -106,7 +110,7 @@ def new_reward_package(name: str, parent: str | Path = ".") -> Path:
         raise ConfigError("already exists; pick another NAME or folder (nothing was written)", file=str(target))
     if not Path(parent).is_dir():
         raise ConfigError("is not a folder", file=str(parent))
-    rendered = render(names)
+    rendered = render(names, group=group)
     target.mkdir()  # refuses a folder made since the check above: never overwrite
     for rel, text in rendered.items():
         path = target / rel
@@ -117,9 +121,10 @@ def new_reward_package(name: str, parent: str | Path = ".") -> Path:
 
 
 def cmd_new_reward(args: argparse.Namespace) -> int:
-    target = new_reward_package(args.name, args.dir)
+    target = new_reward_package(args.name, args.dir, group=args.group)
     names = package_names(args.name)
-    print(f"created {target}/: reward and verifier {names.name!r} (module {names.module}), tests, README, CI workflow")
+    kind = "group reward" if args.group else "reward"
+    print(f"created {target}/: {kind} and verifier {names.name!r} (module {names.module}), tests, README, CI workflow")
     print("next:")
     print(f"  pip install -e {target}      # grpo finds it through its `grpo` entry point")
     print(f"  pytest {target}              # the kit's conformance suites and its own tests")
@@ -136,4 +141,6 @@ def grpo_register_commands(subparsers: Any) -> None:
                                     "entry point, tests using grpo_rewards.testing, a README and a CI workflow.")
     p.add_argument("name", metavar="NAME", help="the distribution name, e.g. grpo-reward-units (the folder too)")
     p.add_argument("--dir", default=".", help="the folder to create NAME/ in (default: the current folder)")
+    p.add_argument("--group", action="store_true",
+                   help="a group reward: all completions of one prompt scored together (grpo_rewards.group_reward)")
     p.set_defaults(func=cmd_new_reward)

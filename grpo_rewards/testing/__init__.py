@@ -5,6 +5,8 @@
   reads them in, and batches with dataset columns.
 * :class:`RewardConformance`: a base test class; subclass it, set ``reward_name`` (and
   ``params``, ``columns``, ``bounds``), and pytest runs the contract every reward must keep.
+* :class:`GroupRewardConformance`: the same for a group reward (:mod:`grpo_rewards.group_reward`): permuting
+  a batch permutes its scores, groups are independent.
 * :class:`VerifierConformance`: the same for a verifier (``verifier_name``, ``values``,
   ``render``, ``oracle``, ``symmetric``).
 * :mod:`grpo_rewards.testing.pytest_plugin`: the fixtures ``grpo_registry``, ``grpo_reward``,
@@ -20,11 +22,16 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from grpo_rewards.testing.conformance import RewardConformance, VerifierConformance
+    from grpo_rewards.testing.group_conformance import GroupRewardConformance
 
-__all__ = ["RewardConformance", "VerifierConformance"]
+__all__ = ["GroupRewardConformance", "RewardConformance", "VerifierConformance"]
 
 
 def __getattr__(name: str) -> Any:
+    if name == "GroupRewardConformance":
+        from grpo_rewards.testing import group_conformance  # hypothesis: loaded on first use
+
+        return group_conformance.GroupRewardConformance
     if name in __all__:
         from grpo_rewards.testing import conformance  # hypothesis: loaded on first use
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 from hypothesis import strategies as st
 
@@ -125,6 +126,26 @@ def batches(draw: st.DrawFn, columns: dict[str, st.SearchStrategy] | None = None
     comps = draw(st.lists(st.one_of(completions(), chat()), min_size=n, max_size=n))
     cols = {k: draw(st.lists(s, min_size=n, max_size=n)) for k, s in (columns or {}).items()}
     return comps, cols
+
+
+@st.composite
+def group_batches(draw: st.DrawFn, columns: dict[str, st.SearchStrategy] | None = None, max_groups: int = 3,
+                  max_group: int = 5, completion: st.SearchStrategy | None = None) -> tuple[list, dict[str, list]]:
+    """``(completions, columns)`` of a batch of groups, as a trainer hands a group reward one: each group's rows
+    share a ``prompts`` value (text or chat messages, one per group) and their dataset columns, and its
+    completions are drawn from a few per group, so answers repeat within a group as sampled answers do.
+    The groups' rows are interleaved in any order."""
+    comp = completion if completion is not None else st.one_of(completions(), chat())
+    rows: list[tuple[Any, Any, dict[str, Any]]] = []
+    for g in range(draw(st.integers(1, max_groups))):
+        prompt = draw(st.sampled_from([f"prompt {g}", [{"role": "user", "content": f"prompt {g}"}]]))
+        cells = {k: draw(s) for k, s in (columns or {}).items()}
+        pool = draw(st.lists(comp, min_size=1, max_size=3))
+        size = draw(st.integers(1, max_group))
+        rows += [(prompt, draw(st.one_of(st.sampled_from(pool), comp)), cells) for _ in range(size)]
+    rows = draw(st.permutations(rows))
+    cols = {"prompts": [p for p, _, _ in rows], **{k: [c[k] for _, _, c in rows] for k in (columns or {})}}
+    return [c for _, c, _ in rows], cols
 
 
 # --- golds and their right forms, for the metamorphic properties (grpo_rewards.testing.metamorphic) -------------

@@ -17,7 +17,10 @@ NOT_APPLICABLE = {
     "code_execution": "runs a code completion against the row's tests (verification_info): no answer column",
     "code_execution_binary": "runs a code completion against the row's tests (verification_info): no answer column",
 }
-PARAMS = {"math_equivalence": {"workers": 1}}  # one worker process is enough for the probes' ten rows
+PARAMS = {"math_equivalence": {"workers": 1},  # one worker process is enough for the probes' ten rows
+          # a judge gets the prompt-injection probes, asked of a scripted endpoint (its own is never called)
+          "llm_judge": {"model": "m", "base_url": "http://127.0.0.1:9/v1", "question": "Is the answer right?"},
+          "pairwise_judge": {"model": "m", "base_url": "http://127.0.0.1:9/v1"}}
 
 
 def _builtins() -> dict[str, tuple[str, ...]]:

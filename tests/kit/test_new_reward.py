@@ -43,10 +43,12 @@ def _throwaway_venv(path: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_generate_install_offline_and_its_tests_pass(tmp_path: Path, record_property) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("group", [False, True], ids=["reward", "group_reward"])
+def test_generate_install_offline_and_its_tests_pass(tmp_path: Path, record_property, group: bool) -> None:  # type: ignore[no-untyped-def]
     python = _throwaway_venv(tmp_path / "venv")
     start = time.monotonic()
-    made = _run(python, "-m", "grpo_rewards", "new", "reward", "demo-reward", cwd=tmp_path)
+    made = _run(python, "-m", "grpo_rewards", "new", "reward", "demo-reward", *(["--group"] if group else []),
+                cwd=tmp_path)
     assert made.returncode == 0, made.stderr
     pkg = tmp_path / "demo-reward"
     installed = _run(python, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-build-isolation",
@@ -101,7 +103,10 @@ def test_the_templates_ship_with_the_package() -> None:
     for path in templates.rglob("*.tmpl"):
         rel = path.relative_to(root / "grpo_rewards").as_posix()
         assert any(fnmatch.fnmatch(rel, g.replace("**/", "*")) for g in globs), rel
-    assert len(render(package_names("x-y"))) == len(list(templates.rglob("*.tmpl")))
+    assert len(render(package_names("x-y"))) == len(list((templates / "reward_package").rglob("*.tmpl")))
+    group = render(package_names("x-y"), group=True)
+    assert set(group) == set(render(package_names("x-y")))  # the group files replace files of the same path
+    assert "GroupReward" in group["x_y/rewards.py"] and "GroupRewardConformance" in group["tests/test_x_y.py"]
 
 
 @pytest.mark.parametrize(("name", "why"), [
