@@ -13,7 +13,7 @@ import grpo_rewards.hookspecs
 from grpo_rewards import hookimpl, hookspec, load_registry
 
 TRAINER_HOOKS = {"grpo_register_generation_backends", "grpo_register_trainer_backends", "grpo_register_dataset_sources",
-                 "grpo_register_engines", "grpo_register_loss_types",
+                 "grpo_register_engines", "grpo_register_loss_types", "grpo_register_tools",
                  "grpo_on_train_start", "grpo_on_rewards_scored", "grpo_on_step_end", "grpo_on_checkpoint",
                  "grpo_on_train_end"}
 
