@@ -85,6 +85,7 @@ from grpo_rewards.answers.numbers import (
     widen,
 )
 from grpo_rewards.answers.reasoning import strip_reasoning
+from grpo_rewards.answers.scanning import words
 
 METHODS = ("auto", "answer_tag", "gsm8k", "boxed", "answer_prefix", "last_number", "regex")
 AUTO_ORDER = ("answer_tag", "gsm8k", "boxed", "answer_prefix", "last_number")
@@ -125,20 +126,18 @@ def _prefix_pattern(final: str, answer: str) -> re.Pattern[str]:
 
 _PREFIX = _prefix_pattern(r"final[ \t]+answer", "answer")
 _PREFIX_FOREIGN = _prefix_pattern(_FOREIGN_FINAL, _FOREIGN_ANSWER)
-_PHRASE = re.compile(
-    r"\b(?:(?P<final>final[ \t]+answer)|(?P<answer>answer))(?:[ \t*_]+(?:is|was|would be|will be)"
-    r"|[ \t*_]*(?:(?P<eq>=)|is:))[ \t*_:]*(?P<rest>\S[^\n]*)",
-    re.IGNORECASE,
+_PHRASE = re.compile(  # \b(?:(?P<final>final[ \t]+answer)|(?P<answer>answer))..., case-insensitive
+    words([("final", r"final[ \t]+answer"), ("answer", "answer")])
+    + r"(?i:[ \t*_]+(?:is|was|would be|will be)|[ \t*_]*(?:(?P<eq>=)|is:))[ \t*_:]*(?P<rest>\S[^\n]*)",
 )
 _PHRASE_FOREIGN = re.compile(
     rf"(?:\b|(?=[最答]))(?:(?P<final>{_FOREIGN_FINAL})|(?P<answer>{_FOREIGN_ANSWER}))"
     r"(?:[ \t*_]+(?:est|es|ist|é|è|будет|—)(?!\w)|[ \t*_]*(?:=|是|为|為))[ \t*_:]*(?P<rest>\S[^\n]*)",
     re.IGNORECASE,
 )
-_COMMITMENT = re.compile(
-    r"\b(?:answer|total|result|sum|value|number|count|it|that|this)(?:'s|[ \t]+(?:is|was|would be|will be|comes to|"
-    r"equals|should be|must be))[ \t*_:]*(?P<rest>\S[^\n]*)",
-    re.IGNORECASE,
+_COMMITMENT = re.compile(  # \b(?:answer|total|...)(?:'s| is| ...)..., case-insensitive
+    words(["answer", "total", "result", "sum", "value", "number", "count", "it", "that", "this"])
+    + r"(?i:'s|[ \t]+(?:is|was|would be|will be|comes to|equals|should be|must be))[ \t*_:]*(?P<rest>\S[^\n]*)",
 )
 _MATH_SPAN = re.compile(r"\$\$(.+?)\$\$|\$((?:\\\$|[^$\n])+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]")
 
@@ -177,6 +176,8 @@ _EMPHASIS = re.compile(r"^(\*\*|__|\*)(?=\S)(.*?)(?<=\S)\1$", re.DOTALL)
 
 def _peel_emphasis(value: str) -> str:
     """``value`` without Markdown emphasis around it (``**12**``, ``__12__``, ``*12*``)."""
+    if value[:1] not in ("*", "_"):  # the usual answer: no emphasis to peel
+        return value
     for _ in range(3):
         m = _EMPHASIS.match(value)
         if not m or not m.group(2).strip("*_ \t\n"):  # "____" is a blank to fill, not emphasis
@@ -188,7 +189,11 @@ def _peel_emphasis(value: str) -> str:
 def _answer_tag(text: str) -> str | None:
     if "<a" not in text and "<A" not in text:  # fast path: no tag can start here
         return None
-    pieces = _ANSWER_OPEN.split(text)  # the text before the first tag, then what follows each opening tag
+    return _tag_answer(_ANSWER_OPEN.split(text))
+
+
+def _tag_answer(pieces: list[str]) -> str | None:
+    """The answer of the ``<answer>`` tags of a text split at its opening tags (:func:`_answer_tag`)."""
     if len(pieces) == 1:
         return None
     last = len(pieces) - 1
@@ -534,9 +539,16 @@ def _gsm8k_answer(text: str) -> str | None:
     return _one_answer([v for m in _GSM8K.finditer(text) if (v := _gsm8k_value(text, m))])
 
 
+def _last_box(text: str) -> re.Match[str]:
+    """The last match of :data:`BOXED` in ``text`` (which has one), read at the last ``\\boxed``/``\\fbox``."""
+    at = max(text.rfind("\\boxed"), text.rfind("\\fbox"))
+    return (BOXED.match(text, at) if at >= 0 else None) or _last(BOXED, text)
+
+
 def _auto(text: str) -> str | None:
-    if _ANSWER_OPEN.search(text):  # a tagged answer decides, even an empty one: no fallback to stray numbers
-        value = _answer_tag(text)
+    pieces = _ANSWER_OPEN.split(text) if "<a" in text or "<A" in text else None
+    if pieces is not None and len(pieces) > 1:  # a tagged answer decides, even an empty one: no fallback to stray numbers
+        value = _tag_answer(pieces)
         if value and ("\\boxed" in text or "\\fbox" in text or "####" in text):
             outside = _outside_tags(text)  # a box or #### outside the tags is a second explicit answer
             others = [v for v in (_gsm8k_answer(outside), _boxed(outside)) if v]
@@ -551,7 +563,7 @@ def _auto(text: str) -> str | None:
         if "inal" in text or "INAL" in text:  # cheap test first: no "final", nothing to do
             announced = _announced(text)
             if announced and announced[0] == 0 and _ALNUM.search(announced[2]):  # not "**Final Answer**\n\\["
-                box_start = _last(BOXED, text).start()
+                box_start = _last_box(text).start()
                 if -announced[1] > box_start:
                     return announced[2]  # "Final answer: X" after the last box: the box was an intermediate result
                 revised = prose.after_revision(text, -announced[1] + 1)
@@ -559,7 +571,7 @@ def _auto(text: str) -> str | None:
                 boxed_there = not _ALNUM.search(_ONE_BOX.sub("", announced[2])) and announced[2] != value
                 if not boxed_there and (revised is None or revised > box_start):  # a final answer before the box, not withdrawn, that
                     return _one_answer([value, announced[2]])  # differs: a hedge
-        box = _last(BOXED, text)
+        box = _last_box(text)
         hedge = _BOX_HEDGE_BEFORE.search(text, max(0, box.start() - 40), box.start())
         if hedge:  # "12 or \\boxed{13}": a disjunction, as written
             return text[hedge.start():box.start()] + value
