@@ -79,6 +79,8 @@ from grpo_rewards.answers.boxes import BOXED, box_contents, iter_boxes
 from grpo_rewards.answers.numbers import (
     NUMBER_AT,
     NUMBER_IN_TEXT,
+    ambiguous_comma_around,
+    decimal_points,
     format_number,
     is_list_marker,
     parse_literal,
@@ -254,6 +256,7 @@ def _clean(value: str) -> str:
 
 
 _SENTENCE = re.compile(r"[^.,;:!?\n]*")
+_DIGITS = re.compile(r"[-+−]?\d+")
 _CODE_COMMENT = re.compile(r"[ \t]*#.*\Z")
 
 
@@ -278,6 +281,10 @@ def _after_is(rest: str, assigned: bool = False) -> str | None:
     number = NUMBER_AT.match(rest)
     if number and parse_literal(number.group()) is not None:
         return prose.hedged_span(rest, number) or number.group()
+    digits = _DIGITS.match(rest)
+    ambiguous = ambiguous_comma_around(rest, 0, digits.end()) if digits else None
+    if ambiguous:
+        return ambiguous.group()  # "3,5" outside a decimal-comma context: a decimal or a list, as written
     sentence = _SENTENCE.match(rest).group().strip()
     letter = prose.letter_answer(sentence)
     if letter:
@@ -429,6 +436,9 @@ def _last_number(text: str) -> str | None:
         found = matches.pop()
         if is_list_marker(text, found) or prose.negated(text, found) or prose.inside(quoted, found.start() - shift):
             continue
+        ambiguous = ambiguous_comma_around(text, found.start(), found.end())
+        if ambiguous:  # "3,5" outside a decimal-comma context: a decimal or a list, never its 3 or its 5
+            return ambiguous.group()
         bound = prose.bound_start(text, found.start())
         if bound is not None:  # "at least 12": a bound, not the answer
             return text[bound:found.end()]
@@ -481,6 +491,8 @@ def extract_answer(text: str, method: str = "auto", *, pattern: str | re.Pattern
     tagged answers and GSM8K-style solutions both work without configuration.
     """
     text = strip_reasoning(text)
+    if method != "regex":  # a custom pattern reads the text as written
+        text = decimal_points(text)  # "1.234,5"; "3,5" in a decimal-comma context
     if method == "regex":
         if pattern is None:
             raise ValueError("extract = 'regex' needs a 'pattern'")

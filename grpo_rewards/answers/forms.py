@@ -40,6 +40,15 @@ FORMS: tuple[Form, ...] = (
     Form("Numbers", "It takes 3½ cups.", "7/2", True, "unicode fractions"),
     Form("Numbers", "<answer>x = 12</answer>", "12", True, "the value of one variable"),
     Form("Numbers", "<answer>12 kg</answer>", "12kg", True, "a unit glued to its number or not"),
+    Form("Numbers", "La respuesta es 3,5.", "3.5", True,
+         "a decimal comma in a text with a decimal-comma context (an answer or result word of Spanish, French, "
+         "German, Portuguese, Italian or Russian)"),
+    Form("Numbers", "The answer is 3,5.", "3.5", False,
+         "without that context `3,5` is a decimal or a list: no number"),
+    Form("Numbers", "The answer is 3,5.", "3", False, "and never its `3` or its `5`"),
+    Form("Numbers", "Die Antwort ist 1,234.", "1234", True, "a group of three after a comma is thousands in any text"),
+    Form("Numbers", "We get 1.234,5 m.", "1234.5", True, "after thousands groups of dots or spaces a comma is decimal"),
+    Form("Numbers", "\\boxed{3{,}5}", "3.5", True, "LaTeX `{,}` is a decimal comma unless a group of three follows"),
     Form("Numbers", "<answer>0</answer>", "3e-7", False, "tiny quantities keep `precision` significant digits",
          "math_equivalence"),
     Form("Numbers", "<answer>3e-9</answer>", "3e-7", False, "", "math_equivalence"),
@@ -153,8 +162,13 @@ READINGS: tuple[Reading, ...] = (
     Reading(("72", "72.0", "72.", "+72"), ("72",) * 4, ""),
     Reading(("1,234", "1 234", "1{,}234", "1\\,234"), ("1234",) * 4, "thousands groups of three"),
     Reading(("1,23,456", "12,34,56,789"), ("123456", "123456789"), "Indian digit grouping"),
-    Reading(("1.234",), ("1.234",), "`.` is always a decimal point"),
-    Reading(("1,22", "12,34"), (None, None), "a list in an answer (`math_equivalence` compares it as a set)"),
+    Reading(("1.234",), ("1.234",), "`.` alone is always a decimal point"),
+    Reading(("1.234,5", "1 234,5", "12.345.678,9"), ("1234.5", "1234.5", "12345678.9"),
+            "a decimal comma after thousands groups of dots or spaces"),
+    Reading(("3{,}5", "1{,}234"), ("3.5", "1234"), "LaTeX `{,}`: thousands before a group of three, else decimal"),
+    Reading(("1,22", "12,34", "3,5"), (None, None, None),
+            "a decimal comma or a list: a decimal only in a text with a decimal-comma context (below); "
+            "`math_equivalence` compares a list as a set"),
     Reading(("$12", "\\$12", "€12", "£12", "¥12", "₹12", "₩12", "₽12", "₺12", "₦12", "₱12", "₫12"), ("12",) * 12,
             "a currency symbol before the number"),
     Reading(("12€", "1,000.99$"), ("12", "1000.99"), "a currency symbol after it"),
@@ -252,6 +266,24 @@ MATH_AFTER = """Parameters: `precision` (math-verify's `float_rounding`, 0 to 15
 Tests: `tests/rewards/test_math_rules.py`, `tests/rewards/test_math_equivalence.py`, and Math-Verify's own
 cases in `tests/conformance` ([conformance.md](conformance.md))."""
 
+GRADERS = """## The evaluation harnesses' graders
+
+`tests/conformance/cases/lm_eval.json` and `simple_evals.json` hold one GSM8K problem answered in the published
+answer format of each model family users train (Qwen2.5-Math's box, DeepSeek-R1's `<think>` then a box,
+Llama 3's `The final answer is: $\\boxed{18}$`, Minerva's sentence, lm-eval's `The answer is 18.` as Mistral
+follows it, Phi's bold final answer, this repository's SmolLM2 tags, GSM8K's `####`), rightly and wrongly, each
+with the verdict of a grader's own code at a pinned commit (`tests/conformance/tools/transcribe_graders.py`):
+lm-evaluation-harness's gsm8k filters with its `exact_match` metric and minerva_math's `math_verify` score, and
+simple-evals' MGSM grader. `exact_match` agrees with lm-eval's `flexible-extract` and minerva_math's
+`math_verify` on every case, and pays no wrong answer any grader refuses. It differs on purpose where a grader
+reads one format only: lm-evaluation-harness's gsm8k `strict-match` reads only a `#### N` line;
+simple-evals' MGSM grader reads the last number after the last `Answer` (capitalised), so it refuses a box or
+"The answer is 18." that `exact_match` pays; minerva_math's `exact_match` reads only Minerva's sentence (not
+transcribed here: it needs sympy's LaTeX parser with antlr4 4.11). Qwen2.5-Math's own grader
+(`evaluation/parser.py`, `grader.py`) needs `latex2sympy2` and `word2number`, which the toolkit does not
+install: its verdicts are not transcribed.
+"""
+
 PROBES = """## Probes
 
 `grpo rewards check NAME` scores each trick of `grpo_rewards/hacking.py` against an honest wrong answer;
@@ -296,7 +328,7 @@ def render() -> str:
         lines += [f"### {section}", "", *_forms_table(section)]
     lines += [NUMBERS, *_readings_table(), NUMBERS_AFTER, "", FINDING, *_forms_table("Finding the answer"),
               FINDING_AFTER, "", OPTIONS, *_forms_table("Option letters"), MATH, *_forms_table("math_equivalence"),
-              MATH_AFTER, "", PROBES]
+              MATH_AFTER, "", GRADERS, PROBES]
     return "\n".join(lines) + "\n"
 
 
