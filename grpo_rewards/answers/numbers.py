@@ -416,11 +416,11 @@ def decimal_points(text: str, *, context: bool | None = None) -> str:
     grouped = _GROUPED_COMMA.search(text) is not None
     if grouped:
         text = _GROUPED_COMMA.sub(_grouped_point, text)
+    if context is False or not any(ambiguous_comma(m.group()) for m in _ONE_COMMA.finditer(text)):
+        return text  # no comma left that a context would decide ("1,234" is thousands in any text)
     if context is None:
         context = grouped or _COMMA_LANGUAGE.search(text) is not None
-    if context and _COMMA_AFTER_DIGIT.search(text):
-        text = _ONE_COMMA.sub(_comma_point, text)
-    return text
+    return _ONE_COMMA.sub(_comma_point, text) if context else text
 
 
 def _grouped_point(found: re.Match[str]) -> str:
