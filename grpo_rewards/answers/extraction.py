@@ -62,6 +62,11 @@ is wrong against ``42`` for every reward that wants a number; ``math_equivalence
 compares the list as a set, so ``\\boxed{2} ... \\boxed{3}`` answers "find all
 solutions" with gold ``2, 3``. The same answer tagged or boxed twice is one answer.
 
+Every method but ``regex`` reads the text with its unambiguous decimal commas written as points
+(:func:`grpo_rewards.answers.numbers.decimal_points`: ``1.234,5``; ``3,5`` in a text with a decimal-comma
+context); a number with an ambiguous comma (``3,5`` elsewhere) is read as written, which is no number,
+never as its ``3`` or its ``5``.
+
 Every method strips the answer; an empty extraction (``<answer></answer>``) is no answer.
 When the text has an ``<answer>`` tag, ``auto`` uses the tag alone: a completion cut
 off right after ``<answer>`` has no answer, rather than the last number of its reasoning.
