@@ -268,20 +268,20 @@ cases in `tests/conformance` ([conformance.md](conformance.md))."""
 
 GRADERS = """## The evaluation harnesses' graders
 
-`tests/conformance/cases/lm_eval.json` and `simple_evals.json` hold one GSM8K problem answered in the published
+`tests/conformance/cases/lm_eval.json`, `simple_evals.json` and `qwen_math.json` hold one GSM8K problem answered in the published
 answer format of each model family users train (Qwen2.5-Math's box, DeepSeek-R1's `<think>` then a box,
 Llama 3's `The final answer is: $\\boxed{18}$`, Minerva's sentence, lm-eval's `The answer is 18.` as Mistral
 follows it, Phi's bold final answer, this repository's SmolLM2 tags, GSM8K's `####`), rightly and wrongly, each
 with the verdict of a grader's own code at a pinned commit (`tests/conformance/tools/transcribe_graders.py`):
-lm-evaluation-harness's gsm8k filters with its `exact_match` metric and minerva_math's `math_verify` score, and
-simple-evals' MGSM grader. `exact_match` agrees with lm-eval's `flexible-extract` and minerva_math's
-`math_verify` on every case, and pays no wrong answer any grader refuses. It differs on purpose where a grader
+lm-evaluation-harness's gsm8k filters with its `exact_match` metric and minerva_math's `math_verify` score,
+simple-evals' MGSM grader, and Qwen2.5-Math's `extract_answer` and `math_equal`. `exact_match` agrees with
+lm-eval's `flexible-extract`, minerva_math's `math_verify` and Qwen2.5-Math's grader on every case, and pays
+no wrong answer any grader refuses. It differs on purpose where a grader
 reads one format only: lm-evaluation-harness's gsm8k `strict-match` reads only a `#### N` line;
 simple-evals' MGSM grader reads the last number after the last `Answer` (capitalised), so it refuses a box or
 "The answer is 18." that `exact_match` pays; minerva_math's `exact_match` reads only Minerva's sentence (not
-transcribed here: it needs sympy's LaTeX parser with antlr4 4.11). Qwen2.5-Math's own grader
-(`evaluation/parser.py`, `grader.py`) needs `latex2sympy2` and `word2number`, which the toolkit does not
-install: its verdicts are not transcribed.
+transcribed here: it needs sympy's LaTeX parser with antlr4 4.11, which conflicts with the antlr4 the toolkit
+installs).
 """
 
 PROBES = """## Probes

@@ -3,7 +3,7 @@ Math-Verify's tables against ``math_equivalence``; open-r1's against ``math_equi
 ``xml_count``; TRL's against ``math_equivalence``; the Unsloth notebooks' against ``exact_match``,
 ``integer_format``, ``strict_format``, ``soft_format``, ``xml_count`` and ``numeric_proximity``; the graders of
 lm-evaluation-harness and simple-evals on the answer formats of the model families users train against
-``exact_match``."""
+``exact_match``; Qwen2.5-Math's grader too."""
 
 from __future__ import annotations
 

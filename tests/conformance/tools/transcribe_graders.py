@@ -15,12 +15,19 @@ verdict (1.0 or 0.0) of a grader's own code, read from its repository at a commi
   installed), against a MATH-style solution ending in ``\\boxed{18}``;
 * OpenAI simple-evals ``mgsm``: ``parse_answer`` and ``score_mgsm`` of ``mgsm_eval.py`` with the English
   answer prefix ``Answer``, against the target ``18``.
+* Qwen2.5-Math's evaluation: ``extract_answer(pred, "gsm8k")`` and ``parse_ground_truth`` of
+  ``evaluation/parser.py``, then ``math_equal`` of ``evaluation/grader.py``, against the GSM8K solution. Its
+  modules import ``latex2sympy2`` and ``word2number`` (pinning ``antlr4-python3-runtime`` 4.7.2), which the
+  toolkit does not install: they run in a child process with ``QWEN_EVAL_DEPS`` on its path, a folder made
+  by ``pip install --target DIR --no-deps latex2sympy2 word2number antlr4-python3-runtime==4.7.2``.
 
 Our reward is ``exact_match`` (``value = 1``) with the grader's reference; where a grader's verdict differs
 on purpose the case is ``deliberate`` and its reason is stated in ``docs/answers.md``.
 
 Usage: python tests/conformance/tools/transcribe_graders.py lm_eval LM_EVAL_GIT COMMIT > tests/conformance/cases/lm_eval.json
        python tests/conformance/tools/transcribe_graders.py simple_evals SIMPLE_EVALS_GIT COMMIT > tests/conformance/cases/simple_evals.json
+       QWEN_EVAL_DEPS=DIR python tests/conformance/tools/transcribe_graders.py qwen_math QWEN25_MATH_GIT COMMIT \
+           > tests/conformance/cases/qwen_math.json
 """
 
 from __future__ import annotations
@@ -156,6 +163,33 @@ def simple_evals_graders(git_dir: str, commit: str) -> dict[str, Any]:
                      {"answer": "18"}, {})}
 
 
+QWEN_FILES = ("evaluation/parser.py", "evaluation/grader.py", "evaluation/utils.py", "evaluation/examples.py")
+_QWEN_CHILD = """
+import json, sys
+from parser import extract_answer, parse_ground_truth
+from grader import math_equal
+gold = parse_ground_truth({"answer": sys.argv[1]}, "gsm8k")[1]
+print(json.dumps([float(math_equal(extract_answer(c, "gsm8k"), gold)) for c in json.load(sys.stdin)]))
+"""
+
+
+def qwen_math_graders(git_dir: str, commit: str) -> dict[str, Any]:
+    import os
+    import subprocess
+    import tempfile
+
+    folder = tempfile.mkdtemp()
+    for path in QWEN_FILES:
+        with open(os.path.join(folder, os.path.basename(path)), "w", encoding="utf-8") as out:
+            out.write(git(git_dir, "show", f"{commit}:{path}"))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.environ["QWEN_EVAL_DEPS"], folder])}
+    completions = [c for _, _, c in OUTPUTS]
+    verdicts = json.loads(subprocess.run([sys.executable, "-c", _QWEN_CHILD, GSM8K_SOLUTION], input=json.dumps(
+        completions), env=env, cwd=folder, capture_output=True, text=True, check=True).stdout.splitlines()[-1])
+    by_completion = dict(zip(completions, verdicts, strict=True))
+    return {"math_equal": ("evaluation/grader.py", by_completion.__getitem__, {"answer": GSM8K_SOLUTION}, {})}
+
+
 #: the graders' deliberate differences from ours: (grader, family) -> key of DELIBERATE
 DIFFERENCES = {
     "gsm8k strict-match": "strict_match_reads_only_hashes",
@@ -188,7 +222,8 @@ def main() -> None:
     which, git_dir, commit = sys.argv[1:4]
     commit = git(git_dir, "rev-parse", commit).strip()
     repo, graders = {"lm_eval": ("https://github.com/EleutherAI/lm-evaluation-harness", lm_eval_graders),
-                     "simple_evals": ("https://github.com/openai/simple-evals", simple_evals_graders)}[which]
+                     "simple_evals": ("https://github.com/openai/simple-evals", simple_evals_graders),
+                     "qwen_math": ("https://github.com/QwenLM/Qwen2.5-Math", qwen_math_graders)}[which]
     graders = graders(git_dir, commit)
     import grpo_rewards
 
@@ -212,7 +247,11 @@ def main() -> None:
     files = sorted({path for path, *_ in graders.values()})
     if which == "lm_eval":
         files = sorted({*files, "lm_eval/filters/extraction.py", "lm_eval/api/metrics.py"})
-    print(json.dumps({"suite": {"lm_eval": "lm-evaluation-harness graders", "simple_evals": "simple-evals graders"}[which],
+    if which == "qwen_math":
+        files = sorted(QWEN_FILES)
+    suites = {"lm_eval": "lm-evaluation-harness graders", "simple_evals": "simple-evals graders",
+              "qwen_math": "Qwen2.5-Math's grader"}
+    print(json.dumps({"suite": suites[which],
                       "source": {"repo": repo, "commit": commit, "files": files,
                                  "transcribed_by": "tests/conformance/tools/transcribe_graders.py"},
                       "deliberate": used, "not_covered": [], "cases": cases}, indent=1, ensure_ascii=False))
