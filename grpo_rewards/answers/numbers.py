@@ -14,12 +14,14 @@ trailing sentence period):
 * digits with thousands groups: ``1,234,567``, ``1 000 000`` (space, no-break or thin
   space), LaTeX ``1{,}234`` and ``1\\,234``; only well-formed groups of three after a
   leading group that does not start with 0 (``0,111`` is no thousands number)
-* a decimal comma where it is unambiguous (:func:`decimal_points`): after thousands groups of dots or
-  spaces (``1.234,5``, ``1 234,5``), in LaTeX ``3{,}5`` (``{,}`` before a group of three is a thousands
-  separator: ``1{,}234``), and, in a text with a decimal-comma context (an answer or result word of
-  Spanish, French, German, Portuguese, Italian or Russian, or a grouped decimal comma elsewhere in it),
-  one comma that is no thousands group (``la respuesta es 3,5``: 3.5). Without that context such a
-  number (``3,5``, ``1,22``) is ambiguous, a decimal or a list, and is no number: never its ``3`` or its ``5``
+* a decimal comma where it is unambiguous (:func:`decimal_points`), a comma before one, two, four or more
+  digits: after thousands groups of dots or spaces (``1.234,5``, ``1 234,5``), in LaTeX ``3{,}5``, and, in a
+  text with a decimal-comma context (an answer or result word of Spanish, French, German, Portuguese,
+  Italian or Russian, or a grouped decimal comma elsewhere in it), after digits (``la respuesta es 3,5``:
+  3.5). Without that context such a number (``3,5``, ``1,22``) is ambiguous, a decimal or a list, and is no
+  number: never its ``3`` or its ``5``. A comma before exactly three digits is never a decimal comma: a
+  thousands separator (``1,234``, ``1{,}234``, in every context) or, after a group that is none
+  (``0,111``, ``1.234,567``), no number
 * Indian digit grouping: ``1,23,456``, ``12,34,56,789`` (groups of two before the last three)
 * a sign, including the unicode minus ``−`` and en dash ``–``; ``+5``
 * currency: a symbol ``$``, ``\\$``, ``€``, ``£``, ``¥``, ``₹``, ``₩``, ``₽``, ``₺``, ``₦``, ``₱``, ``₫``
@@ -387,7 +389,8 @@ _GROUPED_COMMA = re.compile(r"\d(?<![\d.,]\d)\d{0,2}(?:(?:\.\d{3})+|(?:[ \u00a0\
 _COMMA_LANGUAGE = re.compile(words([
     "respuesta", "resultado", r"r[ée]ponse", r"r[ée]sultat", "antwort", "ergebnis", "resposta", "risposta",
     "risultato", "ответ", "результат", "итог"]))
-_COMMA_AFTER_DIGIT = re.compile(r",\d", re.ASCII)
+#: a comma that may be a decimal comma: before one, two, four or more digits (never before a group of three)
+_DECIDABLE_COMMA = re.compile(r",(?!\d{3}(?!\d))\d", re.ASCII)
 
 
 def ambiguous_comma(literal: str) -> bool:
@@ -411,8 +414,8 @@ def decimal_points(text: str, *, context: bool | None = None) -> str:
     """``text`` with each unambiguous decimal comma written as a point (module docs): after thousands groups of
     dots or spaces always; one comma that is no thousands group (``3,5``) when the text has a decimal-comma
     context (``context=None``: decided from ``text``; ``False``: none; ``True``: given)."""
-    if "," not in text or _COMMA_AFTER_DIGIT.search(text) is None:
-        return text
+    if "," not in text or _DECIDABLE_COMMA.search(text) is None:
+        return text  # "1,234": every comma is before a group of three
     grouped = _GROUPED_COMMA.search(text) is not None
     if grouped:
         text = _GROUPED_COMMA.sub(_grouped_point, text)
@@ -425,12 +428,15 @@ def decimal_points(text: str, *, context: bool | None = None) -> str:
 
 def _grouped_point(found: re.Match[str]) -> str:
     whole, _, decimals = found.group().rpartition(",")
+    if len(decimals) == 3:  # "1.234,567": a group of three after the comma, no number
+        return found.group()
     return re.sub(r"[. \u00a0\u202f\u2009]", "", whole) + "." + decimals
 
 
 def _comma_point(found: re.Match[str]) -> str:
     literal = found.group()
-    return literal.replace(",", ".") if ambiguous_comma(literal) else literal
+    decimals = literal.rpartition(",")[2]
+    return literal.replace(",", ".") if len(decimals) != 3 and ambiguous_comma(literal) else literal
 
 
 def is_list_marker(text: str, match: re.Match[str]) -> bool:

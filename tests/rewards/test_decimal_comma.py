@@ -32,6 +32,8 @@ def test_which_commas_are_ambiguous(literal: str, ambiguous: bool) -> None:
     ("we get 1 234,5", "we get 1234.5"),
     ("Ergebnis: 1,2,3", "Ergebnis: 1,2,3"),  # a list of three stays a list
     ("Réponse : 12,5 %", "Réponse : 12.5 %"),
+    ("La respuesta es 0,111", "La respuesta es 0,111"),  # before three digits: never a decimal comma
+    ("we get 1.234,567", "we get 1.234,567"),
 ])
 def test_decimal_points(text: str, expected: str) -> None:
     assert decimal_points(text) == expected
@@ -57,6 +59,7 @@ def test_literals() -> None:
     assert parse_number("1.234,5") == Fraction(2469, 2) and parse_number("12.345.678,9") == Fraction(123456789, 10)
     assert parse_literal("3,5") is None and parse_literal("1,22") is None
     assert parse_number("1,234") == 1234 and parse_number("1.234") == Fraction(1234, 1000)
+    assert parse_literal("0,111") is None and parse_literal("1.234,567") is None
 
 
 @pytest.mark.parametrize("name", ["exact_match", "numeric_proximity", "math_equivalence"])
