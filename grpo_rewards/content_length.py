@@ -68,7 +68,8 @@ def content_text(text: str) -> str:
     if _repeats_words(joined.split(" ")):
         joined = _SAME_WORDS.sub(r"\1", joined + " ")[:-1]
     joined = _SAME_CJK.sub(r"\1", joined)
-    return _LONG_RUN.sub(_without_loops, joined)  # a loop is a long run
+    first = _LONG_RUN.search(joined)  # a loop is a long run; most texts have none
+    return joined if first is None else joined[:first.start()] + _LONG_RUN.sub(_without_loops, joined[first.start():])
 
 
 def _without_loops(run: re.Match[str]) -> str:
