@@ -62,10 +62,8 @@ is wrong against ``42`` for every reward that wants a number; ``math_equivalence
 compares the list as a set, so ``\\boxed{2} ... \\boxed{3}`` answers "find all
 solutions" with gold ``2, 3``. The same answer tagged or boxed twice is one answer.
 
-Every method but ``regex`` reads the text with its unambiguous decimal commas written as points
-(:func:`grpo_rewards.answers.numbers.decimal_points`: ``1.234,5``; ``3,5`` in a text with a decimal-comma
-context); a number with an ambiguous comma (``3,5`` elsewhere) is read as written, which is no number,
-never as its ``3`` or its ``5``.
+Every method but ``regex`` reads unambiguous decimal commas as points (``numbers.decimal_points``); an
+ambiguous one (``3,5`` without a decimal-comma context) is read as written: no number, never ``3`` or ``5``.
 
 Every method strips the answer; an empty extraction (``<answer></answer>``) is no answer.
 When the text has an ``<answer>`` tag, ``auto`` uses the tag alone: a completion cut
@@ -80,7 +78,7 @@ from collections.abc import Iterable
 
 from grpo_rewards.answers import prose
 from grpo_rewards.answers.arithmetic import evaluate
-from grpo_rewards.answers.boxes import BOXED, box_contents, iter_boxes
+from grpo_rewards.answers.boxes import box_contents, iter_boxes, last_box
 from grpo_rewards.answers.numbers import (
     NUMBER_AT,
     NUMBER_IN_TEXT,
@@ -286,9 +284,7 @@ def _after_is(rest: str, assigned: bool = False) -> str | None:
     number = NUMBER_AT.match(rest)
     if number and parse_literal(number.group()) is not None:
         return prose.hedged_span(rest, number) or number.group()
-    digits = _DIGITS.match(rest)
-    ambiguous = ambiguous_comma_around(rest, 0, digits.end()) if digits else None
-    if ambiguous:
+    if (digits := _DIGITS.match(rest)) and (ambiguous := ambiguous_comma_around(rest, 0, digits.end())):
         return ambiguous.group()  # "3,5" outside a decimal-comma context: a decimal or a list, as written
     sentence = _SENTENCE.match(rest).group().strip()
     letter = prose.letter_answer(sentence)
@@ -389,8 +385,6 @@ def _announced(text: str) -> tuple[int, int, str] | None:
     if best is not None and len(lines.get(best[0], ())) > 1:
         return (best[0], best[1], _one_answer(lines[best[0]]) or best[2])
     return best
-
-
 
 
 def _answer_prefix(text: str) -> str | None:
@@ -556,12 +550,6 @@ def _gsm8k_answer(text: str) -> str | None:
     return _one_answer([v for m in _GSM8K.finditer(text) if (v := _gsm8k_value(text, m))])
 
 
-def _last_box(text: str) -> re.Match[str]:
-    """The last match of :data:`BOXED` in ``text`` (which has one), read at the last ``\\boxed``/``\\fbox``."""
-    at = max(text.rfind("\\boxed"), text.rfind("\\fbox"))
-    return (BOXED.match(text, at) if at >= 0 else None) or _last(BOXED, text)
-
-
 def _auto(text: str) -> str | None:
     pieces = _ANSWER_OPEN.split(text) if "<a" in text or "<A" in text else None
     if pieces is not None and len(pieces) > 1:  # a tagged answer decides, even an empty one: no fallback to stray numbers
@@ -580,7 +568,7 @@ def _auto(text: str) -> str | None:
         if "inal" in text or "INAL" in text:  # cheap test first: no "final", nothing to do
             announced = _announced(text)
             if announced and announced[0] == 0 and _ALNUM.search(announced[2]):  # not "**Final Answer**\n\\["
-                box_start = _last_box(text).start()
+                box_start = last_box(text).start()
                 if -announced[1] > box_start:
                     return announced[2]  # "Final answer: X" after the last box: the box was an intermediate result
                 revised = prose.after_revision(text, -announced[1] + 1)
@@ -588,7 +576,7 @@ def _auto(text: str) -> str | None:
                 boxed_there = not _ALNUM.search(_ONE_BOX.sub("", announced[2])) and announced[2] != value
                 if not boxed_there and (revised is None or revised > box_start):  # a final answer before the box, not withdrawn, that
                     return _one_answer([value, announced[2]])  # differs: a hedge
-        box = _last_box(text)
+        box = last_box(text)
         hedge = _BOX_HEDGE_BEFORE.search(text, max(0, box.start() - 40), box.start())
         if hedge:  # "12 or \\boxed{13}": a disjunction, as written
             return text[hedge.start():box.start()] + value
