@@ -1,6 +1,7 @@
 """Throughput of every registered reward on a batch of GSM8K-style completions.
 
     python benchmarks/rewards_throughput.py [--data PATH] [--n 10000] [--repeat 3]
+    python benchmarks/rewards_throughput.py --base /path/to/parent-checkout --data PATH [--repeat 5]
 
 Builds ``--n`` completions from GSM8K training solutions (``--data``, default
 ``../shared/data/gsm8k/train.jsonl`` next to the repository; synthetic solutions
@@ -14,6 +15,13 @@ few parameter variants of the built-ins) and scores the whole batch; the table g
 completions per second (best of ``--repeat`` runs), each reward's speed relative to
 ``exact_match`` measured in the same run, the mean score and the share of ``None``.
 Slow rewards (``math_equivalence``) run once, in a separate table.
+
+``--base CHECKOUT`` compares this checkout with another (e.g. ``git archive`` of the parent commit
+unpacked in a folder) side by side in one run: two worker processes, one importing the rewards from
+each checkout (``PYTHONPATH``), build the same batch; every reward both sides have is then timed
+``--repeat`` times on each side, alternating which goes first, so that load drifts hit both alike.
+The table gives each side's best wall-clock and CPU seconds per 1,000 completions and the ratios
+this/base (above 1: this checkout is slower); the mean scores of both sides are printed beside them.
 """
 
 from __future__ import annotations
@@ -21,8 +29,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import random
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -107,27 +117,16 @@ def describe(scores: list[float | None]) -> tuple[float, float]:
     return mean, 1 - len(present) / len(scores)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="GSM8K train.jsonl (question, answer)")
-    parser.add_argument("--n", type=int, default=10_000, help="completions in the batch")
-    parser.add_argument("--repeat", type=int, default=3, help="runs per fast reward (best is reported)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--skip-slow", action="store_true", help="do not run math_equivalence")
-    args = parser.parse_args(argv)
-
+def build_jobs(columns: dict[str, list[Any]]) -> tuple[dict[str, Any], list[str]]:
+    """Every registered reward (and the variants) built with its parameters: ``(label -> function, skipped)``."""
     from grpo_rewards import get_registry
 
-    completions, columns, source = build_batch(args.n, args.data, args.seed)
     registry = get_registry()
     for problem in registry.problems:
         print(f"warning: {problem}", file=sys.stderr)
     jobs = [(name, name, {}) for name in sorted(registry.rewards)]
     jobs += [v for v in VARIANTS if v[1] in registry.rewards]
-    print(f"{args.n} completions from {source}; best of {args.repeat} runs; python {sys.version.split()[0]}\n")
-
-    results: list[tuple[str, float, float, float]] = []
-    slow: list[tuple[str, float, float, float]] = []
+    built: dict[str, Any] = {}
     skipped: list[str] = []
     for label, name, params in jobs:
         spec = registry.rewards[name]
@@ -135,17 +134,134 @@ def main(argv: list[str] | None = None) -> int:
         if missing:
             skipped.append(f"{label}: needs column(s) {', '.join(missing)}")
             continue
-        if name in SLOW and args.skip_slow:
+        try:
+            built[label] = spec.build(**params)
+        except Exception as exc:  # a reward that cannot be built is reported, not fatal
+            skipped.append(f"{label}: {type(exc).__name__}: {exc}")
+    return built, skipped
+
+
+def worker(args: argparse.Namespace) -> int:
+    """One side of ``--base``: build the batch and the rewards, then time one run per label read on stdin."""
+    channel = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
+    sys.stdout = sys.stderr  # a reward's prints never reach the channel
+    completions, columns, source = build_batch(args.n, args.data, args.seed)
+    built, skipped = build_jobs(columns)
+    print(json.dumps({"source": source, "labels": sorted(built), "skipped": skipped}), file=channel)
+    for line in sys.stdin:
+        label = line.strip()
+        try:
+            wall, cpu = time.perf_counter(), time.process_time()
+            scores = built[label](completions, **columns)
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            mean, none_share = describe(scores)
+            reply: dict[str, Any] = {"wall": wall, "cpu": cpu, "mean": mean, "none": none_share}
+        except Exception as exc:  # reported to the controller, which leaves the reward out
+            reply = {"error": f"{type(exc).__name__}: {exc}"}
+        print(json.dumps(reply), file=channel)
+    return 0
+
+
+class Side:
+    """A worker process importing the rewards from one checkout."""
+
+    def __init__(self, checkout: Path, args: argparse.Namespace) -> None:
+        command = [sys.executable, str(Path(__file__).resolve()), "--worker", "--data", str(args.data),
+                   "--n", str(args.n), "--seed", str(args.seed)]
+        env = {**os.environ, "PYTHONPATH": str(checkout)}
+        self.process = subprocess.Popen(command, env=env, cwd=checkout, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        text=True, bufsize=1)
+        self.hello = self._read()
+
+    def _read(self) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line:
+            raise SystemExit(f"a benchmark worker exited (code {self.process.wait()}); see its messages above")
+        return json.loads(line)
+
+    def time(self, label: str) -> dict[str, Any]:
+        assert self.process.stdin is not None
+        self.process.stdin.write(label + "\n")
+        self.process.stdin.flush()
+        return self._read()
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait()
+
+
+def side_by_side(args: argparse.Namespace) -> int:
+    """``--base``: every reward both checkouts have, timed alternately on each (module docs)."""
+    sides = {"base": Side(args.base.resolve(), args), "this": Side(REPO, args)}
+    labels = [label for label in sides["this"].hello["labels"] if label in sides["base"].hello["labels"]]
+    if args.only:
+        labels = [label for label in labels if label in args.only.split(",")]
+    load = os.getloadavg()
+    print(f"{args.n} completions from {sides['this'].hello['source']}; base {args.base.resolve()}; "
+          f"this {REPO}; {args.repeat} runs per side, best reported; python {sys.version.split()[0]}")
+    print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (start); {os.cpu_count()} cores\n")
+    header = (f"{'reward':<28}{'base ms/1k':>11}{'this ms/1k':>11}{'wall x':>8}"
+              f"{'base cpu':>10}{'this cpu':>10}{'cpu x':>8}{'mean base':>11}{'mean this':>11}")
+    print(header + "\n" + "-" * len(header), flush=True)
+    per_k = 1000 / args.n
+    for label in labels:
+        runs: dict[str, list[dict[str, Any]]] = {"base": [], "this": []}
+        for i in range(1 if label in SLOW else args.repeat):
+            for side in ("base", "this") if i % 2 == 0 else ("this", "base"):
+                runs[side].append(sides[side].time(label))
+        errors = [r["error"] for rs in runs.values() for r in rs if "error" in r]
+        if errors:
+            print(f"{label:<28}not timed: {errors[0]}")
+            continue
+        wall = {side: min(r["wall"] for r in rs) * 1000 * per_k for side, rs in runs.items()}
+        cpu = {side: min(r["cpu"] for r in rs) * 1000 * per_k for side, rs in runs.items()}
+        print(f"{label:<28}{wall['base']:>11.2f}{wall['this']:>11.2f}{wall['this'] / wall['base']:>7.2f}x"
+              f"{cpu['base']:>10.2f}{cpu['this']:>10.2f}{cpu['this'] / max(cpu['base'], 1e-9):>7.2f}x"
+              f"{runs['base'][0]['mean']:>11.3f}{runs['this'][0]['mean']:>11.3f}", flush=True)
+    load = os.getloadavg()
+    print(f"\nload average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (end)")
+    for side, process in sides.items():
+        for line in process.hello["skipped"]:
+            print(f"skipped ({side}) {line}")
+        process.close()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="GSM8K train.jsonl (question, answer)")
+    parser.add_argument("--n", type=int, default=10_000, help="completions in the batch")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per fast reward (best is reported)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--skip-slow", action="store_true", help="do not run math_equivalence")
+    parser.add_argument("--base", type=Path, help="a checkout to compare with, side by side (module docs)")
+    parser.add_argument("--only", help="with --base: the rewards to time, comma-separated (default: all)")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        return worker(args)
+    if args.base is not None:
+        return side_by_side(args)
+
+    completions, columns, source = build_batch(args.n, args.data, args.seed)
+    built, skipped = build_jobs(columns)
+    print(f"{args.n} completions from {source}; best of {args.repeat} runs; python {sys.version.split()[0]}\n")
+
+    results: list[tuple[str, float, float, float]] = []
+    slow: list[tuple[str, float, float, float]] = []
+    for label, fn in built.items():
+        if label in SLOW and args.skip_slow:
             skipped.append(f"{label}: --skip-slow")
             continue
         try:
-            fn = spec.build(**params)
-            seconds, scores = time_reward(fn, completions, columns, 1 if name in SLOW else args.repeat)
+            seconds, scores = time_reward(fn, completions, columns, 1 if label in SLOW else args.repeat)
         except Exception as exc:  # a reward that cannot run on this batch is reported, not fatal
             skipped.append(f"{label}: {type(exc).__name__}: {exc}")
             continue
         mean, none_share = describe(scores)
-        (slow if name in SLOW else results).append((label, seconds, mean, none_share))
+        (slow if label in SLOW else results).append((label, seconds, mean, none_share))
 
     base = next((s for label, s, _, _ in results if label == "exact_match"), None)
     header = f"{'reward':<28}{'completions/s':>15}{'seconds':>10}{'vs exact_match':>16}{'mean':>10}{'None':>8}"

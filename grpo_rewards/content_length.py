@@ -15,9 +15,9 @@ removes what padding adds:
 3. in what is left, a run repeated three or more times in a row is kept once: one
    character (``.....``, ``-----``), a phrase of up to six words (``ha ha ha ha``,
    ``let me check again let me check again ...``), of up to 24 Chinese, Japanese or
-   Korean characters (``检查一遍检查一遍...``) or of up to 16 other characters written without
-   spaces (``abcabcabc``). A longer phrase said over and over is a repeated piece when it ends a
-   sentence or a line.
+   Korean characters (``检查一遍检查一遍...``) or, inside a run of 24 or more characters written
+   without spaces (a loop is a long run), of up to 16 other characters (``abcabcabc...``). A longer
+   phrase said over and over is a repeated piece when it ends a sentence or a line.
 
 :func:`content_length` is the number of characters left. In token ids (the ``completion_ids``
 column, which the trainer passes) :func:`content_token_count` is the smaller of two counts
@@ -40,8 +40,10 @@ _SAME_CHAR = re.compile(r"(.)\1{2,}", re.DOTALL)
 _SAME_WORDS = re.compile(r"(?<![^ ])((?:[^ ]+ ){1,6}?)\1{2,}")  # on text whose spaces are single, ending in one
 _SAME_CJK = re.compile(r"([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]{2,24}?)\1{2,}")
 _SAME_RUN = re.compile(r"(\S{2,16}?)\1{2,}")  # a loop written without spaces: "abcabcabc", "1+1+1+1+"
-_LONG_RUN = re.compile(r"\S{24}")
-_LIST_LINE = re.compile(r"^[ \t]*(?:(?:step|item)[ \t]*)?(?:\d{1,4}|[a-z])[.):]", re.IGNORECASE | re.MULTILINE)
+_LONG_RUN = re.compile(r"[^ ]{24,}")  # in a text whose whitespace is single spaces
+_LIST_START = r"[ \t]*(?:(?:step|item)[ \t]*)?(?:\d{1,4}|[a-z])[.):]"
+_LIST_FIRST_LINE = re.compile(_LIST_START, re.IGNORECASE)
+_LIST_LINE = re.compile(r"\n" + _LIST_START, re.IGNORECASE)  # a literal first: found without trying each position
 #: a list number or step label at a piece's start: numbered padding repeats the piece after it
 _ENUMERATOR = re.compile(r"^(?:(?:step|item)[ \t]*)?(?:\d{1,4}|[a-z])[.):][ \t]*", re.IGNORECASE)
 _REPEATED_IDS = re.compile(r"(.{1,8}?)\1{2,}", re.DOTALL)  # token ids as characters: a phrase of up to 8 tokens
@@ -58,7 +60,7 @@ def content_text(text: str) -> str:
     pieces = _PIECE_END.split(text)
     spaced = list(map(_SPACE.sub, repeat(" "), pieces))
     keys = map(str.strip, spaced)
-    if _LIST_LINE.search(text):  # a numbered list or steps: "2. Check." is "Check." again
+    if _LIST_FIRST_LINE.match(text) or _LIST_LINE.search(text):  # a numbered list or steps: "2. Check." is "Check."
         keys = map(_ENUMERATOR.sub, repeat(""), keys)
     kept = dict(zip(keys, spaced))  # first occurrence of each piece, in order
     kept.pop("", None)  # blank pieces, and list numbers alone ("1.", "2.", ...)
@@ -66,7 +68,13 @@ def content_text(text: str) -> str:
     if _repeats_words(joined.split(" ")):
         joined = _SAME_WORDS.sub(r"\1", joined + " ")[:-1]
     joined = _SAME_CJK.sub(r"\1", joined)
-    return _SAME_RUN.sub(r"\1", joined) if _LONG_RUN.search(joined) else joined  # a loop is a long run
+    first = _LONG_RUN.search(joined)  # a loop is a long run; most texts have none
+    return joined if first is None else joined[:first.start()] + _LONG_RUN.sub(_without_loops, joined[first.start():])
+
+
+def _without_loops(run: re.Match[str]) -> str:
+    """A long run of characters without spaces, each unit repeated three or more times in a row kept once."""
+    return _SAME_RUN.sub(r"\1", run.group())
 
 
 def content_length(text: str) -> int:

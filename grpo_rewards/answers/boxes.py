@@ -1,8 +1,8 @@
 """Boxed answers: the one scanner of ``\\boxed{...}`` and ``\\fbox{...}`` (nested braces matched, linear).
 
 :func:`iter_boxes` finds every top-level box; :func:`box_contents` reads their contents for extraction
-(``$...$`` inside a box read as text, each content once); ``math_equivalence``'s guards use
-:func:`iter_boxes` too.
+(``$...$`` inside a box read as text, each content once); :func:`last_box` finds the last box command;
+``math_equivalence``'s guards use :func:`iter_boxes` too.
 """
 
 from __future__ import annotations
@@ -24,6 +24,17 @@ def box_text(value: str) -> str:
     if "$" not in bare or bare.startswith("$"):
         return value
     return _TEXT_MODE.sub(lambda m: f"\\text{{{m.group(1)}}}", bare).replace("$", "").replace("\0", "\\$")
+
+
+def last_box(text: str) -> re.Match[str] | None:
+    """The last match of :data:`BOXED` in ``text``, read at the last ``\\boxed``/``\\fbox`` (scanning back only
+    when that one is no box command)."""
+    at = max(text.rfind("\\boxed"), text.rfind("\\fbox"))
+    found = BOXED.match(text, at) if at >= 0 else None
+    if found is None and at >= 0:
+        matches = list(BOXED.finditer(text))
+        found = matches[-1] if matches else None
+    return found
 
 
 def iter_boxes(text: str) -> Iterator[tuple[int, int | None, str | None]]:

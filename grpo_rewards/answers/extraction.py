@@ -62,6 +62,9 @@ is wrong against ``42`` for every reward that wants a number; ``math_equivalence
 compares the list as a set, so ``\\boxed{2} ... \\boxed{3}`` answers "find all
 solutions" with gold ``2, 3``. The same answer tagged or boxed twice is one answer.
 
+Every method but ``regex`` reads unambiguous decimal commas as points (``numbers.decimal_points``); an
+ambiguous one (``3,5`` without a decimal-comma context) is read as written: no number, never ``3`` or ``5``.
+
 Every method strips the answer; an empty extraction (``<answer></answer>``) is no answer.
 When the text has an ``<answer>`` tag, ``auto`` uses the tag alone: a completion cut
 off right after ``<answer>`` has no answer, rather than the last number of its reasoning.
@@ -75,16 +78,19 @@ from collections.abc import Iterable
 
 from grpo_rewards.answers import prose
 from grpo_rewards.answers.arithmetic import evaluate
-from grpo_rewards.answers.boxes import BOXED, box_contents, iter_boxes
+from grpo_rewards.answers.boxes import box_contents, iter_boxes, last_box
 from grpo_rewards.answers.numbers import (
     NUMBER_AT,
     NUMBER_IN_TEXT,
+    ambiguous_comma_around,
+    decimal_points,
     format_number,
     is_list_marker,
     parse_literal,
     widen,
 )
 from grpo_rewards.answers.reasoning import strip_reasoning
+from grpo_rewards.answers.scanning import words
 
 METHODS = ("auto", "answer_tag", "gsm8k", "boxed", "answer_prefix", "last_number", "regex")
 AUTO_ORDER = ("answer_tag", "gsm8k", "boxed", "answer_prefix", "last_number")
@@ -125,20 +131,18 @@ def _prefix_pattern(final: str, answer: str) -> re.Pattern[str]:
 
 _PREFIX = _prefix_pattern(r"final[ \t]+answer", "answer")
 _PREFIX_FOREIGN = _prefix_pattern(_FOREIGN_FINAL, _FOREIGN_ANSWER)
-_PHRASE = re.compile(
-    r"\b(?:(?P<final>final[ \t]+answer)|(?P<answer>answer))(?:[ \t*_]+(?:is|was|would be|will be)"
-    r"|[ \t*_]*(?:(?P<eq>=)|is:))[ \t*_:]*(?P<rest>\S[^\n]*)",
-    re.IGNORECASE,
+_PHRASE = re.compile(  # \b(?:(?P<final>final[ \t]+answer)|(?P<answer>answer))..., case-insensitive
+    words([("final", r"final[ \t]+answer"), ("answer", "answer")])
+    + r"(?i:[ \t*_]+(?:is|was|would be|will be)|[ \t*_]*(?:(?P<eq>=)|is:))[ \t*_:]*(?P<rest>\S[^\n]*)",
 )
 _PHRASE_FOREIGN = re.compile(
     rf"(?:\b|(?=[最答]))(?:(?P<final>{_FOREIGN_FINAL})|(?P<answer>{_FOREIGN_ANSWER}))"
     r"(?:[ \t*_]+(?:est|es|ist|é|è|будет|—)(?!\w)|[ \t*_]*(?:=|是|为|為))[ \t*_:]*(?P<rest>\S[^\n]*)",
     re.IGNORECASE,
 )
-_COMMITMENT = re.compile(
-    r"\b(?:answer|total|result|sum|value|number|count|it|that|this)(?:'s|[ \t]+(?:is|was|would be|will be|comes to|"
-    r"equals|should be|must be))[ \t*_:]*(?P<rest>\S[^\n]*)",
-    re.IGNORECASE,
+_COMMITMENT = re.compile(  # \b(?:answer|total|...)(?:'s| is| ...)..., case-insensitive
+    words(["answer", "total", "result", "sum", "value", "number", "count", "it", "that", "this"])
+    + r"(?i:'s|[ \t]+(?:is|was|would be|will be|comes to|equals|should be|must be))[ \t*_:]*(?P<rest>\S[^\n]*)",
 )
 _MATH_SPAN = re.compile(r"\$\$(.+?)\$\$|\$((?:\\\$|[^$\n])+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]")
 
@@ -177,6 +181,8 @@ _EMPHASIS = re.compile(r"^(\*\*|__|\*)(?=\S)(.*?)(?<=\S)\1$", re.DOTALL)
 
 def _peel_emphasis(value: str) -> str:
     """``value`` without Markdown emphasis around it (``**12**``, ``__12__``, ``*12*``)."""
+    if value[:1] not in ("*", "_"):  # the usual answer: no emphasis to peel
+        return value
     for _ in range(3):
         m = _EMPHASIS.match(value)
         if not m or not m.group(2).strip("*_ \t\n"):  # "____" is a blank to fill, not emphasis
@@ -188,7 +194,11 @@ def _peel_emphasis(value: str) -> str:
 def _answer_tag(text: str) -> str | None:
     if "<a" not in text and "<A" not in text:  # fast path: no tag can start here
         return None
-    pieces = _ANSWER_OPEN.split(text)  # the text before the first tag, then what follows each opening tag
+    return _tag_answer(_ANSWER_OPEN.split(text))
+
+
+def _tag_answer(pieces: list[str]) -> str | None:
+    """The answer of the ``<answer>`` tags of a text split at its opening tags (:func:`_answer_tag`)."""
     if len(pieces) == 1:
         return None
     last = len(pieces) - 1
@@ -249,6 +259,7 @@ def _clean(value: str) -> str:
 
 
 _SENTENCE = re.compile(r"[^.,;:!?\n]*")
+_DIGITS = re.compile(r"[-+−]?\d+")
 _CODE_COMMENT = re.compile(r"[ \t]*#.*\Z")
 
 
@@ -273,6 +284,8 @@ def _after_is(rest: str, assigned: bool = False) -> str | None:
     number = NUMBER_AT.match(rest)
     if number and parse_literal(number.group()) is not None:
         return prose.hedged_span(rest, number) or number.group()
+    if (digits := _DIGITS.match(rest)) and (ambiguous := ambiguous_comma_around(rest, 0, digits.end())):
+        return ambiguous.group()  # "3,5" outside a decimal-comma context: a decimal or a list, as written
     sentence = _SENTENCE.match(rest).group().strip()
     letter = prose.letter_answer(sentence)
     if letter:
@@ -374,8 +387,6 @@ def _announced(text: str) -> tuple[int, int, str] | None:
     return best
 
 
-
-
 def _answer_prefix(text: str) -> str | None:
     best = _announced(text)
     return best[2] if best else None
@@ -424,6 +435,9 @@ def _last_number(text: str) -> str | None:
         found = matches.pop()
         if is_list_marker(text, found) or prose.negated(text, found) or prose.inside(quoted, found.start() - shift):
             continue
+        ambiguous = ambiguous_comma_around(text, found.start(), found.end())
+        if ambiguous:  # "3,5" outside a decimal-comma context: a decimal or a list, never its 3 or its 5
+            return ambiguous.group()
         bound = prose.bound_start(text, found.start())
         if bound is not None:  # "at least 12": a bound, not the answer
             return text[bound:found.end()]
@@ -476,6 +490,8 @@ def extract_answer(text: str, method: str = "auto", *, pattern: str | re.Pattern
     tagged answers and GSM8K-style solutions both work without configuration.
     """
     text = strip_reasoning(text)
+    if method != "regex":  # a custom pattern reads the text as written
+        text = decimal_points(text)  # "1.234,5"; "3,5" in a decimal-comma context
     if method == "regex":
         if pattern is None:
             raise ValueError("extract = 'regex' needs a 'pattern'")
@@ -535,8 +551,9 @@ def _gsm8k_answer(text: str) -> str | None:
 
 
 def _auto(text: str) -> str | None:
-    if _ANSWER_OPEN.search(text):  # a tagged answer decides, even an empty one: no fallback to stray numbers
-        value = _answer_tag(text)
+    pieces = _ANSWER_OPEN.split(text) if "<a" in text or "<A" in text else None
+    if pieces is not None and len(pieces) > 1:  # a tagged answer decides, even an empty one: no fallback to stray numbers
+        value = _tag_answer(pieces)
         if value and ("\\boxed" in text or "\\fbox" in text or "####" in text):
             outside = _outside_tags(text)  # a box or #### outside the tags is a second explicit answer
             others = [v for v in (_gsm8k_answer(outside), _boxed(outside)) if v]
@@ -551,7 +568,7 @@ def _auto(text: str) -> str | None:
         if "inal" in text or "INAL" in text:  # cheap test first: no "final", nothing to do
             announced = _announced(text)
             if announced and announced[0] == 0 and _ALNUM.search(announced[2]):  # not "**Final Answer**\n\\["
-                box_start = _last(BOXED, text).start()
+                box_start = last_box(text).start()
                 if -announced[1] > box_start:
                     return announced[2]  # "Final answer: X" after the last box: the box was an intermediate result
                 revised = prose.after_revision(text, -announced[1] + 1)
@@ -559,7 +576,7 @@ def _auto(text: str) -> str | None:
                 boxed_there = not _ALNUM.search(_ONE_BOX.sub("", announced[2])) and announced[2] != value
                 if not boxed_there and (revised is None or revised > box_start):  # a final answer before the box, not withdrawn, that
                     return _one_answer([value, announced[2]])  # differs: a hedge
-        box = _last(BOXED, text)
+        box = last_box(text)
         hedge = _BOX_HEDGE_BEFORE.search(text, max(0, box.start() - 40), box.start())
         if hedge:  # "12 or \\boxed{13}": a disjunction, as written
             return text[hedge.start():box.start()] + value

@@ -14,6 +14,14 @@ trailing sentence period):
 * digits with thousands groups: ``1,234,567``, ``1 000 000`` (space, no-break or thin
   space), LaTeX ``1{,}234`` and ``1\\,234``; only well-formed groups of three after a
   leading group that does not start with 0 (``0,111`` is no thousands number)
+* a decimal comma where it is unambiguous (:func:`decimal_points`), a comma before one, two, four or more
+  digits: after thousands groups of dots or spaces (``1.234,5``, ``1 234,5``), in LaTeX ``3{,}5``, and, in a
+  text with a decimal-comma context (an answer or result word of Spanish, French, German, Portuguese,
+  Italian or Russian, or a grouped decimal comma elsewhere in it), after digits (``la respuesta es 3,5``:
+  3.5). Without that context such a number (``3,5``, ``1,22``) is ambiguous, a decimal or a list, and is no
+  number: never its ``3`` or its ``5``. A comma before exactly three digits is never a decimal comma: a
+  thousands separator (``1,234``, ``1{,}234``, in every context) or, after a group that is none
+  (``0,111``, ``1.234,567``), no number
 * Indian digit grouping: ``1,23,456``, ``12,34,56,789`` (groups of two before the last three)
 * a sign, including the unicode minus ``−`` and en dash ``–``; ``+5``
 * currency: a symbol ``$``, ``\\$``, ``€``, ``£``, ``¥``, ``₹``, ``₩``, ``₽``, ``₺``, ``₦``, ``₱``, ``₫``
@@ -36,7 +44,8 @@ parse (Python's 4,300-digit ``int(str)`` limit does not apply) up to :data:`MAX_
 characters. Anything else is not a number literal: words and units (``72 apples``),
 arithmetic (``17*23+5``, ``2^{10}``, ``10^{3}`` alone), algebra (``x + 1``), dates (``2023-05-01``),
 times (``12:30``). The ambiguous separators keep one reading each: ``1,234`` is 1234 (a thousands
-group), ``1.234`` is the decimal 1.234, ``1,22`` is no number (a list in an answer).
+group, in every context), ``1.234`` is the decimal 1.234, ``1,22`` is no number (a decimal comma or a
+list: a decimal only in a decimal-comma context).
 
 A :class:`Number` remembers whether it was written with a decimal point or an exponent
 (``decimal``): the precision rule of ``math_equivalence`` rounds only such numbers, as
@@ -56,6 +65,7 @@ from fractions import Fraction
 from functools import lru_cache
 
 from grpo_rewards.answers.number_words import words_value
+from grpo_rewards.answers.scanning import words
 
 MAX_EXPONENT = 400
 MAX_LENGTH = 20_000  # longer strings are not parsed as numbers (keeps junk cheap)
@@ -78,7 +88,7 @@ _VULGAR = re.compile(rf"^([-+]?)(\d*)[ \t]?([{''.join(VULGAR)}])$")
 _MARKDOWN = re.compile(r"^(\*\*|__|\*)(?=\S)(.*?)(?<=\S)\1$", re.DOTALL)
 _MATH_DELIMS = (("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
 _FRAC = re.compile(r"^([-+]?)\\[dtc]?frac\s*(?:\{([^{}]*)\}|(\d))\s*(?:\{([^{}]*)\}|(\d))$")
-_LATEX_NOISE = re.compile(r"\\[,;:! ]|\{,\}")
+_LATEX_NOISE = re.compile(r"\\[,;:! ]|\{,\}(?=\d{3}(?!\d))")  # "1{,}234": a thousands separator; "3{,}5": a comma
 _THOUSANDS_SPACE = "[ \u00a0\u202f\u2009]"
 CURRENCY = "$€£¥₹₩₽₺₦₱₫"
 CURRENCY_CODES = ("USD", "EUR", "GBP", "JPY", "INR", "CNY", "RMB", "CAD", "AUD", "CHF", "HKD", "SGD", "NZD", "KRW",
@@ -218,6 +228,8 @@ def parse_literal(text: str) -> Number | None:
 def _unwrap_percent(text: str) -> tuple[str, bool] | None:
     s = unwrap(text.translate(MINUS_SIGNS))
     s = _LATEX_NOISE.sub("", s).replace("\\$", "$").replace("\\%", "%")
+    if "," in s:  # "3{,}5", "1.234,5": a decimal comma where it is unambiguous
+        s = decimal_points(s.replace("{,}", "."), context=False)  # what _LATEX_NOISE left of "{,}" is a comma
     if "=" in s[:24]:
         variable = _VARIABLE.match(s)
         if variable:  # "x = 12"
@@ -365,6 +377,66 @@ def compared_values(a: Number, b: Number) -> tuple[Fraction, Fraction]:
 def _nearer(percent: Fraction, other: Fraction) -> Fraction:
     as_value = percent / 100
     return percent if abs(percent - other) <= abs(as_value - other) else as_value
+
+
+#: one comma between digits, not inside a longer list or number (``3,5``, ``1,22``, ``1,234``)
+_ONE_COMMA = re.compile(r"\d(?<![\d.,]\d)\d*,\d+(?!\d|[.,]\d)", re.ASCII)
+_THOUSANDS = re.compile(r"[-+]?[1-9]\d{0,2},\d{3}", re.ASCII)
+#: thousands groups of dots or spaces, then a decimal comma (``1.234,5``, ``1 234,5``): a decimal comma in any text
+_GROUPED_COMMA = re.compile(r"\d(?<![\d.,]\d)\d{0,2}(?:(?:\.\d{3})+|(?:[ \u00a0\u202f\u2009]\d{3})+),\d+(?!\d|[.,]\d)",
+                            re.ASCII)
+#: the words that give a text a decimal-comma context: answer and result in languages written with one
+_COMMA_LANGUAGE = re.compile(words([
+    "respuesta", "resultado", r"r[ée]ponse", r"r[ée]sultat", "antwort", "ergebnis", "resposta", "risposta",
+    "risultato", "ответ", "результат", "итог"]))
+#: a comma that may be a decimal comma: before one, two, four or more digits (never before a group of three)
+_DECIDABLE_COMMA = re.compile(r",(?!\d{3}(?!\d))\d", re.ASCII)
+
+
+def ambiguous_comma(literal: str) -> bool:
+    """Whether ``literal`` is a number written with one comma that is no thousands group (``3,5``, ``1,22``,
+    ``0,111``): a decimal comma or a list, which only a decimal-comma context decides."""
+    return _ONE_COMMA.fullmatch(literal.lstrip("-+−")) is not None and _THOUSANDS.fullmatch(literal) is None
+
+
+def ambiguous_comma_around(text: str, start: int, end: int) -> re.Match[str] | None:
+    """The number written with an ambiguous comma (:func:`ambiguous_comma`) that the digits ``text[start:end]``
+    open or close (``3`` or ``5`` of ``3,5``), or ``None``."""
+    if text[end:end + 1] != "," and text[start - 1:start] != ",":
+        return None
+    for found in _ONE_COMMA.finditer(text, max(0, start - 40), min(len(text), end + 40)):
+        if found.start() <= start and end <= found.end() and ambiguous_comma(found.group()):
+            return found
+    return None
+
+
+def decimal_points(text: str, *, context: bool | None = None) -> str:
+    """``text`` with each unambiguous decimal comma written as a point (module docs): after thousands groups of
+    dots or spaces always; one comma that is no thousands group (``3,5``) when the text has a decimal-comma
+    context (``context=None``: decided from ``text``; ``False``: none; ``True``: given)."""
+    if "," not in text or _DECIDABLE_COMMA.search(text) is None:
+        return text  # "1,234": every comma is before a group of three
+    grouped = _GROUPED_COMMA.search(text) is not None
+    if grouped:
+        text = _GROUPED_COMMA.sub(_grouped_point, text)
+    if context is False or not any(ambiguous_comma(m.group()) for m in _ONE_COMMA.finditer(text)):
+        return text  # no comma left that a context would decide ("1,234" is thousands in any text)
+    if context is None:
+        context = grouped or _COMMA_LANGUAGE.search(text) is not None
+    return _ONE_COMMA.sub(_comma_point, text) if context else text
+
+
+def _grouped_point(found: re.Match[str]) -> str:
+    whole, _, decimals = found.group().rpartition(",")
+    if len(decimals) == 3:  # "1.234,567": a group of three after the comma, no number
+        return found.group()
+    return re.sub(r"[. \u00a0\u202f\u2009]", "", whole) + "." + decimals
+
+
+def _comma_point(found: re.Match[str]) -> str:
+    literal = found.group()
+    decimals = literal.rpartition(",")[2]
+    return literal.replace(",", ".") if len(decimals) != 3 and ambiguous_comma(literal) else literal
 
 
 def is_list_marker(text: str, match: re.Match[str]) -> bool:

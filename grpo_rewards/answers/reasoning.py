@@ -35,29 +35,35 @@ def reasoning_tags(extra: str | tuple[str, ...] | None = None) -> tuple[str, ...
     return REASONING_TAGS + tuple(t for t in more if t not in REASONING_TAGS)
 
 
+_DEFAULT_PATTERN = _tag_pattern(REASONING_TAGS)
+
+
 def strip_reasoning(text: str, tags: tuple[str, ...] = REASONING_TAGS) -> str:
     """``text`` without its reasoning blocks (module docs)."""
     if "<" not in text:  # fast path: no tag at all
         return text
-    if tags is REASONING_TAGS and not any(w in text for w in ("hink", "HINK", "easoning", "EASONING")):
-        return text  # fast path: no default reasoning tag can be there
-    pattern = _tag_pattern(tags)
-    first = pattern.search(text)
-    if first is None:
+    if tags is REASONING_TAGS:
+        if not ("hink" in text or "easoning" in text or "HINK" in text or "EASONING" in text):
+            return text  # fast path: no default reasoning tag can be there
+        pattern = _DEFAULT_PATTERN
+    else:
+        pattern = _tag_pattern(tags)
+    pieces = pattern.split(text)  # text, "/" or "" (closing or opening tag), text, ...
+    if len(pieces) == 1:
         return text
+    if len(pieces) == 5 and not pieces[1] and pieces[3]:  # the usual case: one block, opened and closed
+        return pieces[0] + pieces[4]
     out: list[str] = []
     inside = False
-    pos = 0
-    for tag in pattern.finditer(text, first.start()):
-        if tag.group(1) != "/":
+    for k in range(1, len(pieces), 2):  # pieces[k] is a tag's slash, pieces[k - 1] the text before the tag
+        if not pieces[k]:
             if not inside:
-                out.append(text[pos:tag.start()])
+                out.append(pieces[k - 1])
                 inside = True
         else:
             if not inside:  # a lone closing tag: everything before it was reasoning
                 out.clear()
             inside = False
-            pos = tag.end()
     if not inside:
-        out.append(text[pos:])
+        out.append(pieces[-1])
     return "".join(out)

@@ -3,10 +3,11 @@
 For a generated gold (:func:`grpo_rewards.testing.strategies.golds`) and a right form of it:
 
 * **right stays right**: wrapping the right form in any marker, sentence, Markdown or LaTeX wrapper,
-  language or model-family template (:func:`~grpo_rewards.testing.strategies.right_completions`) scores
-  the reward's full value;
+  language or model-family template (:func:`~grpo_rewards.testing.strategies.right_completions`; a decimal
+  written with a decimal comma in a sentence of a language written with one) scores the reward's full value;
 * **wrong stays wrong**: a wrong answer with the right value written where no answer is (a hedge, a
-  revision to the wrong value, a quoted or negated claim, a postscript, a draft in the reasoning:
+  revision to the wrong value, a quoted or negated claim, a postscript, a draft in the reasoning, an integer
+  gold followed by a comma and digits outside a decimal-comma context:
   :func:`~grpo_rewards.testing.strategies.disguised_wrong`) never scores the full value;
 * **padding never pays**: no padding of :data:`~grpo_rewards.testing.strategies.PADDINGS` (blank lines,
   spaces, repeated sentences, numbered lists, loops without spaces, CJK loops) repeated 40 or 300 times

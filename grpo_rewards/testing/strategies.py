@@ -252,6 +252,9 @@ MARKERS = ("<answer>{}</answer>", "<answer>\n{}\n</answer>", "\\boxed{{{}}}", "#
 #: sentences and languages that announce one number (or an option letter)
 SENTENCES = ("The answer is {}.", "So the final answer is {}.", "Therefore, the answer is {}.",
              "The final answer is: {}", "La respuesta final es {}.", "Die Antwort ist {}.", "答案是 {}")
+#: sentences in languages written with a decimal comma: a decimal answer there may be written with one ("3,5")
+DECIMAL_COMMA_SENTENCES = ("La respuesta es {}.", "La réponse est {}.", "Die Antwort ist {}.", "A resposta é {}.",
+                           "La risposta è {}.", "Ответ: {}.")
 #: wrappers of the answer itself
 WRAPPERS = ("{}", "${}$", "\\({}\\)", "**{}**", "$\\boxed{{{}}}$")
 #: the answer forms of the model families users train
@@ -279,7 +282,11 @@ def right_completions(gold: Gold) -> st.SearchStrategy[str]:
         frames += SENTENCES
     if kind in ("set", "interval", "expression", "unit"):  # a list or text: the explicit markers hold it whole
         frames = [f for f in frames if not f.startswith(("#### ", "Answer: ", "<answer>The"))] + ["\\boxed{{{}}}"]
-    return st.tuples(st.sampled_from(frames), st.sampled_from(wrappers)).map(lambda fw: _frame(gold.right, *fw))
+    framed = st.tuples(st.sampled_from(frames), st.sampled_from(wrappers)).map(lambda fw: _frame(gold.right, *fw))
+    if kind == "decimal" and len(gold.reference.partition(".")[2]) != 3:  # ",ddd" is a thousands group everywhere
+        comma = gold.reference.replace(".", ",")
+        return st.one_of(framed, st.sampled_from(DECIMAL_COMMA_SENTENCES).map(lambda f: f.format(comma)))
+    return framed
 
 
 def _frame(answer: str, frame: str, wrapper: str) -> str:
@@ -309,6 +316,8 @@ def disguised_wrong(gold: Gold) -> st.SearchStrategy[str]:
         forms += [f"The answer is {w} or {r}.", f"The answer is at least {r}.", f"<answer>{w} or {r}</answer>",
                   f"So it is {w}, not {r}.", f"The answer is {w}.\n\nP.S. Some people get {r}.",
                   f"The answer is {r} (or {w} if we count again)."]
+    if gold.kind == "integer":  # "12,5" outside a decimal-comma context: a decimal or a list, never its 12
+        forms += [f"The answer is {gold.reference},5.", f"So we get {gold.reference},25 in all."]
     return st.sampled_from(forms)
 
 

@@ -32,7 +32,7 @@ import pytest
 import grpo_rewards
 
 CASES_DIR = Path(__file__).parent / "cases"
-SUITES = ("math_verify", "open_r1", "trl", "unsloth", "verifiers")
+SUITES = ("math_verify", "open_r1", "trl", "unsloth", "verifiers", "lm_eval", "simple_evals", "qwen_math")
 TOLERANCE = 1e-9
 
 

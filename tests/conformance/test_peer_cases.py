@@ -1,7 +1,9 @@
 """Every peer suite's cases (``cases/<suite>.json``) against the built-in meant to reproduce each peer function:
 Math-Verify's tables against ``math_equivalence``; open-r1's against ``math_equivalence``, ``strict_format`` and
 ``xml_count``; TRL's against ``math_equivalence``; the Unsloth notebooks' against ``exact_match``,
-``integer_format``, ``strict_format``, ``soft_format``, ``xml_count`` and ``numeric_proximity``."""
+``integer_format``, ``strict_format``, ``soft_format``, ``xml_count`` and ``numeric_proximity``; the graders of
+lm-evaluation-harness and simple-evals on the answer formats of the model families users train against
+``exact_match``; Qwen2.5-Math's grader too."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from grpo_rewards.isolation import pool as timeout_pool
 
 from . import suite
 
-SUITES = ("math_verify", "open_r1", "trl", "unsloth", "verifiers")
+SUITES = suite.SUITES
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -1,5 +1,5 @@
-"""The grammar's table of forms (grpo_rewards/answers/forms.py): every row holds when its reward scores it, and
-docs/answers.md shows exactly the table."""
+"""The grammar's table of forms (grpo_rewards/answers/forms.py): every row holds when its reward scores it, every
+literal reads as its row says, and docs/answers.md is exactly the page rendered from the table."""
 
 from __future__ import annotations
 
@@ -23,13 +23,24 @@ def test_each_form_scores_as_the_table_says(built: dict, form: forms.Form) -> No
     assert built[form.reward]([form.completion], answer=[form.reference]) == [1.0 if form.paid else 0.0]
 
 
-def test_the_page_shows_the_table() -> None:
+@pytest.mark.parametrize("reading", forms.READINGS, ids=lambda r: r.written[0])
+def test_each_literal_reads_as_the_table_says(reading: forms.Reading) -> None:
+    assert [forms.shown(w) for w in reading.written] == list(reading.values)
+
+
+def test_the_page_is_the_rendered_table() -> None:
     page = forms.PAGE.read_text(encoding="utf-8")
-    assert forms.render() in page, "docs/answers.md is stale: run python -m grpo_rewards.answers.forms"
+    assert page == forms.render(), "docs/answers.md is stale: run python -m grpo_rewards.answers.forms"
 
 
-def test_write_replaces_only_the_generated_part(tmp_path) -> None:
+def test_every_section_of_the_table_is_on_the_page() -> None:
+    page = forms.render()
+    for form in forms.FORMS:
+        assert f"| {forms._cell(form.completion)} | {forms._cell(form.reference)} | {form.reward} |" in page
+
+
+def test_write_writes_the_rendered_page(tmp_path) -> None:
     page = tmp_path / "answers.md"
-    page.write_text(f"head\n{forms.BEGIN}\nold rows\n{forms.END}\ntail\n", encoding="utf-8")
+    page.write_text("old\n", encoding="utf-8")
     forms.write(page)
-    assert page.read_text(encoding="utf-8") == f"head\n{forms.render()}\ntail\n"
+    assert page.read_text(encoding="utf-8") == forms.render()
