@@ -11,6 +11,7 @@ answer, capped at ``MAX_ANSWER_CHARS``).
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import pytest
@@ -67,20 +68,28 @@ SHAPES: dict[str, str] = {
 COLUMNS = {"answer": "12", "schema": '{"type": "object"}', "language": "python",
            "keywords": ["invoice"], "ideal": "Dear Jane", "recipient": "Jane Smith"}
 NEEDS_A_SANDBOX = {"code_execution", "code_execution_binary"}  # their extraction is checked below
+# a model of the run's scores at most its max_length tokens of a completion (tests/core/test_reward_model_builtin.py)
+NEEDS_A_MODEL = {"reward_model"}
 PARAMS = {"math_equivalence": {"workers": 1}, "cosine_scaled": {}}
+JUDGES = {"llm_judge", "pairwise_judge"}  # rendered into a prompt and sent to a scripted local judge (same process)
 
 
 def _rewards() -> list[str]:
-    return sorted(set(get_registry().rewards) - NEEDS_A_SANDBOX)
+    return sorted(set(get_registry().rewards) - NEEDS_A_SANDBOX - NEEDS_A_MODEL)
 
 
 @pytest.fixture(scope="module", params=_rewards())
 def scorer(request: pytest.FixtureRequest):
-    fn = reward(request.param, **PARAMS.get(request.param, {}))
-    spec = get_registry().rewards[request.param]
-    columns = {c: [COLUMNS[c]] for c in spec.columns if c in COLUMNS}
-    fn(["<answer>12</answer>"], **columns)  # warm: worker processes start here, not in the timed call
-    return request.param, fn, columns
+    from grpo_rewards.judges.scripted import ScriptedEndpoint
+
+    with ScriptedEndpoint() if request.param in JUDGES else contextlib.nullcontext() as endpoint:
+        params = {"model": "judge", "base_url": endpoint.base_url, "question": "Right?"} if endpoint else PARAMS.get(request.param, {})
+        fn = reward(request.param, **params)
+        spec = get_registry().rewards[request.param]
+        columns = {c: [COLUMNS[c]] for c in spec.columns if c in COLUMNS}
+        columns["prompts"] = ["What is 5 + 7?"]  # as TRL passes it to every reward (group rewards group by it)
+        fn(["<answer>12</answer>"], **columns)  # warm: worker processes start here, not in the timed call
+        yield request.param, fn, columns
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))

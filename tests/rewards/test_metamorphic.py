@@ -37,6 +37,10 @@ NOT_CHECKED = {
     "code_execution_binary": "runs code in the sandbox; its extraction is checked below",
     "email_rules": "pays for the words of an email reply (keywords, length): no answer, and words are its content",
     "json_schema": "reads the same JSON as json_valid, then checks it against the row's schema",
+    "llm_judge": "a model's verdict on a rubric, no reference: its template is checked by the injection probes",
+    "pairwise_judge": "a model's preference between two completions: checked by the injection probes",
+    "majority_vote": "agreement within a group, no reference: its answers are read by the same grammar",
+    "reward_model": "a trained model's score, no reference: tests/core/test_reward_model_builtin.py",
 }
 COLUMNS = {"language": "python", "schema": '{"type": "object"}'}
 
