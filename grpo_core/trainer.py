@@ -7,7 +7,8 @@
                                      finished groups as it arrives, while the rest generates, where the
                                      backend hands groups over: ``generation.score_during_generation``)
         4. advantages                ``(R - group mean) / (group std + 1e-4)`` (grpo_core.algorithm.advantages)
-        5. policy update             ``num_iterations`` optimizer steps on this batch, each over
+        5. policy update             ``num_iterations`` passes over this batch, each an optimizer step per slice
+                                     of it (one slice unless ``steps_per_generation`` says more), each over
                                      ``gradient_accumulation_steps`` micro-batches (grpo_core.algorithm.loss)
         then metrics, samples, checkpoint; every ``eval_every`` steps (and at the end) the held-out
         rows get one greedy completion each, scored by the same rewards (``eval/...`` metrics);
@@ -16,9 +17,9 @@
 Memory: each forward/backward sees at most the step plan's ``micro_batch_tokens`` padded tokens (whole rows; a row
 longer than that runs alone), so activation memory is bounded by that budget, not by the group size.
 
-``max_steps`` counts loop steps (generation batches); with ``num_iterations = mu`` the optimizer
-and the LR schedule take ``mu`` steps per loop step. Old log-probs (mu > 1) are computed once per
-batch, before the first update; reference log-probs (beta != 0) come from
+``max_steps`` counts loop steps (generation batches); with ``num_iterations = mu`` and ``k`` slices the
+optimizer and the LR schedule take ``mu * k`` steps per loop step. Old log-probs (``mu * k > 1``) are computed
+once per batch, before the first update; reference log-probs (beta != 0) come from
 ``models.reference_model`` (with LoRA: the same model, adapter disabled).
 
 Precision: forwards run under the autocast of ``models.compute_dtype`` (a 16-bit checkpoint fully
@@ -67,6 +68,7 @@ the no-grad passes use the model as they do without an engine; checkpoints gathe
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import math
 import os
@@ -552,35 +554,41 @@ class Trainer:
         return total, {alias: _concat([c[alias] for _, c in parts]) for alias in columns}
 
     def _update(self, batch: Generation, advantages: torch.Tensor) -> dict[str, float]:
-        """``num_iterations`` optimizer steps on one generation batch; returns averaged loss metrics.
+        """``num_iterations`` passes over one generation batch, each an optimizer step per slice of it (one slice,
+        the whole batch, unless ``steps_per_generation`` says more); returns averaged loss metrics.
 
         Each of the ``gradient_accumulation_steps`` micro-batches (the loss normalisation unit, as in
         TRL) runs as row slices of at most ``micro_batch_tokens`` padded tokens, one forward/backward
         each, with the same loss and gradients as the whole micro-batch at once (grpo_core.algorithm.loss). With several
         processes the micro-batches are those of the whole step, each rank running the rows it holds against the
-        micro-batch's global row and token counts (the module docs)."""
+        micro-batch's global row and token counts (the module docs).
+
+        With ``steps_per_generation = k * gradient_accumulation_steps`` the batch is generated once for ``k``
+        optimizer steps, each on its slice (TRL's ``_prepare_inputs``), and, as in TRL, the old policy's log-probs
+        are computed once, before the first of them, whenever the batch trains more than one optimizer step."""
         g, gen = self.cfg.grpo, self.cfg.generation
-        plan = self._plan(batch)
+        plans = self._plans(batch)  # one per optimizer step of a pass over the batch
         # a sampler other than the policy that reports its log-probs (vLLM) is corrected against the trainer's own
         sampled = batch.sampling_logps is not None and not batch.sampler_is_policy and gen.importance_sampling != "none"
         # one optimizer step on the batch and a forward that draws no random numbers: the old policy's log-probs
         # are the training forward's own, and the correction is read off each forward (no extra pass; TRL runs one)
         correction = _Correction(batch, gen, self.world) if sampled else None
-        fused = correction is not None and g.num_iterations == 1 and not has_active_dropout(self.model)
-        old, ref = self._fixed_logps(plan, need_old=g.num_iterations > 1 or (sampled and not fused),
-                                     need_ref=g.beta != 0.0)
+        one_step = g.num_iterations == 1 and len(plans) == 1
+        fused = correction is not None and one_step and not has_active_dropout(self.model)
+        old, ref = self._fixed_logps(plans, need_old=not one_step or (sampled and not fused), need_ref=g.beta != 0.0)
         is_ratio = None
         if correction is not None and not fused:  # against the old-policy pass, the whole batch at once
             is_ratio = correction.ratio(old, torch.arange(old.size(0)))  # type: ignore[union-attr]
         # FSDP2 and ZeRO: each forward/backward is a collective; a rank with fewer passes adds passes that
         # contribute nothing
-        idle = self.engine.idle_passes(plan.passes)
+        idle = [self.engine.idle_passes(plan.passes) for plan in plans]
         records: list[dict[str, float]] = []  # per (iteration, micro-batch): this rank's share of its metrics
         grad_norms: list[float] = []
         for iteration in range(g.num_iterations):
-            records += self._accumulate(plan, advantages, old, ref, is_ratio, idle, with_entropy=iteration == 0,
-                                        correction=correction if fused else None)
-            grad_norms.append(self.engine.optimizer_step())
+            for plan, idle_passes in zip(plans, idle, strict=True):
+                records += self._accumulate(plan, advantages, old, ref, is_ratio, idle_passes,
+                                            with_entropy=iteration == 0, correction=correction if fused else None)
+                grad_norms.append(self.engine.optimizer_step())
         is_metrics = correction.metrics() if correction is not None else {}
         sums: dict[str, float] = {}
         counts_of: dict[str, int] = {}
@@ -592,9 +600,14 @@ class Trainer:
         out["grad_norm"] = sum(grad_norms) / len(grad_norms)  # the same on every rank (summed gradients)
         return {**out, **is_metrics}
 
-    def _plan(self, batch: Generation) -> _Plan:
-        """The step's sequences, the loss mask, and this rank's rows of each micro-batch cut into slices."""
-        g = self.cfg.grpo
+    def _plans(self, batch: Generation) -> list[_Plan]:
+        """The step's sequences, the loss mask, and this rank's rows of each micro-batch cut into slices: one plan
+        per optimizer step of a pass over the batch. With several optimizer steps per generation batch
+        (``steps_per_generation``), each process's rows are cut into that many consecutive parts, as TRL splits
+        each process's generation batch, and step ``s`` takes part ``s`` of every process, its micro-batches cut
+        from those rows in the single-process order; the dapo-style normalisers count the batch's tokens divided by
+        the number of steps (TRL's ``num_items_in_batch * gradient_accumulation_steps / steps_per_generation``)."""
+        g, steps = self.cfg.grpo, self.cfg.optimizer_steps_per_generation
         input_ids = torch.cat([batch.prompt_ids, batch.completion_ids], dim=1)
         attention_mask = torch.cat([batch.prompt_mask, batch.completion_mask], dim=1)
         mask = batch.completion_mask.clone()
@@ -605,15 +618,24 @@ class Trainer:
             counts = torch.tensor(_concat(all_gather_objects(counts.tolist(), self.world)), dtype=counts.dtype,
                                   device=counts.device)
         mine = share(counts.numel(), self.world)
-        micro, group_sizes = [], []  # this rank's rows of each micro-batch; its global rows and tokens
-        for rows in torch.arange(counts.numel()).tensor_split(g.gradient_accumulation_steps):
-            first, last = max(int(rows[0]), mine.start), min(int(rows[-1]) + 1, mine.stop)
-            micro.append(torch.arange(first - mine.start, max(first, last) - mine.start))
-            group_sizes.append((len(rows), counts[rows].sum()))
-        slices = [idx.split(rows_per_slice(input_ids.size(1), self.step_plan.micro_batch_tokens)) if len(idx) else ()
-                  for idx in micro]
-        return _Plan(input_ids, attention_mask, batch.completion_ids.size(1), mask, counts.sum(), slices,
-                     group_sizes, batch.sampling_logps)
+        if steps == 1:
+            step_rows = [torch.arange(counts.numel())]
+        else:  # part s of every rank's rows, in rank order
+            ranks = [share(counts.numel(), dataclasses.replace(self.world, rank=r)) for r in range(self.world.size)]
+            parts = [torch.arange(r.start, r.stop).tensor_split(steps) for r in ranks]
+            step_rows = [torch.cat([p[s] for p in parts]) for s in range(steps)]
+        items = counts.sum() if steps == 1 else counts.sum() / steps
+        per_slice = rows_per_slice(input_ids.size(1), self.step_plan.micro_batch_tokens)
+        plans = []
+        for rows_of_step in step_rows:
+            micro, group_sizes = [], []  # this rank's rows of each micro-batch; its global rows and tokens
+            for rows in rows_of_step.tensor_split(g.gradient_accumulation_steps):
+                micro.append(rows[(rows >= mine.start) & (rows < mine.stop)] - mine.start)
+                group_sizes.append((len(rows), counts[rows].sum()))
+            slices = [idx.split(per_slice) if len(idx) else () for idx in micro]
+            plans.append(_Plan(input_ids, attention_mask, batch.completion_ids.size(1), mask, items, slices,
+                               group_sizes, batch.sampling_logps))
+        return plans
 
     def _logps(self, model: Any, plan: _Plan, idx: torch.Tensor, with_entropy: bool = False
                ) -> tuple[torch.Tensor, Any]:
@@ -626,16 +648,17 @@ class Trainer:
                            temperature=self.cfg.generation.temperature, chunk_size=step.logprob_chunk_size,
                            with_entropy=with_entropy, share_prompts=step.share_prompts)
 
-    def _fixed_logps(self, plan: _Plan, need_old: bool, need_ref: bool
+    def _fixed_logps(self, plans: list[_Plan], need_old: bool, need_ref: bool
                      ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """The old policy's and the reference model's log-probs of the step's rows (no gradients, eval mode: no
-        dropout, LoRA's included), each only when needed."""
+        dropout, LoRA's included), each only when needed; ``plans`` cover this rank's rows in order."""
         old = ref = None
         was_training = self.model.training
         self.model.eval()
         try:
             with torch.no_grad(), self.engine.whole_model() if need_old or need_ref else contextlib.nullcontext():
-                everything = [part for parts in plan.slices for part in parts]  # one [rows, K] tensor each
+                plan = plans[0]  # the sequences every plan shares
+                everything = [part for p in plans for parts in p.slices for part in parts]  # one [rows, K] tensor each
                 if need_old:
                     old = torch.cat([self._logps(self.model, plan, i)[0] for i in everything])
                 if need_ref:

@@ -252,6 +252,16 @@ def cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None:
             doc.problem(("grpo", "gradient_accumulation_steps"),
                         f"must divide prompts_per_step * num_generations = {seqs} (each step's sequences are "
                         f"split into that many micro-batches), got {o.gradient_accumulation_steps}")
+    spg = o.steps_per_generation
+    if spg is not None and spg > 0 and o.gradient_accumulation_steps > 0:
+        if spg % o.gradient_accumulation_steps:
+            doc.problem(("grpo", "steps_per_generation"),
+                        f"must be a multiple of gradient_accumulation_steps ({o.gradient_accumulation_steps}): a "
+                        f"generation batch trains whole optimizer steps, got {spg}")
+        elif o.prompts_per_step > 0 and g.num_generations > 0 and (o.prompts_per_step * g.num_generations) % spg:
+            doc.problem(("grpo", "steps_per_generation"),
+                        f"must divide prompts_per_step * num_generations = {o.prompts_per_step * g.num_generations} "
+                        f"(the generation batch is split into that many micro-batches), got {spg}")
 
     if not lo.target_modules or (isinstance(lo.target_modules, list) and not all(lo.target_modules)):
         doc.problem(("lora", "target_modules"), 'names no module: give "all-linear" or a list such as '

@@ -122,6 +122,9 @@ class GRPOConfig:
     learning_rate: float = 1e-6
     prompts_per_step: int = 4
     gradient_accumulation_steps: int = 1
+    # TRL's: micro-batches per generation batch (None: gradient_accumulation_steps, one optimizer step per
+    # generation batch); k times gradient_accumulation_steps: generated once, k optimizer steps on its k slices
+    steps_per_generation: int | None = None
     max_steps: int = 100
     num_iterations: int = 1
     beta: float = 0.0
@@ -267,6 +270,7 @@ LIMITS: dict[tuple[str, str], tuple[float | None, float | None]] = {
     ("grpo", "learning_rate"): (1e-12, 1),
     ("grpo", "prompts_per_step"): (1, 10**6),
     ("grpo", "gradient_accumulation_steps"): (1, 10**6),
+    ("grpo", "steps_per_generation"): (1, 10**6),
     ("grpo", "max_steps"): (1, BIG),
     ("grpo", "num_iterations"): (1, 1000),
     ("grpo", "beta"): (0, None),
@@ -329,6 +333,19 @@ class RunConfig:
     @property
     def sequences_per_step(self) -> int:
         return self.grpo.prompts_per_step * self.generation.num_generations
+
+    @property
+    def optimizer_steps_per_generation(self) -> int:
+        """Optimizer steps on each slice of a generation batch, one pass: ``steps_per_generation /
+        gradient_accumulation_steps`` (1 when unset)."""
+        g = self.grpo
+        return (g.steps_per_generation or g.gradient_accumulation_steps) // g.gradient_accumulation_steps
+
+    @property
+    def optimizer_steps_per_step(self) -> int:
+        """Optimizer steps (and learning-rate steps) per loop step: ``num_iterations`` passes over the generation
+        batch's slices."""
+        return self.grpo.num_iterations * self.optimizer_steps_per_generation
 
     def to_dict(self) -> dict[str, Any]:
         """The sections as plain data (JSON/TOML-able) plus the raw ``rewards`` tables."""

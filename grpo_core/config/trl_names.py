@@ -84,7 +84,7 @@ TRL_FIELDS: dict[str, TrlField] = {
                                                       "completions: prompts_per_step = it / num_generations"),
     "gradient_accumulation_steps": _same(1, "grpo.gradient_accumulation_steps"),
     "max_steps": _derived(-1, STEPS, "TRL counts optimizer steps; ours counts generation batches: max_steps / "
-                                     "num_iterations"),
+                                     "(num_iterations x steps_per_generation / gradient_accumulation_steps)"),
     "num_train_epochs": _derived(3.0, STEPS, "the steps of that many passes over the rows, "
                                              "len(train_dataset) // prompts_per_step each, as TRL counts"),
     "save_strategy": _derived("steps", "checkpoint.every", "\"steps\": every save_steps; \"no\": never"),
@@ -127,10 +127,9 @@ TRL_FIELDS: dict[str, TrlField] = {
     "num_generations_eval": _no(None, "the held-out rows get one greedy completion each"),
     "max_completion_length": _same(512, "generation.max_completion_length"),
     "ds3_gather_for_generation": _inert(True, "ZeRO-3 is not offered ([distributed] zero_stage <= 2)"),
-    "generation_batch_size": _derived(None, BATCH, "prompts_per_step = generation_batch_size / num_generations, "
-                                                   "one optimizer step per iteration"),
-    "steps_per_generation": _derived(None, BATCH, "must equal gradient_accumulation_steps: one generation batch is "
-                                                  "one optimizer step per iteration here"),
+    "generation_batch_size": _derived(None, BATCH, "prompts_per_step = generation_batch_size / num_generations "
+                                                   "(grpo.steps_per_generation splits it over optimizer steps)"),
+    "steps_per_generation": _same(None, "grpo.steps_per_generation"),
     "temperature": _same(1.0, "generation.temperature"),
     "top_p": _same(1.0, "generation.top_p"),
     "top_k": _same(0, "generation.top_k"),
