@@ -730,10 +730,21 @@ class Trainer:
                 for i in range(len(records))]
 
     def _evaluate(self) -> dict[str, float]:
-        """One greedy completion per held-out row, scored by the run's rewards: ``eval/reward/mean``,
-        ``eval/rewards/<alias>`` and ``eval/completion_length/mean``. Greedy decoding draws no random
-        numbers, so evaluating does not change the training run."""
-        per_call = self.cfg.grpo.prompts_per_step * self.cfg.generation.num_generations
+        """One greedy completion per held-out row (``generation.num_generations_eval`` unset), or a group of that
+        many sampled as training samples (TRL's ``num_generations_eval``), scored by the run's rewards:
+        ``eval/reward/mean``, ``eval/rewards/<alias>`` and ``eval/completion_length/mean`` over every completion.
+        Greedy decoding draws no random numbers, and sampling draws them from a copy of the generators' state, so
+        evaluating does not change the training run."""
+        group = self.cfg.generation.num_generations_eval
+        if group is None:
+            return self._evaluate_groups(1, greedy=True)
+        devices = [self.device] if torch.device(self.device).type == "cuda" else []
+        with torch.random.fork_rng(devices=devices):
+            return self._evaluate_groups(group, greedy=False)
+
+    def _evaluate_groups(self, group: int, greedy: bool) -> dict[str, float]:
+        """:meth:`_evaluate` with ``group`` completions per held-out row."""
+        per_call = max(1, self.cfg.sequences_per_step // group)  # prompts per generate call
         mine = share(len(self.eval_rows), self.world)  # each rank its share of the held-out rows
         prompts, rows = self.eval_prompts[mine], self.eval_rows[mine]
         totals: list[float] = []
@@ -741,8 +752,8 @@ class Trainer:
         lengths: list[float] = []
         with self.engine.whole_model():  # the ranks' shares may take different numbers of calls
             for start in range(0, len(rows), per_call):
-                batch = self.backend.generate(prompts[start : start + per_call], 1, greedy=True)
-                total, cols = self._score(rows[start : start + per_call], batch, k=1)
+                batch = self.backend.generate(prompts[start : start + per_call], group, greedy=greedy)
+                total, cols = self._score(rows[start : start + per_call], batch, k=group)
                 totals += total.tolist()
                 lengths += batch.completion_mask.sum(1).float().tolist()
                 for alias, values in cols.items():

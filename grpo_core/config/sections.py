@@ -89,6 +89,8 @@ class DataConfig:
 class GenerationConfig:
     backend: str = "transformers"
     num_generations: int = 8
+    # held-out evaluation: None, one greedy completion per row; n, a group of n sampled completions (TRL's)
+    num_generations_eval: int | None = None
     max_completion_length: int = 256
     temperature: float = 1.0
     top_p: float = 1.0
@@ -261,6 +263,7 @@ LIMITS: dict[tuple[str, str], tuple[float | None, float | None]] = {
     ("data", "limit"): (1, None),
     ("data", "shuffle_buffer"): (1, BIG),
     ("generation", "num_generations"): (2, 65536),
+    ("generation", "num_generations_eval"): (1, 65536),
     ("generation", "max_completion_length"): (1, 10**7),
     ("generation", "decode_check_every"): (1, 10**7),
     ("generation", "temperature"): (1e-6, 100),

@@ -124,7 +124,7 @@ TRL_FIELDS: dict[str, TrlField] = {
     "router_aux_loss_coef": _no(None, "the MoE load-balancing loss is not added"),
     # ---- GRPOConfig: generation
     "num_generations": _same(8, "generation.num_generations"),
-    "num_generations_eval": _no(None, "the held-out rows get one greedy completion each"),
+    "num_generations_eval": _same(None, "generation.num_generations_eval"),
     "max_completion_length": _same(512, "generation.max_completion_length"),
     "ds3_gather_for_generation": _inert(True, "ZeRO-3 is not offered ([distributed] zero_stage <= 2)"),
     "generation_batch_size": _derived(None, BATCH, "prompts_per_step = generation_batch_size / num_generations "

@@ -138,7 +138,7 @@ def grpo_config_kwargs(cfg: RunConfig) -> dict[str, Any]:
             kwargs["generation_kwargs"] = {"stop": list(g.stop)}  # vLLM's SamplingParams(stop=...)
     if lg.eval_every:
         kwargs.update(eval_strategy="steps", eval_steps=lg.eval_every * mu,
-                      per_device_eval_batch_size=g.num_generations)
+                      per_device_eval_batch_size=g.num_generations_eval or g.num_generations)
     if lg.eval_on_start:
         kwargs["eval_on_start"] = True
     return kwargs
