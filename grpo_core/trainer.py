@@ -114,6 +114,7 @@ from grpo_core.policy.models import (
     save_model,
     trainable_parameters,
 )
+from grpo_core.policy.reference_sync import reference_sync
 from grpo_core.policy.step_plan import apply_step_plan, describe_device, plan_for_config
 from grpo_core.prompt_fit import fit_prompts, fit_rows
 from grpo_core.row_stream import StreamedRows
@@ -360,6 +361,9 @@ class Trainer:
         # the engine wraps the module whose forward computes the training log-probs, then builds the optimizer
         self.engine.setup(self.model, LogProbModule(self.model, _training_logprobs), trainable_parameters)
         self.params, self.optimizer, self.scheduler = self.engine.params, self.engine.optimizer, self.engine.scheduler
+        # called after each optimizer step with its number over the run (None: nothing to call): the moving KL
+        # reference, [grpo] sync_ref_model (grpo_core.policy.reference_sync)
+        self._after_optimizer_step = reference_sync(config, self.model, self.engine.whole_model)
         self.step, self.epoch, self.position = 0, 0, 0
         self._hub = HubPusher.of(config) if self.world.is_main else None  # [hub] push_to_hub (grpo_core.outputs.hub)
         self._stop = threading.Event()
@@ -589,6 +593,8 @@ class Trainer:
                 records += self._accumulate(plan, advantages, old, ref, is_ratio, idle_passes,
                                             with_entropy=iteration == 0, correction=correction if fused else None)
                 grad_norms.append(self.engine.optimizer_step())
+                if self._after_optimizer_step is not None:
+                    self._after_optimizer_step(self.step * self.cfg.optimizer_steps_per_step + len(grad_norms))
         is_metrics = correction.metrics() if correction is not None else {}
         sums: dict[str, float] = {}
         counts_of: dict[str, int] = {}

@@ -252,6 +252,12 @@ def cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None:
             doc.problem(("grpo", "gradient_accumulation_steps"),
                         f"must divide prompts_per_step * num_generations = {seqs} (each step's sequences are "
                         f"split into that many micro-batches), got {o.gradient_accumulation_steps}")
+    if o.sync_ref_model and o.beta == 0:  # TRL raises on both
+        doc.problem(("grpo", "sync_ref_model"), "needs beta > 0: with beta = 0 there is no reference model to move")
+    elif o.sync_ref_model and (lo.enabled or m.adapter):
+        doc.problem(("grpo", "sync_ref_model"), "is not supported with LoRA: the reference is the base model with the "
+                                                "adapter disabled, not a separate model to move; train fully or "
+                                                "leave it off")
     spg = o.steps_per_generation
     if spg is not None and spg > 0 and o.gradient_accumulation_steps > 0:
         if spg % o.gradient_accumulation_steps:

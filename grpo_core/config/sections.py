@@ -137,6 +137,11 @@ class GRPOConfig:
     importance_sampling_level: str = "token"  # or "sequence" (GSPO): one importance ratio per sequence
     off_policy_mask_threshold: float | None = None  # DeepSeek-V3.2's off-policy sequence mask (None: off)
     use_bias_correction_kl: bool = True  # the KL term multiplied by the importance ratio (unbiased reverse KL)
+    # TR-DPO's moving reference (grpo_core.policy.reference_sync): every ref_model_sync_steps optimizer steps,
+    # reference = ref_model_mixup_alpha * policy + (1 - ref_model_mixup_alpha) * reference
+    sync_ref_model: bool = False
+    ref_model_mixup_alpha: float = 0.6
+    ref_model_sync_steps: int = 512
     sapo_temperature_pos: float = 1.0  # loss_type = "sapo": the gate's temperature where the advantage is > 0
     sapo_temperature_neg: float = 1.05  # ... and where it is <= 0
     vespo_k_pos: float = 2.0  # loss_type = "vespo": the gamma weight's power, advantage >= 0
@@ -280,6 +285,8 @@ LIMITS: dict[tuple[str, str], tuple[float | None, float | None]] = {
     ("grpo", "epsilon"): (0, None),
     ("grpo", "epsilon_high"): (0, None),
     ("grpo", "off_policy_mask_threshold"): (1e-12, None),
+    ("grpo", "ref_model_mixup_alpha"): (0, 1),
+    ("grpo", "ref_model_sync_steps"): (1, BIG),
     ("grpo", "sapo_temperature_pos"): (1e-6, None),
     ("grpo", "sapo_temperature_neg"): (1e-6, None),
     ("grpo", "vespo_k_pos"): (0, None),
