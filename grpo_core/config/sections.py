@@ -142,6 +142,7 @@ class GRPOConfig:
     sync_ref_model: bool = False
     ref_model_mixup_alpha: float = 0.6
     ref_model_sync_steps: int = 512
+    router_aux_loss_coef: float | None = None  # TRL's MoE load-balancing loss weight (grpo_core.policy.router_loss)
     sapo_temperature_pos: float = 1.0  # loss_type = "sapo": the gate's temperature where the advantage is > 0
     sapo_temperature_neg: float = 1.05  # ... and where it is <= 0
     vespo_k_pos: float = 2.0  # loss_type = "vespo": the gamma weight's power, advantage >= 0
@@ -286,6 +287,7 @@ LIMITS: dict[tuple[str, str], tuple[float | None, float | None]] = {
     ("grpo", "epsilon_high"): (0, None),
     ("grpo", "off_policy_mask_threshold"): (1e-12, None),
     ("grpo", "ref_model_mixup_alpha"): (0, 1),
+    ("grpo", "router_aux_loss_coef"): (0, None),
     ("grpo", "ref_model_sync_steps"): (1, BIG),
     ("grpo", "sapo_temperature_pos"): (1e-6, None),
     ("grpo", "sapo_temperature_neg"): (1e-6, None),

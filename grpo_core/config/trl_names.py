@@ -121,7 +121,7 @@ TRL_FIELDS: dict[str, TrlField] = {
     "cast_lm_head_to_fp32": _no(False, "the head runs in the model's dtype (log-probs are taken in float32)"),
     "shuffle_dataset": _same(True, "data.shuffle"),
     "pad_to_multiple_of": _inert("auto", "padding changes no number a step computes"),
-    "router_aux_loss_coef": _no(None, "the MoE load-balancing loss is not added"),
+    "router_aux_loss_coef": _same(None, "grpo.router_aux_loss_coef"),
     # ---- GRPOConfig: generation
     "num_generations": _same(8, "generation.num_generations"),
     "num_generations_eval": _same(None, "generation.num_generations_eval"),

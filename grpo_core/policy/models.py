@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import sys
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,6 +38,8 @@ from typing import TYPE_CHECKING, Any
 
 from grpo_core.adapter import attach_adapter
 from grpo_core.atomic_folders import atomic_folder
+from grpo_core.policy.router_loss import router_loss_problem, router_loss_warning
+from grpo_rewards.errors import ConfigError
 
 if TYPE_CHECKING:
     import torch
@@ -297,7 +300,13 @@ def prepare_policy(model: Any, tokenizer: Any, cfg: RunConfig, peft_config: Any 
     """A loaded model made the trainable policy: the base prepared (:func:`prepare_base_model`), LoRA from
     ``peft_config`` or ``[lora]`` (a ``PeftModel`` keeps its own adapter), gradient checkpointing, train mode."""
     peft = is_peft(model)
-    prepare_base_model(model.get_base_model() if peft else model, cfg, tokenizer)
+    base = model.get_base_model() if peft else model
+    problem = router_loss_problem(cfg, base.config, type(base).__name__)
+    if problem:
+        raise ConfigError(f"{cfg.path}: {problem}")
+    if (warning := router_loss_warning(cfg, base.config, type(base).__name__)) is not None:
+        print(warning, file=sys.stderr, flush=True)
+    prepare_base_model(base, cfg, tokenizer)
     if peft or cfg.lora.enabled or peft_config is not None:
         from peft import get_peft_model
 
