@@ -110,7 +110,7 @@ def test_max_steps_counts_optimizer_steps():
 
 @pytest.mark.parametrize("kw, message", [
     ({"entropy_coef": 0.1}, r"GRPOConfig: entropy_coef: = 0.1 is not supported: no entropy bonus"),
-    ({"torch_compile": True}, r"torch_compile: = True is not supported: the model is not compiled"),
+    ({"disable_dropout": True}, r"disable_dropout: = True is not supported: dropout is left as the model has it"),
     ({"steps_per_generation": 3, "gradient_accumulation_steps": 2},
      r"steps_per_generation: gives 3 micro-batches .* not a multiple of gradient_accumulation_steps \(2\)"),
     ({"label_smoothing_factor": 0.1}, r"label_smoothing_factor: = 0.1 is not supported \(a TrainingArguments"),
