@@ -269,6 +269,11 @@ def cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None:
                         f"must divide prompts_per_step * num_generations = {o.prompts_per_step * g.num_generations} "
                         f"(the generation batch is split into that many micro-batches), got {spg}")
 
+    heads = [lo.target_modules] if isinstance(lo.target_modules, str) else lo.target_modules
+    if m.cast_lm_head_to_fp32 and lo.enabled and "lm_head" in heads:
+        doc.problem(("model", "cast_lm_head_to_fp32"), "is not supported with a LoRA adapter on the head "
+                                                       "(lora.target_modules names lm_head), as in TRL: leave lm_head "
+                                                       "out of target_modules, or this key off")
     if not lo.target_modules or (isinstance(lo.target_modules, list) and not all(lo.target_modules)):
         doc.problem(("lora", "target_modules"), 'names no module: give "all-linear" or a list such as '
                                                 '["q_proj", "v_proj"]')

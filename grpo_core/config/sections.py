@@ -59,6 +59,7 @@ class ModelConfig:
     offload_activations: bool = False
     mlp_chunk_tokens: int | None = None  # None: the hidden size (ALST's rule); 0: no MLP tiling
     adapter: str | None = None  # a saved LoRA adapter folder to start from (grpo_core.adapter)
+    cast_lm_head_to_fp32: bool = False  # TRL's: the LM head in float32 (grpo_core.policy.fp32_head)
 
 
 @dataclass

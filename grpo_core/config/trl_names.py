@@ -118,7 +118,7 @@ TRL_FIELDS: dict[str, TrlField] = {
                                                        "trust_remote_code are [model]'s keys; others are refused"),
     "trust_remote_code": _same(False, "model.trust_remote_code"),
     "disable_dropout": _no(False, "dropout is left as the model has it"),
-    "cast_lm_head_to_fp32": _no(False, "the head runs in the model's dtype (log-probs are taken in float32)"),
+    "cast_lm_head_to_fp32": _same(False, "model.cast_lm_head_to_fp32"),
     "shuffle_dataset": _same(True, "data.shuffle"),
     "pad_to_multiple_of": _inert("auto", "padding changes no number a step computes"),
     "router_aux_loss_coef": _same(None, "grpo.router_aux_loss_coef"),
