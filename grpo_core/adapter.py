@@ -117,6 +117,15 @@ def check_adapter_weights(adapter: str | Path, *, file: str = "") -> None:
                           "damaged?", file=file, key="model.adapter") from None
 
 
+def loaded_line(model: Any, adapter: str | Path) -> str:
+    """What a run says once ``[model] adapter`` is on the model: the folder, its rank and how many of its weight
+    tensors now train."""
+    config = read_adapter_config(adapter)
+    trained = sum(1 for name, p in model.named_parameters() if p.requires_grad and "lora_" in name)
+    return (f"adapter loaded: {Path(adapter).expanduser()} (LoRA r={config.get('r', '?')}, {trained} weight "
+            f"tensors training, trained on {config.get('base_model_name_or_path') or 'an unnamed base'})")
+
+
 def attach_adapter(model: Any, adapter: str | Path, *, file: str = "") -> Any:
     """``model`` with the saved adapter at ``adapter`` on top, its LoRA weights trainable (a ``PeftModel``).
     Weights that cannot be read, or that do not fit ``model`` (an adapter of another base model), are a

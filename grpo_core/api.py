@@ -266,8 +266,11 @@ class GRPOTrainer(Trainer):
     def __init__(self, model: Any = None, reward_funcs: Any = None, args: Any = None, train_dataset: Any = None,
                  eval_dataset: Any = None, processing_class: Any = None, peft_config: Any = None, *,
                  reward_processing_classes: Any = None, reward_weights: list[float] | None = None,
-                 callbacks: list[Any] | None = None,
+                 callbacks: list[Any] | None = None, tools: list[Any] | None = None,
+                 environment_factory: Any = None,
                  resume: bool = False, overwrite: bool = False, registry: Any = None):
+        if environment_factory is not None:
+            raise _problem("environment_factory", "stateful tool environments are not offered; pass tools=[functions]")
         sections, path, trl = _sections(args, model)
         self.reward_funcs = list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else \
             ([reward_funcs] if reward_funcs is not None else [])
@@ -338,7 +341,8 @@ class GRPOTrainer(Trainer):
             print(f"GRPOTrainer: {summary(cfg)}", file=sys.stderr, flush=True)
         self._overwrite = overwrite
         self._relay = CallbackRelay(self, callbacks)
-        super().__init__(cfg, resume=resume, registry=RelayRegistry(registry or get_registry(), self._relay))
+        super().__init__(cfg, resume=resume, registry=RelayRegistry(registry or get_registry(), self._relay),
+                         tools=tools)
         self.reward_func_names = list(cfg.rewards.aliases)
         if trl is not None and trl.generation_kwargs:
             if not hasattr(self.backend, "generation_kwargs"):

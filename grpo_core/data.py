@@ -483,10 +483,12 @@ def epoch_permutation(num_rows: int, epoch: int, *, seed: int, shuffle: bool) ->
     return np.random.default_rng([seed, epoch]).permutation(num_rows)
 
 
-def format_prompt(row: dict[str, Any], data_cfg: DataConfig, tokenizer: Any) -> str:
+def format_prompt(row: dict[str, Any], data_cfg: DataConfig, tokenizer: Any,
+                  tools: list[dict[str, Any]] | None = None) -> str:
     """The text the model continues: the chat template (system prompt + user turn, generation prompt
     added) when ``chat_template`` is on, else ``system_prompt`` and the prompt separated by a blank line.
-    A prompt that is already a list of ``{"role", "content"}`` messages is used as the conversation."""
+    A prompt that is already a list of ``{"role", "content"}`` messages is used as the conversation. ``tools``
+    (JSON schemas) are rendered by the chat template, as it tells the model which tools it may call."""
     prompt = row[data_cfg.prompt_field]
     system = data_cfg.system_prompt
     if data_cfg.chat_template:
@@ -499,6 +501,8 @@ def format_prompt(row: dict[str, Any], data_cfg: DataConfig, tokenizer: Any) -> 
         else:
             messages = ([{"role": "system", "content": system}] if system else []) + [
                 {"role": "user", "content": str(prompt)}]
+        if tools:
+            return tokenizer.apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=True)
         return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     if isinstance(prompt, list):
         prompt = "\n".join(str(m.get("content", "")) for m in prompt)

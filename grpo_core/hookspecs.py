@@ -73,6 +73,16 @@ def grpo_register_dataset_sources(register: Callable[..., None]) -> None:
     """
 
 
+@hookspec
+def grpo_register_tools(register: Callable[..., None]) -> None:
+    """Register tools a model may call during its rollouts (``calculator``, ``python``, ...).
+
+    Call ``register(name, function)``: a Python function with type hints and a Google-style docstring (its
+    JSON schema is ``transformers.utils.get_json_schema``'s), called with the arguments the model wrote and
+    returning the text the model reads. ``[tools] names = ["<name>", ...]`` picks them (``docs/tools.md``).
+    """
+
+
 # ----------------------------------------------------------- trainer events ----
 
 

@@ -1,5 +1,5 @@
 """Adds the trainer's hooks (:mod:`grpo_core.hookspecs`) to the plugin manager, and registers the trainer
-backends (``grpo_core``, ``trl``), generation backends, parallel engines, loss types and dataset sources (the
+backends (``grpo_core``, ``trl``), generation backends, parallel engines, loss types, tools and dataset sources (the
 trainer's commands are plugins of their own: :mod:`grpo_core.cli.commands`, :mod:`grpo_core.demo.command`).
 
 Imports nothing heavy: each registered factory imports its module when it is used (the loss types' module
@@ -21,6 +21,7 @@ from grpo_core.algorithm.loss_sapo import SAPO
 from grpo_core.algorithm.loss_types import BUILTIN_LOSS_TYPES
 from grpo_core.algorithm.loss_vespo import VESPO
 from grpo_core.demo.task import load_source
+from grpo_core.generation.tools.builtin import BUILTIN_TOOLS
 from grpo_core.generation.transformers_support import transformers_problems
 from grpo_core.generation.vllm.support import vllm_problems
 from grpo_rewards.hookspecs import hookimpl
@@ -103,3 +104,9 @@ def grpo_register_dataset_sources(register: Callable[..., None]) -> None:
         return load_source(spec)
 
     register("demo", demo_source)
+
+
+@hookimpl
+def grpo_register_tools(register: Callable[..., None]) -> None:
+    for name, function in BUILTIN_TOOLS.items():
+        register(name, function)

@@ -28,8 +28,8 @@ BATCH = 1024  # prompts tokenized at once when measuring
 class Prompts(Sequence[str]):
     """The prompt text of each of ``rows``, formatted when read."""
 
-    def __init__(self, rows: Any, data_cfg: Any, tokenizer: Any) -> None:
-        self.rows, self.cfg, self.tokenizer = rows, data_cfg, tokenizer
+    def __init__(self, rows: Any, data_cfg: Any, tokenizer: Any, tools: list[dict[str, Any]] | None = None) -> None:
+        self.rows, self.cfg, self.tokenizer, self.tools = rows, data_cfg, tokenizer, tools
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -37,11 +37,11 @@ class Prompts(Sequence[str]):
     def __getitem__(self, i: Any) -> Any:
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
-        return format_prompt(self.rows[i], self.cfg, self.tokenizer)
+        return format_prompt(self.rows[i], self.cfg, self.tokenizer, self.tools)
 
     def __iter__(self) -> Iterator[str]:
         for row in self.rows:
-            yield format_prompt(row, self.cfg, self.tokenizer)
+            yield format_prompt(row, self.cfg, self.tokenizer, self.tools)
 
 
 def _kept(lengths: np.ndarray, limit: int, policy: str, where: str) -> np.ndarray | None:
@@ -78,11 +78,12 @@ def fit_prompts(prompts: list[str], rows: list[dict[str, Any]], tokenizer: Any, 
     return [prompts[i] for i in keep], [rows[i] for i in keep]
 
 
-def _stream_rule(rows: StreamedRows, data_cfg: Any, tokenizer: Any, special: bool) -> None:
+def _stream_rule(rows: StreamedRows, data_cfg: Any, tokenizer: Any, special: bool,
+                 tools: list[dict[str, Any]] | None) -> None:
     limit, policy, told = data_cfg.max_prompt_length, data_cfg.overlong_prompts, []
 
     def keep(row: dict[str, Any]) -> bool:
-        n = _lengths([format_prompt(row, data_cfg, tokenizer)], tokenizer, special)[0]
+        n = _lengths([format_prompt(row, data_cfg, tokenizer, tools)], tokenizer, special)[0]
         if n <= limit:
             return True
         what = f"data.max_prompt_length: a streamed training prompt is longer than {limit} tokens ({n})"
@@ -97,22 +98,24 @@ def _stream_rule(rows: StreamedRows, data_cfg: Any, tokenizer: Any, special: boo
     rows.keep = keep
 
 
-def fit_rows(rows: Any, data_cfg: Any, tokenizer: Any, special: bool, where: str) -> tuple[Any, Prompts]:
+def fit_rows(rows: Any, data_cfg: Any, tokenizer: Any, special: bool, where: str,
+             tools: list[dict[str, Any]] | None = None) -> tuple[Any, Prompts]:
     """The rows a run trains on under the prompt-length rule (see the module docs), and their :class:`Prompts`.
-    ``special``: whether the generation backend adds special tokens (no chat template)."""
+    ``special``: whether the generation backend adds special tokens (no chat template); ``tools``: the schemas
+    the chat template renders into each prompt."""
     limit = data_cfg.max_prompt_length
     if isinstance(rows, StreamedRows):
         if limit:
-            _stream_rule(rows, data_cfg, tokenizer, special)
-        return rows, Prompts(rows, data_cfg, tokenizer)
+            _stream_rule(rows, data_cfg, tokenizer, special, tools)
+        return rows, Prompts(rows, data_cfg, tokenizer, tools)
     if limit and len(rows):
         lengths, batch = np.zeros(len(rows), dtype=np.int32), []
         for i, row in enumerate(rows):
-            batch.append(format_prompt(row, data_cfg, tokenizer))
+            batch.append(format_prompt(row, data_cfg, tokenizer, tools))
             if len(batch) == BATCH or i == len(rows) - 1:
                 lengths[i + 1 - len(batch): i + 1] = _lengths(batch, tokenizer, special)
                 batch = []
         keep = _kept(lengths, limit, data_cfg.overlong_prompts, where)
         if keep is not None:
             rows = rows.pick(keep) if isinstance(rows, Rows) else [rows[i] for i in keep]
-    return rows, Prompts(rows, data_cfg, tokenizer)
+    return rows, Prompts(rows, data_cfg, tokenizer, tools)

@@ -2,7 +2,9 @@
 
     for each step:
         1. sample prompts            ``prompts_per_step`` rows, in a seeded order that survives resume
-        2. generate a group each     ``num_generations`` completions per prompt (a generation backend)
+        2. generate a group each     ``num_generations`` completions per prompt (a generation backend); with
+                                     tools, each a conversation of model and tool turns whose tool tokens
+                                     the loss leaves out (grpo_core.generation.multi_turn, ``tool_mask``)
         3. score                     the composed rewards: a total and one column per reward (each run of
                                      finished groups as it arrives, while the rest generates, where the
                                      backend hands groups over: ``generation.score_during_generation``)
@@ -82,7 +84,9 @@ from typing import Any
 
 import torch
 
+from grpo_core.adapter import loaded_line as adapter_loaded_line
 from grpo_core.algorithm.advantages import compute_advantages
+from grpo_core.algorithm.entropy import EntropyControl, entropy_threshold, high_entropy_mask
 from grpo_core.algorithm.loss import grpo_loss
 from grpo_core.algorithm.sampler_correction import importance_ratio, metric_weights
 from grpo_core.atomic_folders import is_disk_full
@@ -90,6 +94,8 @@ from grpo_core.config import RunConfig, as_run_config
 from grpo_core.context import TrainerState, TrainingContext
 from grpo_core.data import epoch_permutation, format_prompt, train_eval_rows
 from grpo_core.generation.backend import Generation, build_backend
+from grpo_core.generation.multi_turn import tool_metrics
+from grpo_core.generation.tools.facts import conversation_inputs
 from grpo_core.generation.transformers_backend import sampling_autocast
 from grpo_core.outputs import check_outputs
 from grpo_core.outputs.hub import HubPusher
@@ -133,6 +139,7 @@ from grpo_core.run_folder.layout import CHECKPOINTS, MERGED_DIR, MODEL_DIR
 from grpo_core.run_folder.lock import INHERITED, hold
 from grpo_core.run_folder.metrics import MetricsLogger, held_state_gb, peak_memory_gb
 from grpo_core.run_folder.overlap import check_run_dir_apart
+from grpo_rewards.errors import UserError
 from grpo_rewards.plugins import get_registry
 from grpo_rewards.streaming import StreamingScore
 
@@ -291,6 +298,37 @@ class _Correction:
         return reduce_weighted(parts) if parts else {}
 
 
+class _EntropyMasks:
+    """``top_entropy_quantile``'s high-entropy tokens of each micro-batch (grpo_core.algorithm.entropy), the threshold
+    taken over the whole micro-batch, every slice and every rank of it, as TRL takes it over its micro-batch on every
+    process. ``entropies`` (``[rows, K]``, this rank's, at the weights of this optimizer step) come from one no-grad
+    pass; without them (one process running each micro-batch as one slice) each slice's own forward gives them, at
+    no extra pass. ``of`` answers ``(token mask, the micro-batch's tokens the bonus averages over)``."""
+
+    def __init__(self, quantile: float | None, plan: _Plan, entropies: torch.Tensor | None, world: Any):
+        self.quantile, self.mask, self.tokens = quantile, None, []
+        if quantile is None or entropies is None:
+            return
+        rows = [torch.cat(parts) if len(parts) else torch.arange(0) for parts in plan.slices]
+        mine = [entropies[r][plan.mask[r].bool()].float().cpu() for r in rows]
+        every = all_gather_objects(mine, world)  # per rank, per micro-batch: its tokens' entropies
+        self.mask = torch.zeros(plan.mask.shape, dtype=torch.float32, device=entropies.device)
+        for i, r in enumerate(rows):
+            values = torch.cat([theirs[i] for theirs in every])
+            threshold = entropy_threshold(values, quantile)
+            self.tokens.append(0 if threshold is None else int((values >= threshold).sum()))
+            if len(r):
+                self.mask[r] = high_entropy_mask(entropies[r], plan.mask[r], threshold)
+
+    def of(self, micro: int, part: torch.Tensor, entropy: torch.Tensor | None, mask: torch.Tensor,
+           group_tokens: torch.Tensor) -> tuple[torch.Tensor | None, Any]:
+        if self.quantile is None or entropy is None:
+            return None, group_tokens
+        if self.mask is None:  # this slice is the whole micro-batch
+            return high_entropy_mask(entropy, mask, entropy_threshold(entropy.detach()[mask.bool()], self.quantile)), None
+        return self.mask[part], self.tokens[micro]
+
+
 @dataclass
 class _Plan:
     """How one step's update runs on this rank: the sequences, the loss mask, the micro-batches' slices."""
@@ -316,10 +354,11 @@ class _Plan:
 
 class Trainer:
     """``Trainer(config).train() -> dict`` (see the module docs); ``config`` is a RunConfig, a TOML path
-    or a dict of sections (the Python API)."""
+    or a dict of sections (the Python API); ``tools``: Python functions the model may call, beside ``[tools]
+    names`` (TRL's ``tools=``)."""
 
     def __init__(self, config: RunConfig | str | Path | dict[str, Any], *, resume: bool = False,
-                 registry: Any = None):
+                 registry: Any = None, tools: list[Any] | None = None):
         config = as_run_config(config)
         check_run_dir_apart(config, RunFolderError)  # before anything loads: the run never writes into its inputs
         self.cfg = config
@@ -343,18 +382,28 @@ class Trainer:
                                          processes=self.world.size, counts=count_parameters(None, self.model))
         apply_step_plan(self.model, self.step_plan, offload_activations=config.model.offload_activations)
         if self.world.is_main:
+            if config.model.adapter:
+                print(adapter_loaded_line(self.model, config.model.adapter), file=sys.stderr, flush=True)
             print(self.step_plan.table(), file=sys.stderr, flush=True)
         self._check_head()
         self.backend = build_backend(config, self.model, self.tokenizer, self.registry)
+        self.entropy = EntropyControl(config.grpo)  # the entropy options and the adaptive coefficient's state
+        if tools:  # TRL's tools=[callables]: with [tools] names, the rollouts' tools (grpo_core.generation.multi_turn)
+            if not hasattr(self.backend, "set_tools"):
+                raise UserError(f"generation backend {config.generation.backend!r} runs no tools (use \"transformers\")")
+            self.backend.set_tools(list(tools))
+        schemas = getattr(self.backend, "tool_schemas", None)  # rendered into each prompt by the chat template
 
         d = config.data
+        if schemas and not d.chat_template:
+            raise UserError("tools need the chat template (data.chat_template = true): it renders them for the model")
         rows, eval_rows = self._load_rows()
         special = not d.chat_template  # as the generation backend tokenizes
         # the training rows stay lazy: a row is read, and its prompt formatted, when a step uses it
-        self.rows, self.prompts = fit_rows(rows, d, self.tokenizer, special, "training")
+        self.rows, self.prompts = fit_rows(rows, d, self.tokenizer, special, "training", schemas)
         eval_rows = list(eval_rows)  # held-out rows: few, held in memory
         self.eval_prompts, self.eval_rows = fit_prompts(
-            [format_prompt(r, d, self.tokenizer) for r in eval_rows], eval_rows, self.tokenizer,
+            [format_prompt(r, d, self.tokenizer, schemas) for r in eval_rows], eval_rows, self.tokenizer,
             d.max_prompt_length, d.overlong_prompts, special, "held-out")
         self._order: tuple[int, Any] = (-1, None)  # the current epoch's row order (grpo_core.data.epoch_permutation)
 
@@ -516,8 +565,7 @@ class Trainer:
             done = _rows_in(handed)
             _check_handed(handed, batch, self.cfg.generation.backend)
             if done < len(batch.completions_text):  # what the backend did not hand over: scored now
-                rest = Generation(batch.prompt_ids[done:], batch.prompt_mask[done:], batch.completion_ids[done:],
-                                  batch.completion_mask[done:], batch.completions_text[done:], batch.truncated[done:])
+                rest = batch.rows(done)
                 completions, columns = self._reward_inputs(data[done // k:], rest, k)
                 stream.add(completions, **columns)
             scores = stream.result()
@@ -538,7 +586,8 @@ class Trainer:
         completions: list[Any] = batch.completions_text
         if isinstance(rows[0][prompt_field], list):  # conversational rows: chat messages, as TRL passes them
             completions = [[{"role": "assistant", "content": text}] for text in completions]
-        return completions, columns
+        # a multi-turn rollout: its conversations, as TRL passes them, and its facts as columns
+        return conversation_inputs(batch, completions, columns), columns
 
     def _score(self, rows: list[dict[str, Any]], batch: Generation, k: int | None = None
                ) -> tuple[torch.Tensor, dict[str, list]]:
@@ -591,8 +640,10 @@ class Trainer:
         for iteration in range(g.num_iterations):
             for plan, idle_passes in zip(plans, idle, strict=True):
                 records += self._accumulate(plan, advantages, old, ref, is_ratio, idle_passes,
-                                            with_entropy=iteration == 0, correction=correction if fused else None)
+                                            with_entropy=iteration == 0, correction=correction if fused else None,
+                                            masks=self._entropy_masks(plan))
                 grad_norms.append(self.engine.optimizer_step())
+                self.entropy.step(functools.partial(all_reduce, world=self.world))  # the adaptive coefficient moves
                 if self._after_optimizer_step is not None:
                     self._after_optimizer_step(self.step * self.cfg.optimizer_steps_per_step + len(grad_norms))
         is_metrics = correction.metrics() if correction is not None else {}
@@ -604,7 +655,7 @@ class Trainer:
                 counts_of[key] = counts_of.get(key, 0) + 1
         out = {key: sums[key] / counts_of[key] for key in sums}
         out["grad_norm"] = sum(grad_norms) / len(grad_norms)  # the same on every rank (summed gradients)
-        return {**out, **is_metrics}
+        return {**out, **is_metrics, **self.entropy.metrics()}
 
     def _plans(self, batch: Generation) -> list[_Plan]:
         """The step's sequences, the loss mask, and this rank's rows of each micro-batch cut into slices: one plan
@@ -617,6 +668,8 @@ class Trainer:
         input_ids = torch.cat([batch.prompt_ids, batch.completion_ids], dim=1)
         attention_mask = torch.cat([batch.prompt_mask, batch.completion_mask], dim=1)
         mask = batch.completion_mask.clone()
+        if batch.tool_mask is not None:  # the tools' tokens are context, not the policy's: out of loss, KL, entropy
+            mask = mask * batch.tool_mask.to(mask.dtype)
         if g.mask_truncated_completions:
             mask = mask * (~batch.truncated).unsqueeze(1).to(mask.dtype)
         counts = mask.sum(1)
@@ -643,16 +696,17 @@ class Trainer:
                                group_sizes, batch.sampling_logps))
         return plans
 
-    def _logps(self, model: Any, plan: _Plan, idx: torch.Tensor, with_entropy: bool = False
-               ) -> tuple[torch.Tensor, Any]:
-        """The completion log-probs (and entropies) of rows ``idx`` under ``model``: the policy through the
-        engine (``model`` None), whose wrapped module reduces the gradients, or another model as it is."""
+    def _logps(self, model: Any, plan: _Plan, idx: torch.Tensor, with_entropy: bool = False,
+               entropy_grad: bool = False) -> tuple[torch.Tensor, Any]:
+        """The completion log-probs (and entropies, differentiable with ``entropy_grad``) of rows ``idx`` under
+        ``model``: the policy through the engine (``model`` None), whose wrapped module reduces the gradients, or
+        another model as it is."""
         step = self.step_plan
         forward = self.engine.forward if model is None else functools.partial(completion_logprobs, model)
         with sampling_autocast(self.model):
             return forward(plan.input_ids[idx], plan.attention_mask[idx], plan.k,
                            temperature=self.cfg.generation.temperature, chunk_size=step.logprob_chunk_size,
-                           with_entropy=with_entropy, share_prompts=step.share_prompts)
+                           with_entropy=with_entropy, entropy_grad=entropy_grad, share_prompts=step.share_prompts)
 
     def _fixed_logps(self, plans: list[_Plan], need_old: bool, need_ref: bool
                      ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
@@ -674,22 +728,38 @@ class Trainer:
             self.model.train(was_training)
         return old, ref
 
+    def _entropy_masks(self, plan: _Plan) -> _EntropyMasks:
+        """``top_entropy_quantile``'s token masks for this optimizer step: from a no-grad pass at its weights where a
+        micro-batch spans several slices or ranks (its threshold needs all of it before its first backward)."""
+        if not self.entropy.masks_tokens:
+            return _EntropyMasks(None, plan, None, self.world)
+        if not self.world.enabled and all(len(parts) <= 1 for parts in plan.slices):
+            return _EntropyMasks(self.entropy.quantile, plan, None, self.world)
+        entropies = torch.zeros(plan.mask.shape, device=self.device)
+        with torch.no_grad(), self.engine.whole_model():
+            for part in [part for parts in plan.slices for part in parts]:
+                entropies[part] = self._logps(self.model, plan, part, with_entropy=True)[1].to(self.device)
+        return _EntropyMasks(self.entropy.quantile, plan, entropies, self.world)
+
     def _accumulate(self, plan: _Plan, advantages: torch.Tensor, old: torch.Tensor | None, ref: torch.Tensor | None,
                     is_ratio: torch.Tensor | None, idle: int, with_entropy: bool,
-                    correction: _Correction | None = None) -> list[dict[str, float]]:
+                    correction: _Correction | None = None, masks: _EntropyMasks | None = None
+                    ) -> list[dict[str, float]]:
         """The forward/backwards of one optimizer step (every slice, then ``idle`` passes that contribute
         nothing); returns each micro-batch's metrics, this rank's share. With ``correction``, each slice's
-        sampler correction comes from its own forward's log-probs."""
+        sampler correction comes from its own forward's log-probs; ``masks``: the high-entropy tokens."""
         g, cfg = self.cfg.grpo, self.cfg
         loss_type = self.registry.get("loss_types", g.loss_type)(cfg)  # registered through grpo_register_loss_types
         records: list[dict[str, torch.Tensor]] = []  # tensors until the end: no host sync per pass
         done = 0  # backwards so far in this optimizer step; the last one syncs the gradients
-        for parts, (group_rows, group_tokens) in zip(plan.slices, plan.group_sizes, strict=True):
+        masks = masks or _EntropyMasks(None, plan, None, self.world)
+        for micro, (parts, (group_rows, group_tokens)) in enumerate(zip(plan.slices, plan.group_sizes, strict=True)):
             micro_metrics: dict[str, torch.Tensor] = {}
             for part in parts:
                 done += 1
                 with self.engine.accumulating(done == plan.passes + idle):
-                    lp, entropy = self._logps(None, plan, part, with_entropy=with_entropy)
+                    lp, entropy = self._logps(None, plan, part, with_entropy=with_entropy or self.entropy.needs_entropy,
+                                              entropy_grad=self.entropy.needs_grad)
                     ratio = is_ratio[part] if is_ratio is not None else None
                     if correction is not None:
                         ratio = correction.ratio(lp, part)
@@ -705,10 +775,12 @@ class Trainer:
                         kl_bias_correction=g.use_bias_correction_kl,
                         off_policy_mask_threshold=g.off_policy_mask_threshold,
                         sampling_per_token_logps=None if plan.sampling_logps is None else plan.sampling_logps[part],
+                        entropy=self.entropy.loss_inputs(entropy, plan.mask[part],
+                                                         *masks.of(micro, part, entropy, plan.mask[part], group_tokens)),
                     )
                     self.engine.backward(loss)
                 if entropy is not None:
-                    m["entropy"] = (entropy * plan.mask[part]).sum() / plan.mask[part].sum().clamp(min=1)
+                    m["entropy"] = (entropy.detach() * plan.mask[part]).sum() / plan.mask[part].sum().clamp(min=1)
                 # the slices' losses add up to the micro-batch's; the other metrics are token means
                 part_share = plan.mask[part].sum() / group_tokens.clamp(min=1)
                 for key, value in m.items():
@@ -833,6 +905,11 @@ class Trainer:
             "memory/optimizer_gb": held[1],  # its optimizer state (a partition under FSDP2 and ZeRO)
             "epoch": self.epoch,
         })
+        if batch.tool_facts is not None:  # a multi-turn rollout's (grpo_core.generation.multi_turn)
+            facts = batch.tool_facts
+            if self.world.enabled:
+                facts = _concat(all_gather_objects(facts, self.world))
+            out.update(tool_metrics(facts, getattr(self.backend, "last_rollout_seconds", None)))
         return out
 
     def _reward_health(self) -> dict[str, float]:
@@ -849,7 +926,8 @@ class Trainer:
 
     def _sample_rows(self, rows: list[dict[str, Any]], batch: Generation, rewards: torch.Tensor,
                      columns: dict[str, list], advantages: torch.Tensor) -> list[dict[str, Any]]:
-        """One dict per completion: prompt, completion, reference answer, each reward, total, advantage."""
+        """One dict per completion: prompt, completion, reference answer, each reward, total, advantage (and, with
+        tools, the rollout's facts)."""
         k = self.cfg.generation.num_generations
         field = self.cfg.data.prompt_field
         out = []
@@ -861,6 +939,8 @@ class Trainer:
             sample.update({alias: col[i] for alias, col in columns.items()})
             sample["total"] = None if math.isnan(rewards[i]) else float(rewards[i])
             sample["advantage"] = float(advantages[i])
+            if batch.tool_facts is not None:  # a multi-turn rollout: its turns, calls, errors and how it stopped
+                sample["tools"] = batch.tool_facts[i]
             out.append(sample)
         return out
 
@@ -881,7 +961,8 @@ class Trainer:
         states = all_gather_objects(rng_state(), self.world) if self.world.enabled else None
         model_state, optimizer_state = self.engine.checkpoint_state()  # None: the model's and optimizer's own
         if self.world.is_main:
-            state = {"epoch": self.epoch, "position": self.position, "world_size": self.world.size}
+            state = {"epoch": self.epoch, "position": self.position, "world_size": self.world.size,
+                     "entropy": self.entropy.state_dict()}
             path = save_checkpoint(self.run_dir, self.step, model=self.model, optimizer=self.optimizer,
                                    scheduler=self.scheduler, state=state, keep_last=self.cfg.checkpoint.keep_last,
                                    rank_rng=states, model_state=model_state, optimizer_state=optimizer_state)
@@ -908,6 +989,7 @@ class Trainer:
             raise CheckpointError(f"{checkpoint.path} was written by {written_by} process(es); resume it with the "
                                   f"same number (this run has {self.world.size})")
         self.step, self.epoch, self.position = int(state["step"]), int(state["epoch"]), int(state["position"])
+        self.entropy.load_state_dict(state.get("entropy"))
         if self.world.is_main:
             print(describe_restored(checkpoint, state), file=sys.stderr, flush=True)
 

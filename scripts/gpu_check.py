@@ -118,7 +118,8 @@ def run_config(check: Check, work: Path) -> dict[str, Any]:
     config["data"]["source"] = str(rows)
     config["logging"]["output_dir"] = str(work / "run")
     for name, values in copy.deepcopy(check.sections).items():
-        config[name] = {**config.get(name, {}), **values}
+        merged = {**config.get(name, {}), **values}
+        config[name] = {k: v for k, v in merged.items() if v is not None}  # None: the key left to the planner
     return config
 
 
@@ -216,6 +217,34 @@ def verify_engine(name: str) -> Callable[[Any, dict[str, Any]], str]:
     return verify
 
 
+def verify_plan(trainer: Any, m: dict[str, Any]) -> str:
+    """The step planner on this device within ``[trainer] memory_budget_gb``: the chosen step's estimate fits the
+    budget; on CUDA the measured peak fits it too, the plan is the CUDA one (the memory allows the update
+    without recomputing the layers, so it does not checkpoint) and the group sampler decodes through CUDA graphs."""
+    import torch
+
+    plan, gib = trainer.step_plan, float(2**30)
+    if plan.budget_bytes is None or plan.budget_source == "none":
+        raise AssertionError(f"the plan has no budget ({plan.budget_source})")
+    if plan.estimate.peak > plan.budget_bytes:
+        raise AssertionError(f"the chosen step's estimate {plan.estimate.peak / gib:.3f} GiB is over its budget")
+    chosen = (f"micro_batch_tokens {plan.micro_batch_tokens}, checkpointing {plan.gradient_checkpointing}, "
+              f"head tiles {plan.logprob_chunk_size}")
+    where = trainer.device
+    if where.type != "cuda":
+        return f"plan on {where.type} within {plan.budget_bytes / gib:.2f} GiB: {chosen}"
+    peak = torch.cuda.max_memory_allocated(where)
+    if peak > plan.budget_bytes:
+        raise AssertionError(f"measured peak {peak / gib:.3f} GiB over the {plan.budget_bytes / gib:.2f} GiB budget")
+    if plan.gradient_checkpointing:
+        raise AssertionError(f"the CUDA plan checkpoints a model whose update fits without it ({plan.reasons})")
+    decode = getattr(trainer.backend, "decode", None)
+    if decode != "cuda_graph":
+        raise AssertionError(f"the group sampler decoded with {decode!r} on CUDA, not through CUDA graphs")
+    return (f"measured peak {peak / gib:.3f} GiB, estimated {plan.estimate.peak / gib:.3f} GiB, budget "
+            f"{plan.budget_bytes / gib:.2f} GiB; {chosen}; decode {decode}")
+
+
 CHECKS: tuple[Check, ...] = (
     Check("bf16_autocast", "a full fine-tune of a bf16 checkpoint: fp32 master weights, bf16 autocast",
           sections={}, verify=verify_autocast),
@@ -228,6 +257,9 @@ CHECKS: tuple[Check, ...] = (
           needs=("vllm",), verify=verify_vllm,
           sections={"generation": {"backend": "vllm", "vllm_mode": "colocate", "vllm_sleep_level": 1,
                                    "vllm_gpu_memory_utilization": 0.2}}),
+    Check("planned_step", "the step planner within a 2 GiB budget, decode through CUDA graphs",
+          sections={"model": {"gradient_checkpointing": None}, "trainer": {"memory_budget_gb": 2.0}},
+          verify=verify_plan),
     Check("logprobs_4096", "the chunked log-prob head against TRL's at 4,096 tokens", tokens=4096),
     Check("logprobs_16384", "the chunked log-prob head against TRL's at 16,384 tokens", tokens=16384),
     Check("deepspeed_zero2", "DeepSpeed ZeRO-2 in one process, bf16 autocast", needs=("deepspeed",),

@@ -5,8 +5,8 @@
 #
 # The checks are the table CHECKS in scripts/gpu_check.py (tests/core/test_gpu_check.py trains every trainer
 # check's run config on the CPU, so the list cannot drift from the config schema): bf16 autocast, bf16 + LoRA,
-# QLoRA through bitsandbytes, vLLM colocated with sleep mode, the chunked log-prob head at 4,096 and 16,384
-# tokens against TRL's, DeepSpeed ZeRO-2 in one process, FSDP2 over two ranks (two GPUs).
+# QLoRA through bitsandbytes, vLLM colocated with sleep mode, the step planner within a budget, the chunked
+# log-prob head at 4,096 and 16,384 tokens against TRL's, DeepSpeed ZeRO-2 in one process, FSDP2 over two ranks (two GPUs).
 #
 # Offline: a GPU machine that reaches no registry gets its packages from the wheel folder scripts/gpu_wheels.sh
 # fills where pip works ($REPO/.whl, or $GPU_WHEELS): when it holds files they are installed here with

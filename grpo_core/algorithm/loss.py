@@ -6,7 +6,8 @@ sapo | luspo | vespo; the parity tests in ``tests/core/test_loss_parity.py`` and
 ``tests/core/test_loss_types_parity.py`` check loss, gradients and metrics against it. What differs between loss types
 (the per-token surrogate and the normaliser) is the loss type's, :mod:`grpo_core.algorithm.loss_types`;
 this function holds what they share, in TRL's order: the ratio, the KL term (bias-corrected by the ratio),
-the surrogate, the sampler's correction, the KL added, the normaliser, the metrics.
+the surrogate, the off-policy and high-entropy token masks, the sampler's correction, the KL added, the normaliser,
+the entropy bonus (:mod:`grpo_core.algorithm.entropy`), the metrics.
 
 A micro-batch may itself be run as several row slices (the trainer's ``micro_batch_tokens`` memory budget):
 pass the whole micro-batch's ``group_rows`` and ``group_tokens`` and each slice's loss is its exact share,
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import torch
 
+from grpo_core.algorithm.entropy import EntropyInputs, entropy_bonus
 from grpo_core.algorithm.loss_cispo import CISPO
 from grpo_core.algorithm.loss_luspo import LUSPO
 from grpo_core.algorithm.loss_sapo import SAPO
@@ -49,6 +51,7 @@ def grpo_loss(
     importance_sampling_level: str = "token",
     off_policy_mask_threshold: float | None = None,
     sampling_per_token_logps: torch.Tensor | None = None,
+    entropy: EntropyInputs | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Loss of one micro-batch ``[B, K]`` and detached metrics (``kl``, ``policy_loss``, the loss type's own:
     ``clip_ratio/*`` for the clipped surrogate).
@@ -68,7 +71,9 @@ def grpo_loss(
     sequence, the exp of its masked mean log-ratio, ``[B, 1]``). ``off_policy_mask_threshold`` (DeepSeek-V3.2's
     off-policy sequence mask): a sequence with a negative advantage whose mean ``sampling - policy`` log-prob
     gap exceeds it is left out of the surrogate; ``sampling_per_token_logps`` is the sampler's log-probs (default
-    the old policy's).
+    the old policy's). ``entropy`` (:mod:`grpo_core.algorithm.entropy`): the high-entropy token mask multiplies
+    the surrogate (``top_entropy_quantile``), and ``entropy.coef`` times the mean entropy is subtracted from the
+    loss (``entropy_coef``; ``policy_loss`` is then the whole loss, bonus included, as TRL's logged ``loss``).
     """
     if isinstance(loss_type, str):
         if loss_type not in BUILTIN:
@@ -110,11 +115,15 @@ def grpo_loss(
         per_token_loss = per_token_loss * off_policy_mask(
             advantages, per_token_logps, old if sampling_per_token_logps is None else sampling_per_token_logps,
             mask, off_policy_mask_threshold)
+    if entropy is not None and entropy.token_mask is not None:  # top_entropy_quantile: the high-entropy tokens
+        per_token_loss = per_token_loss * entropy.token_mask
     if importance_sampling_ratio is not None and loss_type.corrects_sampler:  # the trainer/sampler mismatch
         per_token_loss = per_token_loss * importance_sampling_ratio
     if per_token_kl is not None:
         per_token_loss = per_token_loss + beta * per_token_kl
     loss = loss_type.normalise(per_token_loss, inputs)
+    if entropy is not None and entropy.coef != 0.0:  # the entropy bonus: the same meaning for every loss type
+        loss = loss - entropy.coef * entropy_bonus(entropy, mask, grad_accum_steps)
 
     with torch.no_grad():
         for key, value in indicators.items():

@@ -60,6 +60,7 @@ from grpo_core.config.sections import (
     SCALE_REWARDS,
     SECTIONS,
     SOURCE_SCHEME,
+    TOOL_FORMATS,
     TRACKERS,
     CheckpointConfig,
     DataConfig,
@@ -72,6 +73,7 @@ from grpo_core.config.sections import (
     ModelConfig,
     QuantizationConfig,
     RunConfig,
+    ToolsConfig,
     TrainerConfig,
 )
 from grpo_rewards.tomlfile import ConfigError
@@ -81,7 +83,7 @@ __all__ = [
     "IMPORTANCE_SAMPLING_ALIASES", "IMPORTANCE_SAMPLING_LEVELS", "LIMITS", "LOCAL_DATA_SUFFIXES", "LR_SCHEDULERS",
     "MULTI_OBJECTIVE_AGGREGATIONS", "DECODE_MODES", "OFFLOAD_DEVICES", "OVERLONG_PROMPTS", "POSITION_KEYS", "QUANT_TYPES",
     "REQUIRED", "SCALE_REWARDS", "SECTIONS",
-    "SOURCE_SCHEME", "TRACKERS", "CheckpointConfig", "ConfigError", "DataConfig", "DistributedConfig",
+    "SOURCE_SCHEME", "TOOL_FORMATS", "TRACKERS", "ToolsConfig", "CheckpointConfig", "ConfigError", "DataConfig", "DistributedConfig",
     "GRPOConfig", "GenerationConfig", "HubConfig", "LoggingConfig", "LoraConfig", "ModelConfig",
     "QuantizationConfig", "RunConfig", "TrainerConfig", "apply_overrides", "as_run_config", "config_from_dict",
     "config_from_doc", "load_config", "looks_local", "loss_type_warnings", "model_positions", "parse_override", "repo_id_problem",

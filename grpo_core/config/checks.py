@@ -35,6 +35,7 @@ from grpo_core.config.sections import (
     SCALE_REWARDS,
     SECTIONS,
     SOURCE_SCHEME,
+    TOOL_FORMATS,
     TRACKERS,
     GRPOConfig,
     HubConfig,
@@ -138,10 +139,32 @@ def _resolve_data_files(files: str | list[str] | dict[str, str], config_path: st
     return {k: one(v) for k, v in files.items()} if isinstance(files, dict) else [one(f) for f in files]
 
 
+def _tool_checks(doc: TomlDoc, tools: Any, g: Any, d: Any, registry: Registry) -> None:
+    """``[tools]``: registered names, a known format, and what a multi-turn rollout needs (the transformers
+    backend, a chat template that writes the calls)."""
+    _choice(doc, ("tools", "format"), tools.format, TOOL_FORMATS)
+    known = tuple(getattr(registry, "tools", {}))  # registered through grpo_register_tools
+    for name in tools.names:
+        _choice(doc, ("tools", "names"), name, known)
+    if len(set(tools.names)) < len(tools.names):
+        doc.problem(("tools", "names"), "names a tool twice")
+    if tools.names and g.backend != "transformers":
+        doc.problem(("tools", "names"), f'tools run with generation.backend = "transformers" only, got {g.backend!r}')
+    if tools.names and (g.top_p < 1 or g.top_k > 0 or g.repetition_penalty != 1):
+        doc.problem(("tools", "names"), "tool rollouts sample at generation.temperature alone: leave top_p, top_k and "
+                                        "repetition_penalty at their defaults")
+    if tools.names and not d.chat_template:
+        doc.problem(("tools", "names"), "tools need the chat template (data.chat_template = true): it renders the "
+                                        "tools for the model and their answers")
+
+
 def cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None:
     """Every check across keys of the read sections ``cfg`` (see the module docs); fills in what
     follows from other keys (a resolved local path, ``epsilon_high``, an importance-sampling alias)."""
-    m, d, g, o, lo, q, lg, ck, tr, ds, hub = (cfg[n] for n in SECTIONS)
+    m, d, g, o, lo, q, lg, ck, tr, ds, hub, tools = (cfg[n] for n in SECTIONS)
+    _tool_checks(doc, tools, g, d, registry)
+    if tools.names and tr.backend != "grpo_core":
+        doc.problem(("tools", "names"), f"tools run in the grpo_core trainer's rollouts, not the {tr.backend!r} backend")
     _choice(doc, ("model", "dtype"), m.dtype, DTYPES)
     # a model path resolves as a data path does: as given (the working folder), else next to the config file
     given = m.name_or_path
@@ -238,6 +261,9 @@ def cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None:
     for key, message in getattr(loss_types.get(o.loss_type), "config_problems", lambda sections: [])(cfg):
         doc.problem(key, message)
     _choice(doc, ("grpo", "importance_sampling_level"), o.importance_sampling_level, IMPORTANCE_SAMPLING_LEVELS)
+    if o.entropy_coef_min > o.entropy_coef_max:
+        doc.problem(("grpo", "entropy_coef_min"), f"must be <= entropy_coef_max ({o.entropy_coef_max:g}), "
+                                                  f"got {o.entropy_coef_min:g}")
     _choice(doc, ("grpo", "scale_rewards"), o.scale_rewards, SCALE_REWARDS)
     _choice(doc, ("grpo", "multi_objective_aggregation"), o.multi_objective_aggregation, MULTI_OBJECTIVE_AGGREGATIONS)
     _choice(doc, ("grpo", "lr_scheduler"), o.lr_scheduler, LR_SCHEDULERS)

@@ -39,6 +39,7 @@ OVERLONG_PROMPTS = ("drop", "error", "truncate")
 # [generation] decode: how the transformers backend's group sampler runs its decode steps
 # (grpo_core.generation.group_sampling); "auto" is "cuda_graph" on CUDA, "dynamic" elsewhere
 DECODE_MODES = ("auto", "dynamic", "static", "cuda_graph")
+TOOL_FORMATS = ("auto", "hermes")  # [tools] format: how the chat template writes tool calls (auto: read from it)
 DISTRIBUTED_BACKENDS = ("auto", "gloo", "nccl")
 OFFLOAD_DEVICES = ("none", "cpu")
 LOCAL_DATA_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
@@ -144,6 +145,15 @@ class GRPOConfig:
     ref_model_mixup_alpha: float = 0.6
     ref_model_sync_steps: int = 512
     router_aux_loss_coef: float | None = None  # TRL's MoE load-balancing loss weight (grpo_core.policy.router_loss)
+    # entropy (grpo_core.algorithm.entropy): train on the highest-entropy tokens only, an entropy bonus and its
+    # adaptive coefficient (Skywork-OR1), under TRL's names and defaults
+    top_entropy_quantile: float = 1.0  # the fraction of each micro-batch's tokens, by entropy, that train (1: all)
+    entropy_coef: float = 0.0  # loss - entropy_coef * mean entropy (0: off); the start value when adaptive
+    use_adaptive_entropy: bool = False  # entropy_coef moves each optimizer step towards entropy_target
+    entropy_coef_min: float = 0.0  # ... its lower bound
+    entropy_coef_max: float = 1.0  # ... its upper bound
+    entropy_coef_delta: float = 0.005  # ... its step
+    entropy_target: float = 0.2  # ... the mean per-token entropy (nats) at or below which the bonus applies
     sapo_temperature_pos: float = 1.0  # loss_type = "sapo": the gate's temperature where the advantage is > 0
     sapo_temperature_neg: float = 1.05  # ... and where it is <= 0
     vespo_k_pos: float = 2.0  # loss_type = "vespo": the gamma weight's power, advantage >= 0
@@ -244,6 +254,19 @@ class DistributedConfig:
     deepspeed_config: str = ""  # engine = "deepspeed": a user's own DeepSpeed JSON; its keys override the mapped ones
 
 
+@dataclass
+class ToolsConfig:
+    """Tools the model may call during its rollouts (grpo_core.generation.multi_turn, ``docs/tools.md``): with
+    none (and none given to ``Trainer(tools=...)``), each completion is one model turn."""
+
+    names: list[str] = field(default_factory=list)  # registered tools: the built-in "calculator" and "python"
+    max_tool_calling_iterations: int | None = None  # TRL's: tool turns per completion; None: no limit
+    format: str = "auto"  # TOOL_FORMATS: how tool calls are written and read; auto: from the chat template
+    timeout_s: float = 10.0  # seconds the calls of one turn may take together; a call past it answers an error
+    max_output_chars: int = 2000  # a tool's answer is cut to this many characters
+    max_rollout_seconds: float | None = None  # wall time after which no tool turn starts; None: no limit
+
+
 SECTIONS: dict[str, type] = {
     "model": ModelConfig,
     "data": DataConfig,
@@ -256,6 +279,7 @@ SECTIONS: dict[str, type] = {
     "trainer": TrainerConfig,
     "distributed": DistributedConfig,
     "hub": HubConfig,
+    "tools": ToolsConfig,
 }
 REQUIRED: dict[str, tuple[str, ...]] = {"model": ("name_or_path",), "data": ("source",)}
 
@@ -290,6 +314,9 @@ LIMITS: dict[tuple[str, str], tuple[float | None, float | None]] = {
     ("grpo", "ref_model_mixup_alpha"): (0, 1),
     ("grpo", "router_aux_loss_coef"): (0, None),
     ("grpo", "ref_model_sync_steps"): (1, BIG),
+    ("grpo", "top_entropy_quantile"): (0, 1),
+    ("grpo", "entropy_coef_delta"): (0, None),
+    ("grpo", "entropy_target"): (0, None),
     ("grpo", "sapo_temperature_pos"): (1e-6, None),
     ("grpo", "sapo_temperature_neg"): (1e-6, None),
     ("grpo", "vespo_k_pos"): (0, None),
@@ -311,6 +338,10 @@ LIMITS: dict[tuple[str, str], tuple[float | None, float | None]] = {
     ("checkpoint", "every_minutes"): (0, None),
     ("checkpoint", "keep_last"): (1, 10**6),
     ("trainer", "memory_budget_gb"): (1e-4, 10**6),
+    ("tools", "max_tool_calling_iterations"): (0, BIG),
+    ("tools", "timeout_s"): (1e-3, 86400),
+    ("tools", "max_output_chars"): (1, 10**8),
+    ("tools", "max_rollout_seconds"): (0, None),
 }
 
 
@@ -332,6 +363,7 @@ class RunConfig:
     raw: dict[str, Any] = field(default_factory=dict, repr=False)  # the merged input (file + overrides)
     distributed: DistributedConfig = field(default_factory=DistributedConfig)
     hub: HubConfig = field(default_factory=HubConfig)
+    tools: ToolsConfig = field(default_factory=ToolsConfig)
 
     @property
     def output_dir(self) -> Path:

@@ -36,7 +36,8 @@ from grpo_core.demo.warmup import warm_up
 from grpo_core.generation.transformers_backend import TransformersBackend
 from grpo_core.policy.models import load_model_and_tokenizer, save_model
 from grpo_core.quiet import quiet_libraries
-from grpo_core.run_folder.checkpoints import check_run_dir, clear_run_dir
+from grpo_core.run_folder.checkpoints import RunFolderError, check_run_dir, clear_run_dir
+from grpo_core.run_folder.lock import hold
 from grpo_core.trainer import Trainer
 from grpo_rewards.files import atomic_write
 
@@ -87,11 +88,19 @@ def run_demo(
     cfg = load_config(config_path or str(QUICKSTART), overrides)
     quiet_libraries(cfg)
 
+    # the demo writes its base and warm models beside the run folder: one demo at a time in its folder
+    warm_dir = Path(output_dir) / "warm" if output_dir else Path(cfg.model.name_or_path)
+    demo_dir = Path(output_dir) if output_dir else warm_dir.parent
+    with hold(demo_dir, error=RunFolderError, key="--output-dir", command="grpo demo"):
+        return _run_locked(cfg, settings, warm_dir, overwrite=overwrite, control=control, start=start)
+
+
+def _run_locked(cfg: Any, settings: DemoSettings, warm_dir: Path, *, overwrite: bool, control: bool,
+                start: float) -> dict[str, Any]:
     check_run_dir(cfg.logging.output_dir, overwrite=overwrite)  # an earlier run: refused now, not after the warm-up
     if overwrite:
         clear_run_dir(cfg.logging.output_dir)
     # the warm-started model is written where [model] name_or_path points (the folder need not exist yet)
-    warm_dir = Path(output_dir) / "warm" if output_dir else Path(cfg.model.name_or_path)
     cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, name_or_path=str(warm_dir)))
     base_dir = warm_dir.parent / "base"
 

@@ -26,6 +26,7 @@ from grpo_core.config import config_from_dict
 from grpo_core.context import TrainerState
 from grpo_core.data import format_prompt
 from grpo_core.evaluation.stats import bootstrap_interval, is_binary, mean_pass_at_k
+from grpo_core.generation.tools.facts import conversation_inputs
 from grpo_core.policy.models import load_model_and_tokenizer
 from grpo_rewards.errors import UserError
 
@@ -88,6 +89,7 @@ def _score(cfg: Any, rows: list[dict[str, Any]], batch: Any, k: int) -> tuple[li
     completions: list[Any] = batch.completions_text
     if isinstance(rows[0][field], list):
         completions = [[{"role": "assistant", "content": text}] for text in completions]
+    completions = conversation_inputs(batch, completions, columns)  # a multi-turn batch: its conversations
     scores = cfg.rewards.score(completions, **columns)
     return scores.total, scores.columns
 
@@ -107,9 +109,10 @@ def sample_and_score(cfg: Any, rows: list[dict[str, Any]], samples: int, *, batc
     if torch.cuda.is_available() and not cfg.quantization.load_in_4bit:
         model.to("cuda")
     model.eval()
-    prompts, rows = fit_prompts([format_prompt(r, d, tokenizer) for r in rows], rows, tokenizer, d.max_prompt_length,
-                                d.overlong_prompts, not d.chat_template, "evaluation")
     backend = build_backend(cfg, model, tokenizer)
+    schemas = getattr(backend, "tool_schemas", None)  # [tools]: the chat template renders them into each prompt
+    prompts, rows = fit_prompts([format_prompt(r, d, tokenizer, schemas) for r in rows], rows, tokenizer,
+                                d.max_prompt_length, d.overlong_prompts, not d.chat_template, "evaluation")
     records: list[dict[str, Any]] = []
     for start in range(0, len(rows), batch_prompts):
         chunk = rows[start : start + batch_prompts]

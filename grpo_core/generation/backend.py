@@ -5,7 +5,10 @@ consecutive): left-padded ``prompt_ids``/``prompt_mask`` ``[N, P]``, right-padde
 ``completion_mask`` ``[N, K]`` (the mask covers tokens up to and including the first EOS), the decoded
 ``completions_text`` and ``truncated`` (no EOS within the limit); a backend that knows them sets
 ``sampling_logps`` ``[N, K]``, the sampler's log-prob of each token, and ``sampler_is_policy`` when it sampled
-from the training model itself (the trainer then runs no importance correction and no old-policy pass).
+from the training model itself (the trainer then runs no importance correction and no old-policy pass). A
+multi-turn rollout with tools also sets ``tool_mask`` (0 on the tools' tokens: the trainer's loss mask is
+``completion_mask * tool_mask``), ``conversations`` and ``tool_facts``; its ``completion_mask`` covers every
+token of the conversation, the model's and the tools'.
 
 A backend that produces its completions in pieces may also hand each run of finished groups over while the
 rest still generates: it sets ``hands_over_groups = True`` and its ``generate`` takes ``on_groups``
@@ -46,6 +49,21 @@ class Generation:
     sampling_logps: torch.Tensor | None = None  # [N, K] the sampler's log-prob of each token, if it gives them
     # the sampler ran the policy itself (same model and weights, as the trainer scores it): nothing to correct
     sampler_is_policy: bool = False
+    # multi-turn rollouts with tools (grpo_core.generation.multi_turn): [N, K] 1 on the model's own tokens, 0 on
+    # the tools' (TRL's tool_mask; in the context, out of the loss), each row's conversation in TRL's format and
+    # its facts (turns, tool_calls, tool_errors, stop)
+    tool_mask: torch.Tensor | None = None
+    conversations: list[list[dict[str, Any]]] | None = None
+    tool_facts: list[dict[str, Any]] | None = None
+
+    def rows(self, start: int, end: int | None = None) -> Generation:
+        """The rows ``start .. end - 1`` alone."""
+        def cut(value: Any) -> Any:
+            return None if value is None else value[start:end]
+        return Generation(self.prompt_ids[start:end], self.prompt_mask[start:end], self.completion_ids[start:end],
+                          self.completion_mask[start:end], self.completions_text[start:end], self.truncated[start:end],
+                          cut(self.sampling_logps), self.sampler_is_policy, cut(self.tool_mask), cut(self.conversations),
+                          cut(self.tool_facts))
 
     @property
     def num_tokens(self) -> int:

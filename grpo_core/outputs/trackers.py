@@ -6,7 +6,7 @@ accelerate finds installed, as transformers' ``"all"``). The names are accelerat
 
 A tracker named (not one that ``"all"`` found: that one is left out with a warning line) that cannot start is an
 error before the first step, never a warning: :func:`tracker_problems` says what is known without starting anything (not installed, a bad
-``WANDB_MODE`` or ``MLFLOW_TRACKING_URI``) for ``grpo config validate``, ``--dry-run`` and the checks before the
+``WANDB_MODE`` or ``MLFLOW_TRACKING_URI``, a ``WANDB_DIR`` or ``TRACKIO_DIR`` that cannot be written) for ``grpo config validate``, ``--dry-run`` and the checks before the
 model loads; :func:`start_trackers` raises a :class:`~grpo_rewards.errors.ConfigError` naming
 ``logging.report_to`` when one fails to start (bad credentials, an unreachable server).
 
@@ -99,7 +99,26 @@ def tracker_problems(logging_cfg: Any) -> list[str]:
             out.append(f"wandb: WANDB_MODE={os.environ['WANDB_MODE']!r} is not one of {', '.join(WANDB_MODES)}")
         elif name == "mlflow" and (why := _mlflow_uri_problem(os.environ.get("MLFLOW_TRACKING_URI", ""))):
             out.append(f"mlflow: MLFLOW_TRACKING_URI: {why}")
+        elif (variable := FOLDER_VARIABLES.get(name)) and os.environ.get(variable) and \
+                (why := folder_problem(Path(os.environ[variable]).expanduser())):
+            out.append(f"{name}: {variable}: {why}")
     return out
+
+
+FOLDER_VARIABLES = {"wandb": "WANDB_DIR", "trackio": "TRACKIO_DIR"}  # where each writes, when set
+
+
+def folder_problem(path: Path) -> str | None:
+    """Why a tracker could not write into the folder ``path`` (made when missing), known before it starts: a file
+    there or above it, or a folder (the nearest existing one) this process cannot write into."""
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{path} is a file, not a folder" if existing == path else f"{existing} (above {path}) is a file"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"{path} is not writable" if existing == path else f"{existing} (above {path}) is not writable"
+    return None
 
 
 def _mlflow_uri_problem(uri: str) -> str | None:
@@ -109,8 +128,7 @@ def _mlflow_uri_problem(uri: str) -> str | None:
         return None
     scheme, sep, rest = uri.partition(":")
     if not sep or len(scheme) == 1 or scheme == "file":  # a plain path (C:\\ too), or file:
-        path = Path(rest.removeprefix("//") if scheme == "file" else uri).expanduser()
-        return f"{uri} is a file, not a folder" if path.is_file() else None
+        return folder_problem(Path(rest.removeprefix("//") if scheme == "file" else uri).expanduser())
     if scheme.partition("+")[0] in ("sqlite", "postgresql", "mysql", "mssql") and \
             importlib.util.find_spec("sqlalchemy") is None:
         return f"a database store ({scheme}) needs SQLAlchemy: {install_hint('mlflow')}"
@@ -151,6 +169,10 @@ class Trackers:
     def names(self) -> list[str]:
         return [t.name for t in self.trackers]
 
+    def locations(self) -> list[str]:
+        """``name: where it writes`` for each started tracker (what a run says when it starts)."""
+        return [f"{t.name}: {location(t)}" for t in self.trackers]
+
     def log(self, step: int, metrics: Mapping[str, Any]) -> None:
         values = numeric(metrics)
         if values:
@@ -190,6 +212,28 @@ def _construct(name: str, run_dir: Path, project: str, run_name: str, resumed: d
     if cls.requires_logging_directory:
         return cls(project, run_dir)
     return cls(project)
+
+
+def location(tracker: Any) -> str:
+    """Where a started tracker writes: its folder, store or run page, as the tracker itself reports it."""
+    name = tracker.name
+    if name == "tensorboard":
+        return str(getattr(tracker, "logging_dir", "") or getattr(tracker, "logging_dir_param", ""))
+    if name == "wandb":
+        run = tracker.run
+        url = getattr(run, "url", None)
+        folder = getattr(run, "dir", None)
+        return f"{url} (local files in {folder})" if url else f"{folder} (offline: `wandb sync` uploads it)"
+    if name == "mlflow":
+        import mlflow
+
+        return f"{mlflow.get_tracking_uri()} (run {tracker.active_run.info.run_id})"
+    if name == "trackio":
+        from trackio.utils import TRACKIO_DIR
+
+        return str(os.environ.get("TRACKIO_DIR") or TRACKIO_DIR)
+    folder = getattr(tracker, "logging_dir", None)
+    return str(folder) if folder else "its own service"
 
 
 def _run_id(tracker: Any) -> str | None:

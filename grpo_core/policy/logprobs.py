@@ -3,7 +3,7 @@
 INTERFACE (owned by the memory work, issue 5; the trainer calls only these):
 
 ``completion_logprobs(model, input_ids, attention_mask, logits_to_keep, *, temperature=1.0,
-chunk_size=1024, with_entropy=False) -> (logps [B, K], entropy [B, K] | None)``
+chunk_size=1024, with_entropy=False, entropy_grad=False) -> (logps [B, K], entropy [B, K] | None)``
     log p(token_t | tokens_<t) for the last ``K = logits_to_keep`` tokens of each row, with
     logits divided by ``temperature`` first (TRL's ``_get_per_token_logps_and_entropies``).
     Runs the model's backbone once, then :class:`ChunkedLogProbs` on the final hidden states.
@@ -30,8 +30,13 @@ except through the per-token scalar ``g_i``. So when only the hidden states need
 head is frozen), the forward accumulates ``E_p[W] = softmax(z) @ W`` tile by tile as well (the same GEMM
 count as a plain backward, Liger-style) and the backward is one multiply; no tile is recomputed. When the
 head weight (or bias) is trainable, the backward recomputes each tile's softmax from the saved
-logsumexp and accumulates ``grad_W`` (and ``grad_h``) chunk by chunk in fp32. The entropy output is
-non-differentiable (like TRL's GRPO, where it feeds metrics and masks only).
+logsumexp and accumulates ``grad_W`` (and ``grad_h``) chunk by chunk in fp32.
+
+The entropy output is non-differentiable unless ``entropy_grad`` asks for its gradient (the entropy bonus,
+``[grpo] entropy_coef``): then the backward recomputes each tile whatever needs a gradient and combines both
+upstream gradients in it, ``dz_j = g (1[j = target] - p_j) - g_H p_j (log p_j + H)`` (TRL's fused head does the
+same), so no ``N x V`` tensor is kept either way. Without it (metrics, the high-entropy token mask), the entropy
+costs one more running sum in the forward and nothing in the backward.
 """
 
 from __future__ import annotations
@@ -112,11 +117,14 @@ class ChunkedLogProbs(torch.autograd.Function):
         with_entropy: bool,
         scale: float = 1.0,
         softcap: float | None = None,
+        entropy_grad: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         ctx.set_materialize_grads(False)
         need_h, need_w, need_b = ctx.needs_input_grad[:3]
-        # Only the hidden states need a gradient: fold it into the forward, keep no tile for backward.
-        precompute = need_h and not (need_w or need_b)
+        entropy_grad = entropy_grad and with_entropy
+        # Only the hidden states need a gradient, and only through the log-probs: fold it into the forward, keep no
+        # tile for backward.
+        precompute = need_h and not (need_w or need_b or entropy_grad)
         n_tok, vocab = hidden.shape[0], weight.shape[0]
         inv_t = 1.0 / temperature
         v_chunk = vocab_chunk_for(chunk_size, vocab)
@@ -170,23 +178,28 @@ class ChunkedLogProbs(torch.autograd.Function):
         if precompute:
             ctx.save_for_backward(grad_dir)
         elif need_h or need_w or need_b:
-            ctx.save_for_backward(hidden, weight, bias, targets, lse)
+            ctx.save_for_backward(hidden, weight, bias, targets, lse, entropy if entropy_grad else None)
         if entropy is None:
             entropy = logps.new_zeros(0)
-        ctx.mark_non_differentiable(entropy)
+        if not entropy_grad:
+            ctx.mark_non_differentiable(entropy)
         return logps, entropy
 
     @staticmethod
     def backward(ctx: Any, grad_logps: torch.Tensor | None, grad_entropy: torch.Tensor | None):  # type: ignore[override]
-        del grad_entropy  # the entropy is non-differentiable
-        none7 = [None] * 9
-        if grad_logps is None:
-            return tuple(none7)
-        g = grad_logps.float()
-        if ctx.precompute:
+        none = [None] * 10
+        if ctx.precompute:  # the entropy is non-differentiable here
+            if grad_logps is None:
+                return tuple(none)
             (grad_dir,) = ctx.saved_tensors
-            return ((grad_dir * g.unsqueeze(1)).to(ctx.hidden_dtype), *none7[1:])
-        hidden, weight, bias, targets, lse = ctx.saved_tensors
+            return ((grad_dir * grad_logps.float().unsqueeze(1)).to(ctx.hidden_dtype), *none[1:])
+        hidden, weight, bias, targets, lse, entropy = ctx.saved_tensors
+        if entropy is None:
+            grad_entropy = None  # marked non-differentiable: nothing reaches it
+        if grad_logps is None and grad_entropy is None:
+            return tuple(none)
+        g = grad_logps.float() if grad_logps is not None else lse.new_zeros(lse.shape)
+        gh = grad_entropy.float() if grad_entropy is not None else None
         temperature, chunk_size, v_chunk, scale, softcap = ctx.shape
         inv_t = 1.0 / temperature
         need_h, need_w, need_b = ctx.needs_input_grad[:3]
@@ -202,8 +215,15 @@ class ChunkedLogProbs(torch.autograd.Function):
                 v1 = min(v0 + v_chunk, vocab)
                 z, slope = _tile_logits(h, weight, bias, v0, v1, inv_t, out=z_buf[: t1 - t0, : v1 - v0],
                                         scale=scale, softcap=softcap)
-                # dz = g * (onehot(target) - p) * scale * slope / T, in place over the tile
-                dz = z.sub_(lse[t0:t1].unsqueeze(1)).exp_().mul_(-gc)
+                if gh is None:
+                    # dz = g * (onehot(target) - p) * scale * slope / T, in place over the tile
+                    dz = z.sub_(lse[t0:t1].unsqueeze(1)).exp_().mul_(-gc)
+                else:
+                    # dz = g * onehot(target) - p * (g + g_H * (log p + H)); a -inf logit (p = 0) gives 0, not NaN
+                    log_p = z.sub_(lse[t0:t1].unsqueeze(1))
+                    p = log_p.exp()
+                    inner = log_p.add_(entropy[t0:t1].unsqueeze(1)).mul_(gh[t0:t1].unsqueeze(1)).add_(gc)
+                    dz = torch.where(p > 0, inner.mul_(p), 0.0).neg_()
                 local = tg - v0
                 inside = (local >= 0) & (local < v1 - v0)
                 # + g at each row's target column when this tile holds it: a scatter, not boolean indexing (which
@@ -222,7 +242,7 @@ class ChunkedLogProbs(torch.autograd.Function):
             grad_h.to(hidden.dtype) if grad_h is not None else None,
             grad_w.to(weight.dtype) if grad_w is not None else None,
             grad_b.to(bias.dtype) if grad_b is not None else None,
-            *none7[3:],
+            *none[3:],
         )
 
 
@@ -237,12 +257,13 @@ def chunked_token_logprobs(
     with_entropy: bool = False,
     scale: float = 1.0,
     softcap: float | None = None,
+    entropy_grad: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Per-row ``log_softmax(head(hidden @ weight^T + bias) / temperature)[targets]`` in tiles, ``head``
     multiplying by ``scale`` then softcapping (``softcap * tanh(x / softcap)``) when ``softcap`` is set.
 
     ``hidden`` is ``[N, H]``, ``weight`` ``[V, H]``, ``targets`` ``[N]``. Returns fp32 ``logps [N]``
-    and, with ``with_entropy``, the (non-differentiable) fp32 entropy ``[N]``.
+    and, with ``with_entropy``, the fp32 entropy ``[N]``: differentiable with ``entropy_grad``, else not.
     """
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
@@ -250,7 +271,7 @@ def chunked_token_logprobs(
         raise ValueError(f"temperature must be > 0, got {temperature}")
     logps, entropy = ChunkedLogProbs.apply(
         hidden, weight, bias, targets, float(temperature), int(chunk_size), bool(with_entropy), float(scale),
-        None if softcap is None else float(softcap),
+        None if softcap is None else float(softcap), bool(entropy_grad),
     )
     return logps, (entropy if with_entropy else None)
 
@@ -263,14 +284,19 @@ def plain_completion_logprobs(
     *,
     temperature: float = 1.0,
     with_entropy: bool = False,
+    entropy_grad: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Reference path: materialises ``[B, K, V]`` logits exactly as TRL did before its fused head."""
+    """Reference path: materialises ``[B, K, V]`` logits exactly as TRL did before its fused head (the entropy
+    carries a gradient with ``entropy_grad``)."""
     logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids_from_mask(attention_mask),
                    logits_to_keep=logits_to_keep + 1).logits
     logits = logits[:, :-1, :] / temperature
     targets = input_ids[:, -logits_to_keep:]
     logps = selective_log_softmax(logits, targets)
-    return logps, (entropy_from_logits(logits) if with_entropy else None)
+    if not with_entropy:
+        return logps, None
+    entropy = entropy_from_logits(logits)
+    return logps, (entropy if entropy_grad else entropy.detach())
 
 
 # Config keys that change the logits after the head: key -> how it enters ``scale`` (softcapping apart).
@@ -328,8 +354,12 @@ def completion_logprobs(
     with_entropy: bool = False,
     share_prompts: bool = False,
     completions_per_row: int | None = None,
+    entropy_grad: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Default path used by the trainer: backbone once, then the chunked head (no ``[B, K, V]`` tensor).
+
+    ``entropy_grad``: the entropy carries a gradient (the entropy bonus); otherwise it is a plain number
+    (metrics, the high-entropy token mask) that costs the backward nothing.
 
     ``share_prompts``: rows that share a prompt run as packed rows with one copy of it where that is cheaper
     (grpo_core.policy.shared_prompts; ``completions_per_row`` forces that many completions per packed row).
@@ -347,9 +377,8 @@ def completion_logprobs(
             "head over its backbone, or its logits differ from the model's own); using the full-logits path, "
             "which holds [batch, completion, vocab] logits",
         )
-        return plain_completion_logprobs(
-            model, input_ids, attention_mask, logits_to_keep, temperature=temperature, with_entropy=with_entropy
-        )
+        return plain_completion_logprobs(model, input_ids, attention_mask, logits_to_keep, temperature=temperature,
+                                         with_entropy=with_entropy, entropy_grad=entropy_grad)
     backbone, head = parts
     packing = None
     if share_prompts:
@@ -377,6 +406,7 @@ def completion_logprobs(
             with_entropy=with_entropy,
             scale=scale,
             softcap=softcap,
+            entropy_grad=entropy_grad,
         )
     return logps.view(batch, -1), (entropy.view(batch, -1) if entropy is not None else None)
 

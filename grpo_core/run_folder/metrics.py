@@ -132,6 +132,8 @@ class MetricsLogger:
         self.run_dir.mkdir(parents=True, exist_ok=True)
 
         self._trackers = start_trackers(self.run_dir, logging_cfg, config, resume=start_step > 0)  # before any file
+        for line in self._trackers.locations():
+            print(f"tracker {line}", file=sys.stderr, flush=True)
         self.cfg = logging_cfg
         self.total_steps = total_steps
         self.metrics_path = self.run_dir / METRICS_FILE

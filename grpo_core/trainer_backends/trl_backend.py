@@ -25,6 +25,7 @@ Ctrl-C (SIGINT) finishes the current step, writes a TRL checkpoint and the final
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import shutil
@@ -43,6 +44,7 @@ from grpo_core.policy import models
 from grpo_core.policy.models import save_model
 from grpo_core.run_folder.checkpoints import RunFolderError
 from grpo_core.run_folder.layout import MERGED_DIR, MODEL_DIR, RECORDS
+from grpo_core.run_folder.lock import INHERITED, hold
 from grpo_core.run_folder.metrics import MetricsLogger
 from grpo_core.trainer import fit_prompts
 from grpo_core.trainer_backends.trl_mapping import grpo_config_kwargs, no_trl_equivalent, our_metrics
@@ -243,8 +245,13 @@ class TRLBackend:
         return TrainingContext("trl", step, self.args.max_steps, self.run_dir, self.cfg, self.last_metrics)
 
     def train(self) -> dict[str, Any]:
-        """Run TRL's training loop; write the final model like our trainer; returns the last metrics."""
+        """Run TRL's training loop; write the final model like our trainer; returns the last metrics. The run
+        folder is held for the run (:mod:`grpo_core.run_folder.lock`), as the built-in trainer holds it."""
+        owner = self.trainer.is_world_process_zero() and not os.environ.get(INHERITED)
+        with hold(self.run_dir, error=RunFolderError, file=self.cfg.path) if owner else contextlib.nullcontext():
+            return self._train()
 
+    def _train(self) -> dict[str, Any]:
         check_outputs(self.cfg)  # a named tracker that is not installed, a push without a token: before the first step
         callback = next(c for c in self.trainer.callback_handler.callbacks if hasattr(c, "logger"))
         plot = None

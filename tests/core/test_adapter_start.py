@@ -52,14 +52,18 @@ def _lora_of(model):
     return get_peft_model_state_dict(model)
 
 
-def test_second_run_starts_from_the_saved_adapter_and_trains_it(trained, tmp_path):
+def test_second_run_starts_from_the_saved_adapter_and_trains_it(trained, tmp_path, capsys):
     from grpo_core import Trainer, config_from_dict
 
     model_dir, data, adapter = trained
     cfg = config_from_dict(_cfg(model_dir, data, tmp_path / "second", model={"adapter": str(adapter)}))
     assert cfg.lora.enabled and cfg.lora.r == 4 and cfg.lora.alpha == 8  # the adapter's config, no [lora] given
     assert cfg.lora.target_modules == ["q_proj", "v_proj"]
+    capsys.readouterr()
     trainer = Trainer(cfg)
+    said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("adapter loaded: ")]
+    tensors = len(_saved_lora(adapter))  # every saved weight tensor trains
+    assert said == [f"adapter loaded: {adapter} (LoRA r=4, {tensors} weight tensors training, trained on {model_dir})"]
     saved, start = _saved_lora(adapter), _lora_of(trainer.model)
     assert set(saved) == set(start) and any(v.abs().sum() > 0 for k, v in saved.items() if "lora_B" in k)
     for key, value in saved.items():  # lora_B is zero at a fresh start: equal weights mean the adapter was loaded

@@ -75,6 +75,11 @@ RIDERS: dict[tuple[str, bool], dict[str, Any]] = {
 # two of TRL's newer loss types at sequence level (GSPO's one ratio per sequence), one with the off-policy mask
 RIDERS |= {("luspo", True): {"grpo.importance_sampling_level": "sequence", "grpo.off_policy_mask_threshold": 0.05},
            ("sapo", False): {"grpo.importance_sampling_level": "sequence"}}
+# the entropy options: the high-entropy tokens' threshold over the micro-batch that straddles the ranks, the bonus,
+# and the adaptive coefficient measured over both ranks
+RIDERS |= {("grpo", True): {"grpo.top_entropy_quantile": 0.4, "grpo.entropy_coef": 0.05},
+           ("dapo", False): {"grpo.use_adaptive_entropy": True, "grpo.entropy_coef": 0.01, "grpo.entropy_target": 10.0,
+                             "grpo.entropy_coef_delta": 0.02, "grpo.top_entropy_quantile": 0.5}}
 CASES = [(loss, lora, RIDERS.get((loss, lora), {})) for loss in LOSS_TYPES for lora in (True, False)]
 CASES += [("luspo", True, RIDERS[("luspo", True)]), ("sapo", False, RIDERS[("sapo", False)])]
 
@@ -174,6 +179,8 @@ def test_two_processes_make_the_update_of_one(runs: dict[str, tuple[Path, Path]]
     assert m1["advantages/std"] > 0  # the rewards differ within groups
     if RIDERS.get((loss, lora), {}).get("generation.backend") == "other_sampler":
         assert 0 < m1["rollout_corr/rollout_rs_masked_fraction"] < 1  # the rule dropped some tokens, not all
+    if "grpo.entropy_coef" in RIDERS.get((loss, lora), {}):
+        assert m1["entropy_coef"] > 0  # the bonus (and the adaptive coefficient) compared below as well
     if "logging.eval_every" in RIDERS.get((loss, lora), {}):
         assert "eval/reward/mean" in m1 and "eval/completion_length/mean" in m1  # compared below as well
     for key, value in m1.items():  # the metrics are reduced over the ranks: the whole step's, as one process

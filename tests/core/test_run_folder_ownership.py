@@ -168,3 +168,21 @@ def test_overwrite_removes_only_what_the_layout_names(tmp_path: Path, model_dir:
         assert proc.returncode == 0, out
         assert rows.is_file() and (run_dir / "notes.txt").read_text() == "mine\n"
     assert steps(run_dir) == [1]
+
+
+def test_a_second_demo_into_a_folder_being_written_is_refused_before_anything_is_built(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from grpo_rewards.command_line import main
+
+    demo_dir = tmp_path / "demo"
+    demo_dir.mkdir()
+    proc = holder(tmp_path, demo_dir)
+    try:
+        capsys.readouterr()
+        code = main(["demo", "--output-dir", str(demo_dir), "--set", "grpo.max_steps=1"])
+        err = capsys.readouterr().err
+        assert code == 2 and f"{demo_dir} is being written by another run (pid {proc.pid} on" in err, err
+        assert sorted(p.name for p in demo_dir.iterdir()) == [LOCK_FILE]  # no base, warm or run folder
+    finally:
+        proc.kill()
+        proc.wait()

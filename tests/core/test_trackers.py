@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import struct
 import zipfile
 from pathlib import Path
@@ -131,11 +132,13 @@ def test_a_tracker_that_fails_to_start_stops_the_run_before_its_files(tmp_path: 
 # ------------------------------------------------------------- read back ----
 
 @needs("tensorboard")
-def test_tensorboard_event_files_hold_the_metrics_and_the_config(tmp_path: Path) -> None:
+def test_tensorboard_event_files_hold_the_metrics_and_the_config(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     from tensorboard.plugins.hparams import plugin_data_pb2
 
     log_run(tmp_path, "tensorboard")
+    assert f"tracker tensorboard: {tmp_path / 'tensorboard'}" in capsys.readouterr().err.splitlines()  # where it wrote
     events = EventAccumulator(str(tmp_path / "tensorboard"))
     events.Reload()
     assert [(e.step, e.value) for e in events.Scalars("reward/mean")] == [(1, 0.25), (2, 0.75)]
@@ -163,7 +166,7 @@ def test_tensorboard_event_files_hold_the_metrics_and_the_config(tmp_path: Path)
 @needs("mlflow")
 @needs("sqlalchemy")
 def test_mlflow_local_store_holds_the_metrics_and_params_and_a_resume_continues_its_run(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     from mlflow.tracking import MlflowClient
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -173,6 +176,7 @@ def test_mlflow_local_store_holds_the_metrics_and_params_and_a_resume_continues_
     client = MlflowClient(tracking_uri=uri)
     [experiment] = [e for e in client.search_experiments() if e.name == "exp"]
     [run] = client.search_runs([experiment.experiment_id])
+    assert f"tracker mlflow: {uri} (run {run.info.run_id})" in capsys.readouterr().err.splitlines()
     assert run.info.run_name == "first" and run.info.status == "FINISHED"
     assert [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, "reward/mean")] == [(1, 0.25), (2, 0.75)]
     assert [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, "rewards/correct/failures")] == [
@@ -215,11 +219,15 @@ def wandb_records(path: Path) -> list[Any]:
 
 
 @needs("wandb")
-def test_wandb_offline_run_holds_the_metrics_and_the_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_wandb_offline_run_holds_the_metrics_and_the_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
     log_run(tmp_path, ["wandb"], project="proj", run_name="named")
     import wandb
+
+    [said] = [line for line in capsys.readouterr().err.splitlines() if line.startswith("tracker wandb: ")]
+    assert said.startswith(f"tracker wandb: {tmp_path / 'wandb'}{os.sep}offline-run-") and "(offline" in said, said
 
     wandb.teardown()  # the run file is written by wandb's service process: wait until it has flushed and exited
     [run_file] = (tmp_path / "wandb").glob("offline-run-*/run-*.wandb")
@@ -265,6 +273,7 @@ def test_trackio_local_database_holds_the_metrics_and_the_config(tmp_path: Path)
                                                                                          (2, 0.75, 1.0)]
     assert read["config"]["grpo.beta"] == 0.0 and read["config"]["rewards.correct.weight"] == 2.0
     assert (tmp_path / "trackio" / "grpo-test.db").is_file()
+    assert f"tracker trackio: {tmp_path / 'trackio'}" in out.stderr.splitlines()
 
 
 @needs("comet_ml")
@@ -344,3 +353,29 @@ def test_overwrite_removes_the_earlier_runs_tracker_files(tmp_path: Path) -> Non
     (tmp_path / "trackers.json").write_text('{"mlflow": "earlier"}')
     clear_run_dir(tmp_path)
     assert not (tmp_path / "tensorboard").exists() and not (tmp_path / "trackers.json").exists()
+
+
+@pytest.mark.parametrize(("name", "variable"), sorted(trackers.FOLDER_VARIABLES.items()))
+def test_a_tracker_folder_that_cannot_be_written_is_refused_before_anything(
+        name: str, variable: str, tmp_path: Path, core_registry: Any, use_core_registry: Any,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from grpo_rewards.command_line import main
+
+    if not trackers.is_installed(name):
+        pytest.skip(f"{name} is not installed")
+    (tmp_path / "a-file").write_text("x")
+    config = tmp_path / "run.toml"
+    config.write_text(f'[model]\nname_or_path = "org/not-fetched"\n[data]\nsource = "hub/x"\n'
+                      f'[logging]\noutput_dir = "{tmp_path / "run"}"\nreport_to = ["{name}"]\n'
+                      '[rewards.a]\nuse = "core_len"\n')
+    for where, why in ((tmp_path / "a-file", "is a file, not a folder"),
+                       (tmp_path / "a-file" / "logs", f"{tmp_path / 'a-file'} (above {tmp_path / 'a-file' / 'logs'}) is a file")):
+        monkeypatch.setenv(variable, str(where))
+        line = f"{config}: logging.report_to: {name}: {variable}: " + (f"{where} {why}" if where.name == "a-file" else why)
+        for argv in (["train", str(config), "--dry-run"], ["train", str(config)]):
+            assert main(argv) == 2
+            err = capsys.readouterr().err.strip().splitlines()
+            assert err[-1] == line, err
+    monkeypatch.setenv(variable, str(tmp_path / "new" / "logs"))  # made when missing: no problem
+    assert trackers.tracker_problems(LoggingConfig(report_to=name)) == []
+    assert not (tmp_path / "run").exists()

@@ -301,7 +301,9 @@ def test_a_loss_type_trl_does_not_have_is_refused_naming_the_key(core_registry: 
     # each loss option reaches TRL under its own name, with a value other than TRL's default
     options = {"importance_sampling_level": "sequence", "off_policy_mask_threshold": 0.5,
                "use_bias_correction_kl": False, "sapo_temperature_pos": 0.7, "sapo_temperature_neg": 1.2,
-               "vespo_k_pos": 1.5, "vespo_lambda_pos": 2.5, "vespo_k_neg": 2.5, "vespo_lambda_neg": 1.5}
+               "vespo_k_pos": 1.5, "vespo_lambda_pos": 2.5, "vespo_k_neg": 2.5, "vespo_lambda_neg": 1.5,
+               "top_entropy_quantile": 0.3, "entropy_coef": 0.02, "use_adaptive_entropy": True,
+               "entropy_coef_min": 0.01, "entropy_coef_max": 0.4, "entropy_coef_delta": 0.003, "entropy_target": 0.5}
     cfg = config_from_dict({**base, "grpo": {"loss_type": "grpo", **options}}, registry=core_registry)
     args, defaults = trl.GRPOConfig(**grpo_config_kwargs(cfg)), trl.GRPOConfig(output_dir="x", use_cpu=True, bf16=False)
     for key, value in options.items():
@@ -367,3 +369,28 @@ def test_every_key_has_its_trl_mapping_documented() -> None:
     assert set(NO_TRL_EQUIVALENT) <= set(keys)
     listed = section[section.index("### No TRL equivalent"):]
     assert not [k for k in NO_TRL_EQUIVALENT if f"`{k}`" not in listed]
+
+
+def test_the_trl_backend_holds_its_run_folder_from_python(tiny_model_dir: Path, tmp_path: Path,
+                                                          core_registry: Any) -> None:
+    from grpo_core.config import load_config
+    from grpo_core.run_folder.checkpoints import RunFolderError
+    from grpo_core.run_folder.lock import is_held
+    from grpo_core.trainer_backends.trl_backend import TRLBackend
+    from tests.core.test_run_folder_ownership import holder
+
+    cfg = load_config(_write_run(tmp_path, tiny_model_dir), registry=core_registry)
+    backend = TRLBackend(cfg, registry=core_registry)
+    trained = []
+    # TRL's loop itself is not the point here: whether the folder is held while it runs is
+    backend.trainer.train = lambda **kwargs: trained.append(is_held(tmp_path / "run"))
+    proc = holder(tmp_path, tmp_path / "run")
+    try:
+        with pytest.raises(RunFolderError, match=f"is being written by another run \\(pid {proc.pid} on"):
+            backend.train()
+        assert not trained and not (tmp_path / "run" / "model").exists()
+    finally:
+        proc.kill()
+        proc.wait()
+    backend.train()  # the folder free again: it trains, and holds the folder while it does
+    assert trained == [True] and not is_held(tmp_path / "run")

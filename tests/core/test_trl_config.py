@@ -109,7 +109,7 @@ def test_max_steps_counts_optimizer_steps():
 
 
 @pytest.mark.parametrize("kw, message", [
-    ({"entropy_coef": 0.1}, r"GRPOConfig: entropy_coef: = 0.1 is not supported: no entropy bonus"),
+    ({"max_tool_calling_iterations": 2}, r"GRPOConfig: max_tool_calling_iterations: = 2 is not supported: tool"),
     ({"disable_dropout": True}, r"disable_dropout: = True is not supported: dropout is left as the model has it"),
     ({"steps_per_generation": 3, "gradient_accumulation_steps": 2},
      r"steps_per_generation: gives 3 micro-batches .* not a multiple of gradient_accumulation_steps \(2\)"),
@@ -161,5 +161,12 @@ def test_trls_loss_options_carry_over_under_the_same_names():
     options = {"loss_type": "vespo", "importance_sampling_level": "sequence", "off_policy_mask_threshold": 0.4,
                "use_bias_correction_kl": False, "sapo_temperature_neg": 1.2, "vespo_k_pos": 1.5,
                "vespo_lambda_neg": 1.7}
+    grpo = sections_from_trl(config(**options)).sections["grpo"]
+    assert {key: grpo[key] for key in options} == options
+
+
+def test_trls_entropy_options_carry_over_under_the_same_names():
+    options = {"top_entropy_quantile": 0.2, "entropy_coef": 0.01, "use_adaptive_entropy": True,
+               "entropy_coef_min": 0.001, "entropy_coef_max": 0.5, "entropy_coef_delta": 0.002, "entropy_target": 0.6}
     grpo = sections_from_trl(config(**options)).sections["grpo"]
     assert {key: grpo[key] for key in options} == options

@@ -53,10 +53,10 @@ def test_final_answer_format_default_tags_and_linear_time():
     fn = reward("final_answer_format", reasoning_tag="think")
     assert fn(["<think>\nx\n</think>\n<answer>\n72\n</answer>\n", "<answer>72</answer>"]) == [1.0, 0.0]
     hostile = "</think>" + "<answer>x</answer> y" * 20_000
-    start = time.monotonic()
+    start = time.process_time()
     assert fn([hostile]) == [0.0]
     assert reward("final_answer_format", reasoning_tag="think", end="line")([hostile]) == [0.0]
-    assert time.monotonic() - start < 1.0
+    assert time.process_time() - start < 1.0
 
 
 def test_count_mode_checks_order_by_default():

@@ -47,10 +47,10 @@ def test_linear_time_on_hostile_input():
     import time
 
     text = "<answer>" * 50_000 + "<reasoning>x</reasoning>"
-    start = time.monotonic()
+    start = time.process_time()
     reward("xml_format")([text])
     reward("xml_format", mode="verifiers")([chat(text)])
-    assert time.monotonic() - start < 1.0
+    assert time.process_time() - start < 1.0
 
 
 @pytest.mark.parametrize(("params", "message"), [
