@@ -32,8 +32,7 @@ def _messages(data: dict, overrides: tuple[str, ...] = ()) -> list[str]:
     ("grpo", "temperature", "it is generation.temperature"),
     ("grpo", "max_prompt_length", "it is data.max_prompt_length"),
     ("grpo", "per_device_train_batch_size", "TRL's per_device_train_batch_size is our grpo.prompts_per_step"),
-    ("grpo", "max_tool_calling_iterations", "TRL's max_tool_calling_iterations is not supported: tool calling is "
-                                            "not offered"),
+    ("grpo", "torch_compile", "TRL's torch_compile is not supported: the model is not compiled"),
     ("logging", "logging_steps", "TRL's logging_steps is our logging.log_every"),
 ])
 def test_a_trl_key_in_a_section_says_what_it_is(tmp_path, section, key, says):
