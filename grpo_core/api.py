@@ -245,7 +245,9 @@ def _apply_trl_rows(trl: TrlArgs, sections: dict[str, Any], train: Any) -> None:
     """What a TRL config needs the training rows for: the step count of ``num_train_epochs``, warmup steps
     as a ratio, and the chat template for conversational rows only (TRL uses a plain-text prompt as is)."""
     g, ours = sections["grpo"], SECTIONS["grpo"]()
-    mu = g.get("num_iterations", ours.num_iterations)
+    accumulation = g.get("gradient_accumulation_steps", ours.gradient_accumulation_steps)
+    per_generation = (g.get("steps_per_generation") or accumulation) // accumulation
+    mu = g.get("num_iterations", ours.num_iterations) * per_generation  # TRL's optimizer steps per step of ours
     if trl.epochs is not None:
         if train is None or not hasattr(train, "__len__"):
             raise _problem("args.max_steps", "num_train_epochs needs a train_dataset with a length: set max_steps "

@@ -9,7 +9,8 @@
                                      finished groups as it arrives, while the rest generates, where the
                                      backend hands groups over: ``generation.score_during_generation``)
         4. advantages                ``(R - group mean) / (group std + 1e-4)`` (grpo_core.algorithm.advantages)
-        5. policy update             ``num_iterations`` optimizer steps on this batch, each over
+        5. policy update             ``num_iterations`` passes over this batch, each an optimizer step per slice
+                                     of it (one slice unless ``steps_per_generation`` says more), each over
                                      ``gradient_accumulation_steps`` micro-batches (grpo_core.algorithm.loss)
         then metrics, samples, checkpoint; every ``eval_every`` steps (and at the end) the held-out
         rows get one greedy completion each, scored by the same rewards (``eval/...`` metrics);
@@ -18,9 +19,9 @@
 Memory: each forward/backward sees at most the step plan's ``micro_batch_tokens`` padded tokens (whole rows; a row
 longer than that runs alone), so activation memory is bounded by that budget, not by the group size.
 
-``max_steps`` counts loop steps (generation batches); with ``num_iterations = mu`` the optimizer
-and the LR schedule take ``mu`` steps per loop step. Old log-probs (mu > 1) are computed once per
-batch, before the first update; reference log-probs (beta != 0) come from
+``max_steps`` counts loop steps (generation batches); with ``num_iterations = mu`` and ``k`` slices the
+optimizer and the LR schedule take ``mu * k`` steps per loop step. Old log-probs (``mu * k > 1``) are computed
+once per batch, before the first update; reference log-probs (beta != 0) come from
 ``models.reference_model`` (with LoRA: the same model, adapter disabled).
 
 Precision: forwards run under the autocast of ``models.compute_dtype`` (a 16-bit checkpoint fully
@@ -69,6 +70,7 @@ the no-grad passes use the model as they do without an engine; checkpoints gathe
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import math
 import os
@@ -118,6 +120,7 @@ from grpo_core.policy.models import (
     save_model,
     trainable_parameters,
 )
+from grpo_core.policy.reference_sync import reference_sync
 from grpo_core.policy.step_plan import apply_step_plan, describe_device, plan_for_config
 from grpo_core.prompt_fit import fit_prompts, fit_rows
 from grpo_core.row_stream import StreamedRows
@@ -407,6 +410,9 @@ class Trainer:
         # the engine wraps the module whose forward computes the training log-probs, then builds the optimizer
         self.engine.setup(self.model, LogProbModule(self.model, _training_logprobs), trainable_parameters)
         self.params, self.optimizer, self.scheduler = self.engine.params, self.engine.optimizer, self.engine.scheduler
+        # called after each optimizer step with its number over the run (None: nothing to call): the moving KL
+        # reference, [grpo] sync_ref_model (grpo_core.policy.reference_sync)
+        self._after_optimizer_step = reference_sync(config, self.model, self.engine.whole_model)
         self.step, self.epoch, self.position = 0, 0, 0
         self._hub = HubPusher.of(config) if self.world.is_main else None  # [hub] push_to_hub (grpo_core.outputs.hub)
         self._stop = threading.Event()
@@ -601,36 +607,45 @@ class Trainer:
         return total, {alias: _concat([c[alias] for _, c in parts]) for alias in columns}
 
     def _update(self, batch: Generation, advantages: torch.Tensor) -> dict[str, float]:
-        """``num_iterations`` optimizer steps on one generation batch; returns averaged loss metrics.
+        """``num_iterations`` passes over one generation batch, each an optimizer step per slice of it (one slice,
+        the whole batch, unless ``steps_per_generation`` says more); returns averaged loss metrics.
 
         Each of the ``gradient_accumulation_steps`` micro-batches (the loss normalisation unit, as in
         TRL) runs as row slices of at most ``micro_batch_tokens`` padded tokens, one forward/backward
         each, with the same loss and gradients as the whole micro-batch at once (grpo_core.algorithm.loss). With several
         processes the micro-batches are those of the whole step, each rank running the rows it holds against the
-        micro-batch's global row and token counts (the module docs)."""
+        micro-batch's global row and token counts (the module docs).
+
+        With ``steps_per_generation = k * gradient_accumulation_steps`` the batch is generated once for ``k``
+        optimizer steps, each on its slice (TRL's ``_prepare_inputs``), and, as in TRL, the old policy's log-probs
+        are computed once, before the first of them, whenever the batch trains more than one optimizer step."""
         g, gen = self.cfg.grpo, self.cfg.generation
-        plan = self._plan(batch)
+        plans = self._plans(batch)  # one per optimizer step of a pass over the batch
         # a sampler other than the policy that reports its log-probs (vLLM) is corrected against the trainer's own
         sampled = batch.sampling_logps is not None and not batch.sampler_is_policy and gen.importance_sampling != "none"
         # one optimizer step on the batch and a forward that draws no random numbers: the old policy's log-probs
         # are the training forward's own, and the correction is read off each forward (no extra pass; TRL runs one)
         correction = _Correction(batch, gen, self.world) if sampled else None
-        fused = correction is not None and g.num_iterations == 1 and not has_active_dropout(self.model)
-        old, ref = self._fixed_logps(plan, need_old=g.num_iterations > 1 or (sampled and not fused),
-                                     need_ref=g.beta != 0.0)
+        one_step = g.num_iterations == 1 and len(plans) == 1
+        fused = correction is not None and one_step and not has_active_dropout(self.model)
+        old, ref = self._fixed_logps(plans, need_old=not one_step or (sampled and not fused), need_ref=g.beta != 0.0)
         is_ratio = None
         if correction is not None and not fused:  # against the old-policy pass, the whole batch at once
             is_ratio = correction.ratio(old, torch.arange(old.size(0)))  # type: ignore[union-attr]
         # FSDP2 and ZeRO: each forward/backward is a collective; a rank with fewer passes adds passes that
         # contribute nothing
-        idle = self.engine.idle_passes(plan.passes)
+        idle = [self.engine.idle_passes(plan.passes) for plan in plans]
         records: list[dict[str, float]] = []  # per (iteration, micro-batch): this rank's share of its metrics
         grad_norms: list[float] = []
         for iteration in range(g.num_iterations):
-            records += self._accumulate(plan, advantages, old, ref, is_ratio, idle, with_entropy=iteration == 0,
-                                        correction=correction if fused else None, masks=self._entropy_masks(plan))
-            grad_norms.append(self.engine.optimizer_step())
-            self.entropy.step(functools.partial(all_reduce, world=self.world))  # the adaptive coefficient moves
+            for plan, idle_passes in zip(plans, idle, strict=True):
+                records += self._accumulate(plan, advantages, old, ref, is_ratio, idle_passes,
+                                            with_entropy=iteration == 0, correction=correction if fused else None,
+                                            masks=self._entropy_masks(plan))
+                grad_norms.append(self.engine.optimizer_step())
+                self.entropy.step(functools.partial(all_reduce, world=self.world))  # the adaptive coefficient moves
+                if self._after_optimizer_step is not None:
+                    self._after_optimizer_step(self.step * self.cfg.optimizer_steps_per_step + len(grad_norms))
         is_metrics = correction.metrics() if correction is not None else {}
         sums: dict[str, float] = {}
         counts_of: dict[str, int] = {}
@@ -642,9 +657,14 @@ class Trainer:
         out["grad_norm"] = sum(grad_norms) / len(grad_norms)  # the same on every rank (summed gradients)
         return {**out, **is_metrics, **self.entropy.metrics()}
 
-    def _plan(self, batch: Generation) -> _Plan:
-        """The step's sequences, the loss mask, and this rank's rows of each micro-batch cut into slices."""
-        g = self.cfg.grpo
+    def _plans(self, batch: Generation) -> list[_Plan]:
+        """The step's sequences, the loss mask, and this rank's rows of each micro-batch cut into slices: one plan
+        per optimizer step of a pass over the batch. With several optimizer steps per generation batch
+        (``steps_per_generation``), each process's rows are cut into that many consecutive parts, as TRL splits
+        each process's generation batch, and step ``s`` takes part ``s`` of every process, its micro-batches cut
+        from those rows in the single-process order; the dapo-style normalisers count the batch's tokens divided by
+        the number of steps (TRL's ``num_items_in_batch * gradient_accumulation_steps / steps_per_generation``)."""
+        g, steps = self.cfg.grpo, self.cfg.optimizer_steps_per_generation
         input_ids = torch.cat([batch.prompt_ids, batch.completion_ids], dim=1)
         attention_mask = torch.cat([batch.prompt_mask, batch.completion_mask], dim=1)
         mask = batch.completion_mask.clone()
@@ -657,15 +677,24 @@ class Trainer:
             counts = torch.tensor(_concat(all_gather_objects(counts.tolist(), self.world)), dtype=counts.dtype,
                                   device=counts.device)
         mine = share(counts.numel(), self.world)
-        micro, group_sizes = [], []  # this rank's rows of each micro-batch; its global rows and tokens
-        for rows in torch.arange(counts.numel()).tensor_split(g.gradient_accumulation_steps):
-            first, last = max(int(rows[0]), mine.start), min(int(rows[-1]) + 1, mine.stop)
-            micro.append(torch.arange(first - mine.start, max(first, last) - mine.start))
-            group_sizes.append((len(rows), counts[rows].sum()))
-        slices = [idx.split(rows_per_slice(input_ids.size(1), self.step_plan.micro_batch_tokens)) if len(idx) else ()
-                  for idx in micro]
-        return _Plan(input_ids, attention_mask, batch.completion_ids.size(1), mask, counts.sum(), slices,
-                     group_sizes, batch.sampling_logps)
+        if steps == 1:
+            step_rows = [torch.arange(counts.numel())]
+        else:  # part s of every rank's rows, in rank order
+            ranks = [share(counts.numel(), dataclasses.replace(self.world, rank=r)) for r in range(self.world.size)]
+            parts = [torch.arange(r.start, r.stop).tensor_split(steps) for r in ranks]
+            step_rows = [torch.cat([p[s] for p in parts]) for s in range(steps)]
+        items = counts.sum() if steps == 1 else counts.sum() / steps
+        per_slice = rows_per_slice(input_ids.size(1), self.step_plan.micro_batch_tokens)
+        plans = []
+        for rows_of_step in step_rows:
+            micro, group_sizes = [], []  # this rank's rows of each micro-batch; its global rows and tokens
+            for rows in rows_of_step.tensor_split(g.gradient_accumulation_steps):
+                micro.append(rows[(rows >= mine.start) & (rows < mine.stop)] - mine.start)
+                group_sizes.append((len(rows), counts[rows].sum()))
+            slices = [idx.split(per_slice) if len(idx) else () for idx in micro]
+            plans.append(_Plan(input_ids, attention_mask, batch.completion_ids.size(1), mask, items, slices,
+                               group_sizes, batch.sampling_logps))
+        return plans
 
     def _logps(self, model: Any, plan: _Plan, idx: torch.Tensor, with_entropy: bool = False,
                entropy_grad: bool = False) -> tuple[torch.Tensor, Any]:
@@ -679,16 +708,17 @@ class Trainer:
                            temperature=self.cfg.generation.temperature, chunk_size=step.logprob_chunk_size,
                            with_entropy=with_entropy, entropy_grad=entropy_grad, share_prompts=step.share_prompts)
 
-    def _fixed_logps(self, plan: _Plan, need_old: bool, need_ref: bool
+    def _fixed_logps(self, plans: list[_Plan], need_old: bool, need_ref: bool
                      ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """The old policy's and the reference model's log-probs of the step's rows (no gradients, eval mode: no
-        dropout, LoRA's included), each only when needed."""
+        dropout, LoRA's included), each only when needed; ``plans`` cover this rank's rows in order."""
         old = ref = None
         was_training = self.model.training
         self.model.eval()
         try:
             with torch.no_grad(), self.engine.whole_model() if need_old or need_ref else contextlib.nullcontext():
-                everything = [part for parts in plan.slices for part in parts]  # one [rows, K] tensor each
+                plan = plans[0]  # the sequences every plan shares
+                everything = [part for p in plans for parts in p.slices for part in parts]  # one [rows, K] tensor each
                 if need_old:
                     old = torch.cat([self._logps(self.model, plan, i)[0] for i in everything])
                 if need_ref:
@@ -778,10 +808,21 @@ class Trainer:
                 for i in range(len(records))]
 
     def _evaluate(self) -> dict[str, float]:
-        """One greedy completion per held-out row, scored by the run's rewards: ``eval/reward/mean``,
-        ``eval/rewards/<alias>`` and ``eval/completion_length/mean``. Greedy decoding draws no random
-        numbers, so evaluating does not change the training run."""
-        per_call = self.cfg.grpo.prompts_per_step * self.cfg.generation.num_generations
+        """One greedy completion per held-out row (``generation.num_generations_eval`` unset), or a group of that
+        many sampled as training samples (TRL's ``num_generations_eval``), scored by the run's rewards:
+        ``eval/reward/mean``, ``eval/rewards/<alias>`` and ``eval/completion_length/mean`` over every completion.
+        Greedy decoding draws no random numbers, and sampling draws them from a copy of the generators' state, so
+        evaluating does not change the training run."""
+        group = self.cfg.generation.num_generations_eval
+        if group is None:
+            return self._evaluate_groups(1, greedy=True)
+        devices = [self.device] if torch.device(self.device).type == "cuda" else []
+        with torch.random.fork_rng(devices=devices):
+            return self._evaluate_groups(group, greedy=False)
+
+    def _evaluate_groups(self, group: int, greedy: bool) -> dict[str, float]:
+        """:meth:`_evaluate` with ``group`` completions per held-out row."""
+        per_call = max(1, self.cfg.sequences_per_step // group)  # prompts per generate call
         mine = share(len(self.eval_rows), self.world)  # each rank its share of the held-out rows
         prompts, rows = self.eval_prompts[mine], self.eval_rows[mine]
         totals: list[float] = []
@@ -789,8 +830,8 @@ class Trainer:
         lengths: list[float] = []
         with self.engine.whole_model():  # the ranks' shares may take different numbers of calls
             for start in range(0, len(rows), per_call):
-                batch = self.backend.generate(prompts[start : start + per_call], 1, greedy=True)
-                total, cols = self._score(rows[start : start + per_call], batch, k=1)
+                batch = self.backend.generate(prompts[start : start + per_call], group, greedy=greedy)
+                total, cols = self._score(rows[start : start + per_call], batch, k=group)
                 totals += total.tolist()
                 lengths += batch.completion_mask.sum(1).float().tolist()
                 for alias, values in cols.items():

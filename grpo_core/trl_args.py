@@ -8,9 +8,10 @@ a field set to a value we cannot honour is one :class:`ConfigError` naming it. T
 - a generation batch is ``generation_batch_size = per_device_train_batch_size * world * steps_per_generation``
   completions, ``generation_batch_size / num_generations`` prompts: our ``prompts_per_step``;
 - TRL splits it into ``steps_per_generation`` micro-batches and steps the optimizer every
-  ``gradient_accumulation_steps`` of them, ``num_iterations`` times over. We step once per generation batch
-  and iteration, so ``steps_per_generation`` must equal ``gradient_accumulation_steps`` (TRL's default);
-- TRL counts optimizer steps: ``max_steps`` is ours times ``num_iterations``; with ``max_steps = -1`` it runs
+  ``gradient_accumulation_steps`` of them, ``num_iterations`` times over; so do we (``grpo.steps_per_generation``),
+  for a ``steps_per_generation`` that is a multiple of ``gradient_accumulation_steps`` (whole optimizer steps);
+- TRL counts optimizer steps: ``max_steps`` is ours times ``num_iterations * steps_per_generation /
+  gradient_accumulation_steps`` (:func:`optimizer_steps`); with ``max_steps = -1`` it runs
   ``num_train_epochs`` passes of ``len(train_dataset) // prompts_per_step`` generation batches each
   (the sampler drops the last partial one), rounded up as transformers' Trainer rounds
   (:func:`steps_of_epochs`, applied once the rows are known);
@@ -202,22 +203,24 @@ def sections_from_trl(args: Any) -> TrlArgs:
 
 
 def _batch(out: TrlArgs, v: dict[str, Any], given: set[str]) -> None:
-    ga, spg, gbs, k, mu = (v["gradient_accumulation_steps"], v["steps_per_generation"], v["generation_batch_size"],
-                           v["num_generations"], v["num_iterations"])
-    if spg != ga:
+    ga, spg, gbs, k = (v["gradient_accumulation_steps"], v["steps_per_generation"], v["generation_batch_size"],
+                       v["num_generations"])
+    if spg % ga:
         name = "steps_per_generation" if "steps_per_generation" in given or "generation_batch_size" not in given \
             else "generation_batch_size"
-        raise _error(name, f"gives {spg} micro-batches per generation batch, not gradient_accumulation_steps "
-                           f"({ga}): not supported, one generation batch is one optimizer step here (times "
-                           f"num_iterations); leave steps_per_generation and generation_batch_size unset")
+        raise _error(name, f"gives {spg} micro-batches per generation batch, not a multiple of "
+                           f"gradient_accumulation_steps ({ga}): not supported, a generation batch trains whole "
+                           f"optimizer steps here")
+    mu = optimizer_steps(v)
     if gbs % k:
         raise _error("generation_batch_size", f"{gbs} is not a multiple of num_generations ({k})")
     _put(out.sections, "grpo.prompts_per_step", gbs // k)
     steps = v["max_steps"]
     if steps > 0:
         if steps % mu:
-            raise _error("max_steps", f"{steps} is not a multiple of num_iterations ({mu}): TRL would stop inside "
-                                      f"a generation batch; give a multiple")
+            raise _error("max_steps", f"{steps} is not a multiple of the optimizer steps per generation batch "
+                                      f"({mu}: num_iterations x steps_per_generation / gradient_accumulation_steps): "
+                                      f"TRL would stop inside a generation batch; give a multiple")
         _put(out.sections, "grpo.max_steps", steps // mu)
     else:
         out.epochs = float(v["num_train_epochs"])
@@ -231,7 +234,13 @@ def _batch(out: TrlArgs, v: dict[str, Any], given: set[str]) -> None:
 def _every(v: dict[str, Any], name: str, count: Any) -> int:
     if isinstance(count, float) and count < 1:
         raise _error(name, f"= {count} (a ratio of the run) is not supported: give a number of steps")
-    return max(1, math.ceil(int(count) / v["num_iterations"]))
+    return max(1, math.ceil(int(count) / optimizer_steps(v)))
+
+
+def optimizer_steps(v: dict[str, Any]) -> int:
+    """TRL's optimizer steps per generation batch of ours (``v``: a ``GRPOConfig``'s fields, after its
+    ``__post_init__``): ``num_iterations * steps_per_generation / gradient_accumulation_steps``."""
+    return v["num_iterations"] * max(1, v["steps_per_generation"] // v["gradient_accumulation_steps"])
 
 
 def _cadence(out: TrlArgs, v: dict[str, Any]) -> None:

@@ -6,7 +6,7 @@ The loop is :class:`grpo_core.trainer.Trainer`'s, untouched: the relay hears its
 ``grpo_on_*`` calls, through :class:`RelayRegistry`, which passes everything else to the real registry) and
 turns them into transformers' events: ``on_train_begin``, ``on_step_begin``/``on_step_end``/``on_log`` (and
 ``on_evaluate`` when the step evaluated), ``on_save``, ``on_train_end``. ``control.should_training_stop`` set
-by a callback stops the run after that step, as in transformers. Steps are TRL's: optimizer steps, ``num_iterations``
+by a callback stops the run after that step, as in transformers. Steps are TRL's: optimizer steps, ``optimizer_steps_per_step``
 per step of ours.
 """
 
@@ -72,7 +72,7 @@ class CallbackRelay:
                 self.control = result
 
     def _mu(self) -> int:
-        return self.trainer.cfg.grpo.num_iterations
+        return self.trainer.cfg.optimizer_steps_per_step
 
     # the trainer's hooks -------------------------------------------------------------------------------------
     def grpo_on_train_start(self, **_: Any) -> None:

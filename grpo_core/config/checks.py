@@ -278,7 +278,28 @@ def cross_checks(doc: TomlDoc, cfg: dict[str, Any], registry: Registry) -> None:
             doc.problem(("grpo", "gradient_accumulation_steps"),
                         f"must divide prompts_per_step * num_generations = {seqs} (each step's sequences are "
                         f"split into that many micro-batches), got {o.gradient_accumulation_steps}")
+    if o.sync_ref_model and o.beta == 0:  # TRL raises on both
+        doc.problem(("grpo", "sync_ref_model"), "needs beta > 0: with beta = 0 there is no reference model to move")
+    elif o.sync_ref_model and (lo.enabled or m.adapter):
+        doc.problem(("grpo", "sync_ref_model"), "is not supported with LoRA: the reference is the base model with the "
+                                                "adapter disabled, not a separate model to move; train fully or "
+                                                "leave it off")
+    spg = o.steps_per_generation
+    if spg is not None and spg > 0 and o.gradient_accumulation_steps > 0:
+        if spg % o.gradient_accumulation_steps:
+            doc.problem(("grpo", "steps_per_generation"),
+                        f"must be a multiple of gradient_accumulation_steps ({o.gradient_accumulation_steps}): a "
+                        f"generation batch trains whole optimizer steps, got {spg}")
+        elif o.prompts_per_step > 0 and g.num_generations > 0 and (o.prompts_per_step * g.num_generations) % spg:
+            doc.problem(("grpo", "steps_per_generation"),
+                        f"must divide prompts_per_step * num_generations = {o.prompts_per_step * g.num_generations} "
+                        f"(the generation batch is split into that many micro-batches), got {spg}")
 
+    heads = [lo.target_modules] if isinstance(lo.target_modules, str) else lo.target_modules
+    if m.cast_lm_head_to_fp32 and lo.enabled and "lm_head" in heads:
+        doc.problem(("model", "cast_lm_head_to_fp32"), "is not supported with a LoRA adapter on the head "
+                                                       "(lora.target_modules names lm_head), as in TRL: leave lm_head "
+                                                       "out of target_modules, or this key off")
     if not lo.target_modules or (isinstance(lo.target_modules, list) and not all(lo.target_modules)):
         doc.problem(("lora", "target_modules"), 'names no module: give "all-linear" or a list such as '
                                                 '["q_proj", "v_proj"]')

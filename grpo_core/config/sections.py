@@ -60,6 +60,7 @@ class ModelConfig:
     offload_activations: bool = False
     mlp_chunk_tokens: int | None = None  # None: the hidden size (ALST's rule); 0: no MLP tiling
     adapter: str | None = None  # a saved LoRA adapter folder to start from (grpo_core.adapter)
+    cast_lm_head_to_fp32: bool = False  # TRL's: the LM head in float32 (grpo_core.policy.fp32_head)
 
 
 @dataclass
@@ -90,6 +91,8 @@ class DataConfig:
 class GenerationConfig:
     backend: str = "transformers"
     num_generations: int = 8
+    # held-out evaluation: None, one greedy completion per row; n, a group of n sampled completions (TRL's)
+    num_generations_eval: int | None = None
     max_completion_length: int = 256
     temperature: float = 1.0
     top_p: float = 1.0
@@ -123,6 +126,9 @@ class GRPOConfig:
     learning_rate: float = 1e-6
     prompts_per_step: int = 4
     gradient_accumulation_steps: int = 1
+    # TRL's: micro-batches per generation batch (None: gradient_accumulation_steps, one optimizer step per
+    # generation batch); k times gradient_accumulation_steps: generated once, k optimizer steps on its k slices
+    steps_per_generation: int | None = None
     max_steps: int = 100
     num_iterations: int = 1
     beta: float = 0.0
@@ -133,6 +139,12 @@ class GRPOConfig:
     importance_sampling_level: str = "token"  # or "sequence" (GSPO): one importance ratio per sequence
     off_policy_mask_threshold: float | None = None  # DeepSeek-V3.2's off-policy sequence mask (None: off)
     use_bias_correction_kl: bool = True  # the KL term multiplied by the importance ratio (unbiased reverse KL)
+    # TR-DPO's moving reference (grpo_core.policy.reference_sync): every ref_model_sync_steps optimizer steps,
+    # reference = ref_model_mixup_alpha * policy + (1 - ref_model_mixup_alpha) * reference
+    sync_ref_model: bool = False
+    ref_model_mixup_alpha: float = 0.6
+    ref_model_sync_steps: int = 512
+    router_aux_loss_coef: float | None = None  # TRL's MoE load-balancing loss weight (grpo_core.policy.router_loss)
     # entropy (grpo_core.algorithm.entropy): train on the highest-entropy tokens only, an entropy bonus and its
     # adaptive coefficient (Skywork-OR1), under TRL's names and defaults
     top_entropy_quantile: float = 1.0  # the fraction of each micro-batch's tokens, by entropy, that train (1: all)
@@ -282,6 +294,7 @@ LIMITS: dict[tuple[str, str], tuple[float | None, float | None]] = {
     ("data", "limit"): (1, None),
     ("data", "shuffle_buffer"): (1, BIG),
     ("generation", "num_generations"): (2, 65536),
+    ("generation", "num_generations_eval"): (1, 65536),
     ("generation", "max_completion_length"): (1, 10**7),
     ("generation", "decode_check_every"): (1, 10**7),
     ("generation", "temperature"): (1e-6, 100),
@@ -291,12 +304,16 @@ LIMITS: dict[tuple[str, str], tuple[float | None, float | None]] = {
     ("grpo", "learning_rate"): (1e-12, 1),
     ("grpo", "prompts_per_step"): (1, 10**6),
     ("grpo", "gradient_accumulation_steps"): (1, 10**6),
+    ("grpo", "steps_per_generation"): (1, 10**6),
     ("grpo", "max_steps"): (1, BIG),
     ("grpo", "num_iterations"): (1, 1000),
     ("grpo", "beta"): (0, None),
     ("grpo", "epsilon"): (0, None),
     ("grpo", "epsilon_high"): (0, None),
     ("grpo", "off_policy_mask_threshold"): (1e-12, None),
+    ("grpo", "ref_model_mixup_alpha"): (0, 1),
+    ("grpo", "router_aux_loss_coef"): (0, None),
+    ("grpo", "ref_model_sync_steps"): (1, BIG),
     ("grpo", "top_entropy_quantile"): (0, 1),
     ("grpo", "entropy_coef_delta"): (0, None),
     ("grpo", "entropy_target"): (0, None),
@@ -361,6 +378,19 @@ class RunConfig:
     @property
     def sequences_per_step(self) -> int:
         return self.grpo.prompts_per_step * self.generation.num_generations
+
+    @property
+    def optimizer_steps_per_generation(self) -> int:
+        """Optimizer steps on each slice of a generation batch, one pass: ``steps_per_generation /
+        gradient_accumulation_steps`` (1 when unset)."""
+        g = self.grpo
+        return (g.steps_per_generation or g.gradient_accumulation_steps) // g.gradient_accumulation_steps
+
+    @property
+    def optimizer_steps_per_step(self) -> int:
+        """Optimizer steps (and learning-rate steps) per loop step: ``num_iterations`` passes over the generation
+        batch's slices."""
+        return self.grpo.num_iterations * self.optimizer_steps_per_generation
 
     def to_dict(self) -> dict[str, Any]:
         """The sections as plain data (JSON/TOML-able) plus the raw ``rewards`` tables."""

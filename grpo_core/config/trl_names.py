@@ -84,7 +84,7 @@ TRL_FIELDS: dict[str, TrlField] = {
                                                       "completions: prompts_per_step = it / num_generations"),
     "gradient_accumulation_steps": _same(1, "grpo.gradient_accumulation_steps"),
     "max_steps": _derived(-1, STEPS, "TRL counts optimizer steps; ours counts generation batches: max_steps / "
-                                     "num_iterations"),
+                                     "(num_iterations x steps_per_generation / gradient_accumulation_steps)"),
     "num_train_epochs": _derived(3.0, STEPS, "the steps of that many passes over the rows, "
                                              "len(train_dataset) // prompts_per_step each, as TRL counts"),
     "save_strategy": _derived("steps", "checkpoint.every", "\"steps\": every save_steps; \"no\": never"),
@@ -118,19 +118,18 @@ TRL_FIELDS: dict[str, TrlField] = {
                                                        "trust_remote_code are [model]'s keys; others are refused"),
     "trust_remote_code": _same(False, "model.trust_remote_code"),
     "disable_dropout": _no(False, "dropout is left as the model has it"),
-    "cast_lm_head_to_fp32": _no(False, "the head runs in the model's dtype (log-probs are taken in float32)"),
+    "cast_lm_head_to_fp32": _same(False, "model.cast_lm_head_to_fp32"),
     "shuffle_dataset": _same(True, "data.shuffle"),
     "pad_to_multiple_of": _inert("auto", "padding changes no number a step computes"),
-    "router_aux_loss_coef": _no(None, "the MoE load-balancing loss is not added"),
+    "router_aux_loss_coef": _same(None, "grpo.router_aux_loss_coef"),
     # ---- GRPOConfig: generation
     "num_generations": _same(8, "generation.num_generations"),
-    "num_generations_eval": _no(None, "the held-out rows get one greedy completion each"),
+    "num_generations_eval": _same(None, "generation.num_generations_eval"),
     "max_completion_length": _same(512, "generation.max_completion_length"),
     "ds3_gather_for_generation": _inert(True, "ZeRO-3 is not offered ([distributed] zero_stage <= 2)"),
-    "generation_batch_size": _derived(None, BATCH, "prompts_per_step = generation_batch_size / num_generations, "
-                                                   "one optimizer step per iteration"),
-    "steps_per_generation": _derived(None, BATCH, "must equal gradient_accumulation_steps: one generation batch is "
-                                                  "one optimizer step per iteration here"),
+    "generation_batch_size": _derived(None, BATCH, "prompts_per_step = generation_batch_size / num_generations "
+                                                   "(grpo.steps_per_generation splits it over optimizer steps)"),
+    "steps_per_generation": _same(None, "grpo.steps_per_generation"),
     "temperature": _same(1.0, "generation.temperature"),
     "top_p": _same(1.0, "generation.top_p"),
     "top_k": _same(0, "generation.top_k"),
@@ -182,9 +181,9 @@ TRL_FIELDS: dict[str, TrlField] = {
     "vespo_lambda_pos": _same(3.0, "grpo.vespo_lambda_pos"),
     "vespo_k_neg": _same(3.0, "grpo.vespo_k_neg"),
     "vespo_lambda_neg": _same(2.0, "grpo.vespo_lambda_neg"),
-    "sync_ref_model": _no(False, "the KL reference stays the starting model"),
-    "ref_model_mixup_alpha": _no(0.6, "the KL reference stays the starting model"),
-    "ref_model_sync_steps": _no(512, "the KL reference stays the starting model"),
+    "sync_ref_model": _same(False, "grpo.sync_ref_model"),
+    "ref_model_mixup_alpha": _same(0.6, "grpo.ref_model_mixup_alpha"),
+    "ref_model_sync_steps": _same(512, "grpo.ref_model_sync_steps"),
     "top_entropy_quantile": _same(1.0, "grpo.top_entropy_quantile"),
     "entropy_coef": _same(0.0, "grpo.entropy_coef"),
     "use_adaptive_entropy": _same(False, "grpo.use_adaptive_entropy"),

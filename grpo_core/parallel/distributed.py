@@ -66,6 +66,10 @@ def world_problems(cfg: Any, size: int) -> list[tuple[str, str]]:
     if cfg.grpo.prompts_per_step % size:
         out.append(("grpo.prompts_per_step", f"must be a multiple of the number of processes ({size}), got "
                                              f"{cfg.grpo.prompts_per_step}"))
+    elif (cfg.sequences_per_step // size) % cfg.optimizer_steps_per_generation:
+        out.append(("grpo.steps_per_generation", f"gives {cfg.optimizer_steps_per_generation} optimizer steps per "
+                                                 f"generation batch, which must divide each process's "
+                                                 f"{cfg.sequences_per_step // size} sequences"))
     if cfg.generation.backend == "vllm":
         out.append(("generation.backend", f"\"vllm\" runs in one process only for now, not {size}"))
     if cfg.trainer.backend != "grpo_core":

@@ -39,7 +39,7 @@ def learning_rate_schedule(optimizer: torch.optim.Optimizer, config: Any) -> Any
     from transformers import get_scheduler  # heavy: transformers loads on first use
 
     g = config.grpo
-    total = g.max_steps * g.num_iterations
+    total = g.max_steps * config.optimizer_steps_per_step
     return get_scheduler(g.lr_scheduler, optimizer, num_warmup_steps=math.ceil(g.warmup_ratio * total),
                          num_training_steps=total)
 

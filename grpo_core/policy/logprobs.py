@@ -41,12 +41,14 @@ costs one more running sum in the forward and nothing in the backward.
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from typing import Any
 
 import torch
 
 from grpo_core.policy import shared_prompts
+from grpo_core.policy.fp32_head import FP32_HEAD
 from grpo_core.policy.shared_prompts import position_ids_from_mask
 
 # Values per logits tile (fp32): 4M values = 16 MiB; a tile and its exponentials stay ~32 MiB.
@@ -390,18 +392,22 @@ def completion_logprobs(
     targets = input_ids[:, -logits_to_keep:].to(head.weight.device)
     batch = input_ids.shape[0]
     scale, softcap = head_transform(model)
-    logps, entropy = chunked_token_logprobs(
-        hidden.reshape(-1, hidden.shape[-1]),
-        head.weight,
-        head.bias,
-        targets.reshape(-1),
-        temperature=temperature,
-        chunk_size=chunk_size,
-        with_entropy=with_entropy,
-        scale=scale,
-        softcap=softcap,
-        entropy_grad=entropy_grad,
-    )
+    fp32_head = getattr(head, FP32_HEAD, False)  # [model] cast_lm_head_to_fp32: float32 operands, autocast off
+    if fp32_head:
+        hidden = hidden.float()
+    with torch.autocast(hidden.device.type, enabled=False) if fp32_head else contextlib.nullcontext():
+        logps, entropy = chunked_token_logprobs(
+            hidden.reshape(-1, hidden.shape[-1]),
+            head.weight,
+            head.bias,
+            targets.reshape(-1),
+            temperature=temperature,
+            chunk_size=chunk_size,
+            with_entropy=with_entropy,
+            scale=scale,
+            softcap=softcap,
+            entropy_grad=entropy_grad,
+        )
     return logps.view(batch, -1), (entropy.view(batch, -1) if entropy is not None else None)
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import sys
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,6 +38,9 @@ from typing import TYPE_CHECKING, Any
 
 from grpo_core.adapter import attach_adapter
 from grpo_core.atomic_folders import atomic_folder
+from grpo_core.policy.fp32_head import cast_head_to_fp32
+from grpo_core.policy.router_loss import router_loss_problem, router_loss_warning
+from grpo_rewards.errors import ConfigError
 
 if TYPE_CHECKING:
     import torch
@@ -297,7 +301,15 @@ def prepare_policy(model: Any, tokenizer: Any, cfg: RunConfig, peft_config: Any 
     """A loaded model made the trainable policy: the base prepared (:func:`prepare_base_model`), LoRA from
     ``peft_config`` or ``[lora]`` (a ``PeftModel`` keeps its own adapter), gradient checkpointing, train mode."""
     peft = is_peft(model)
-    prepare_base_model(model.get_base_model() if peft else model, cfg, tokenizer)
+    base = model.get_base_model() if peft else model
+    problem = router_loss_problem(cfg, base.config, type(base).__name__)
+    if problem:
+        raise ConfigError(f"{cfg.path}: {problem}")
+    if (warning := router_loss_warning(cfg, base.config, type(base).__name__)) is not None:
+        print(warning, file=sys.stderr, flush=True)
+    prepare_base_model(base, cfg, tokenizer)
+    if cfg.model.cast_lm_head_to_fp32:
+        cast_head_to_fp32(base)
     if peft or cfg.lora.enabled or peft_config is not None:
         from peft import get_peft_model
 
@@ -340,6 +352,8 @@ def reference_model(model: Any, cfg: RunConfig) -> Iterator[Any]:
         ref = load_base_model(cfg)
         disable_dropout(ref)
         ref.to(next(model.parameters()).dtype)  # the policy's master dtype: no KL from rounding alone
+        if cfg.model.cast_lm_head_to_fp32:
+            cast_head_to_fp32(ref)
         ref.requires_grad_(False)
         ref.eval()
         ref.to(next(model.parameters()).device)

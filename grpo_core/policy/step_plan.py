@@ -373,14 +373,16 @@ def weights_dtype(cfg: RunConfig, model_config: Any) -> str:
 def inputs_from_config(cfg: RunConfig, model_config: Any, processes: int = 1) -> tuple[BatchShape, PlanSettings]:
     """The batch one process updates and the run's settings, as the trainer will run them."""
     step_rows = max(1, cfg.sequences_per_step // processes)
-    batch = BatchShape(rows=max(1, step_rows // cfg.grpo.gradient_accumulation_steps), step_rows=step_rows,
+    micro_batches = cfg.grpo.steps_per_generation or cfg.grpo.gradient_accumulation_steps  # per generation batch
+    batch = BatchShape(rows=max(1, step_rows // micro_batches), step_rows=step_rows,
                        prompt_length=cfg.data.max_prompt_length or 512,
                        completion_length=cfg.generation.max_completion_length,
                        group_size=cfg.generation.num_generations)
     settings = PlanSettings(dtype=weights_dtype(cfg, model_config), lora_rank=cfg.lora.r if cfg.lora.enabled else 0,
                             quantization_4bit=cfg.quantization.load_in_4bit,
                             offload_activations=cfg.model.offload_activations, beta=cfg.grpo.beta,
-                            num_iterations=cfg.grpo.num_iterations, budget_gb=cfg.trainer.memory_budget_gb,
+                            # more than one optimizer step per generation batch: the old-policy pass runs
+                            num_iterations=cfg.optimizer_steps_per_step, budget_gb=cfg.trainer.memory_budget_gb,
                             explicit=explicit_settings(cfg))
     return batch, settings
 

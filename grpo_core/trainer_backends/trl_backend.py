@@ -128,8 +128,8 @@ def _run_log_callback(backend: TRLBackend) -> Any:
             self.flush()
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            # Ctrl-C: stop after a whole step of ours (num_iterations optimizer steps), with a checkpoint
-            if backend.stop.is_set() and state.global_step % cfg.grpo.num_iterations == 0:
+            # Ctrl-C: stop after a whole step of ours (its optimizer steps: num_iterations x slices), with a checkpoint
+            if backend.stop.is_set() and state.global_step % cfg.optimizer_steps_per_step == 0:
                 control.should_save = True
                 control.should_training_stop = True
             if backend.eval_dataset is not None and state.global_step == args.max_steps:

@@ -7,10 +7,11 @@ Field names are those of TRL 1.x's ``GRPOConfig`` (a ``transformers.TrainingArgu
 checks them against the installed class. No torch or TRL import here.
 
 One step of ours is one generation batch of ``prompts_per_step * num_generations`` sequences, split into
-``gradient_accumulation_steps`` micro-batches, with ``num_iterations`` optimizer steps on it. In TRL the
-same batch is ``per_device_train_batch_size = sequences / gradient_accumulation_steps`` rows per
-micro-batch with ``steps_per_generation = gradient_accumulation_steps`` (TRL's default), and TRL counts
-optimizer steps: ``max_steps`` becomes ``max_steps * num_iterations``.
+``steps_per_generation`` micro-batches (``gradient_accumulation_steps`` when unset), an optimizer step every
+``gradient_accumulation_steps`` of them, ``num_iterations`` passes over it. In TRL the same batch is
+``per_device_train_batch_size = sequences / steps_per_generation`` rows per micro-batch with the same
+``steps_per_generation``, and TRL counts optimizer steps: ``max_steps`` becomes ``max_steps *
+optimizer_steps_per_step``, and so do the save and evaluation cadences.
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ def grpo_config_kwargs(cfg: RunConfig) -> dict[str, Any]:
     if cfg.data.streaming:
         raise ConfigError([Problem(cfg.path, None, "data.streaming", "the trl trainer backend trains on a "
                                    "datasets.Dataset of every row; set streaming = false")])
-    mu = o.num_iterations
+    mu = cfg.optimizer_steps_per_step  # TRL's steps per step of ours
     vllm = g.backend == "vllm"
     kwargs: dict[str, Any] = {trl: _to_trl(trl, cfg, ours) for trl, ours in SHARED.items()}
     kwargs.update({
@@ -103,7 +104,8 @@ def grpo_config_kwargs(cfg: RunConfig) -> dict[str, Any]:
         "remove_unused_columns": False,  # rewards read the other columns
         "use_vllm": vllm,
         # one generation batch of ours is one TRL optimizer step (module docs)
-        "per_device_train_batch_size": cfg.sequences_per_step // o.gradient_accumulation_steps,
+        "per_device_train_batch_size": cfg.sequences_per_step // (o.steps_per_generation
+                                                                  or o.gradient_accumulation_steps),
         "max_steps": o.max_steps * mu,
         "warmup_steps": o.warmup_ratio,  # a float in [0, 1) is a ratio of the total steps
         "reward_weights": cfg.rewards.weights,
@@ -136,7 +138,7 @@ def grpo_config_kwargs(cfg: RunConfig) -> dict[str, Any]:
             kwargs["generation_kwargs"] = {"stop": list(g.stop)}  # vLLM's SamplingParams(stop=...)
     if lg.eval_every:
         kwargs.update(eval_strategy="steps", eval_steps=lg.eval_every * mu,
-                      per_device_eval_batch_size=g.num_generations)
+                      per_device_eval_batch_size=g.num_generations_eval or g.num_generations)
     if lg.eval_on_start:
         kwargs["eval_on_start"] = True
     return kwargs

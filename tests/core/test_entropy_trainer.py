@@ -80,7 +80,7 @@ def test_row_slices_give_the_update_of_the_whole_micro_batch(model_dir: Path, tm
     whole_plan = trainer.step_plan
     for budget in (1, 3 * width):
         trainer.step_plan = dataclasses.replace(whole_plan, micro_batch_tokens=budget)
-        assert max(len(parts) for parts in trainer._plan(batch).slices) > 1
+        assert max(len(parts) for parts in trainer._plans(batch)[0].slices) > 1
         got, sliced_metrics = _grads(trainer, batch)
         for step_a, step_b in zip(reference, got, strict=True):
             for a, b in zip(step_a, step_b, strict=True):
@@ -101,7 +101,7 @@ def test_a_slice_alone_would_take_another_threshold(model_dir: Path, tmp_path: P
     trainer = _trainer(model_dir, tmp_path / "run", micro_batch_tokens=1, top_entropy_quantile=0.3)
     torch.manual_seed(0)
     batch = trainer.backend.generate([trainer.prompts[0], trainer.prompts[1]], 4)
-    plan = trainer._plan(batch)
+    plan = trainer._plans(batch)[0]
     masks = trainer._entropy_masks(plan)
     assert len(plan.slices[0]) == 8 and masks.mask is not None
     kept = masks.mask.sum().item()

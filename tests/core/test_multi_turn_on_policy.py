@@ -102,7 +102,7 @@ def test_a_run_with_tools_trains_on_the_models_tokens_and_rewards_see_the_conver
         completions, columns = trainer._reward_inputs(rows, batch, k or 4)
         seen.append({"completions": completions, "facts": batch.tool_facts,
                      **{c: columns[c] for c in columns if c.startswith("num_")}})
-        plan = trainer._plan(batch)
+        plan = trainer._plans(batch)[0]
         assert torch.equal(plan.mask, batch.completion_mask * batch.tool_mask)
         return original(rows, batch, k)
 

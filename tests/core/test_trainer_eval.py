@@ -95,3 +95,40 @@ def test_eval_on_start_without_held_out_rows_is_a_config_error(model_dir):
     with pytest.raises(ConfigError, match="logging.eval_on_start: needs held-out rows"):
         config_from_dict({"model": {"name_or_path": str(model_dir)}, "data": {"source": "demo:arithmetic"},
                           "logging": {"eval_on_start": True}, "rewards": {"c": {"use": "exact_match"}}})
+
+
+def test_num_generations_eval_scores_a_sampled_group_per_row_without_touching_the_generators(model_dir, tmp_path):
+    """TRL's ``num_generations_eval``: every held-out row gets a group of that many sampled completions, all of
+    them scored and averaged; sampling them draws from a copy of the generators' state, so the training run
+    draws what it would have drawn without evaluating."""
+    from grpo_core import Trainer, config_from_dict
+
+    trainer = Trainer(config_from_dict({
+        "model": {"name_or_path": str(model_dir), "dtype": "float32"},
+        "data": {"source": "demo:arithmetic?max_operand=9", "answer_field": "answer", "chat_template": False,
+                 "eval_size": 6},
+        "generation": {"num_generations": 4, "max_completion_length": 6, "num_generations_eval": 3},
+        "grpo": {"prompts_per_step": 2, "max_steps": 1},
+        "logging": {"output_dir": str(tmp_path / "run"), "progress": False, "plot": False, "eval_every": 1},
+        "rewards": {"correct": {"use": "exact_match"}, "digits": {"use": "integer_format", "value": 0.25}},
+    }))
+    calls, totals = [], []
+    generate, score = trainer.backend.generate, trainer._score
+
+    def recording_generate(prompts, k, **kwargs):
+        calls.append((len(prompts), k, kwargs.get("greedy", False)))
+        return generate(prompts, k, **kwargs)
+
+    def recording_score(rows, batch, k=None):
+        assert len(batch.completions_text) == 3 * len(rows) and k == 3
+        total, columns = score(rows, batch, k)
+        totals.extend(total.tolist())
+        return total, columns
+
+    trainer.backend.generate, trainer._score = recording_generate, recording_score
+    state = torch.get_rng_state()
+    metrics = trainer._evaluate()
+    assert torch.equal(torch.get_rng_state(), state)  # the training run's draws are untouched
+    assert {k for _, k, _ in calls} == {3} and not any(greedy for _, _, greedy in calls)  # sampled groups of 3
+    assert sum(n for n, _, _ in calls) == 6 and len(totals) == 18  # every held-out row, 3 completions each
+    assert metrics["eval/reward/mean"] == pytest.approx(sum(totals) / len(totals))

@@ -103,14 +103,15 @@ def test_steps_of_epochs_is_trls_count(rows, kw):
 
 def test_max_steps_counts_optimizer_steps():
     assert sections_from_trl(config(max_steps=6, num_iterations=2)).sections["grpo"]["max_steps"] == 3
-    with pytest.raises(UserError, match="max_steps: 5 is not a multiple of num_iterations"):
+    with pytest.raises(UserError, match=r"max_steps: 5 is not a multiple of the optimizer steps per generation batch "
+                                        r"\(2: num_iterations"):
         sections_from_trl(config(max_steps=5, num_iterations=2))
 
 
 @pytest.mark.parametrize("kw, message", [
     ({"disable_dropout": True}, r"GRPOConfig: disable_dropout: = True is not supported: dropout is left as"),
-    ({"sync_ref_model": True}, r"sync_ref_model: = True is not supported: the KL reference stays"),
-    ({"steps_per_generation": 2}, r"steps_per_generation: gives 2 micro-batches .* not supported"),
+    ({"steps_per_generation": 3, "gradient_accumulation_steps": 2},
+     r"steps_per_generation: gives 3 micro-batches .* not a multiple of gradient_accumulation_steps \(2\)"),
     ({"label_smoothing_factor": 0.1}, r"label_smoothing_factor: = 0.1 is not supported \(a TrainingArguments"),
     ({"save_strategy": "epoch"}, r"save_strategy: = 'epoch' is not supported"),
     ({"model_init_kwargs": {"device_map": "auto"}}, r"model_init_kwargs.device_map: not supported"),

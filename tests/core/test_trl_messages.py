@@ -46,11 +46,11 @@ def test_a_trl_key_in_a_section_says_what_it_is(tmp_path, section, key, says):
 
 def test_a_flat_trl_key_and_a_set_override(tmp_path):
     data = {**_base(tmp_path), "num_train_epochs": 3}
-    lines = _messages(data, ("grpo.steps_per_generation=2", "grpo.learning_rat=1e-5"))
+    lines = _messages(data, ("grpo.generation_batch_size=2", "grpo.learning_rat=1e-5"))
     assert lines[0].startswith("<dict>: num_train_epochs: unknown section: TRL's num_train_epochs is our "
                                "grpo.max_steps")
-    assert lines[1].startswith("--set grpo.steps_per_generation=2: grpo.steps_per_generation: unknown key: TRL's "
-                               "steps_per_generation is our grpo.prompts_per_step")
+    assert lines[1].startswith("--set grpo.generation_batch_size=2: grpo.generation_batch_size: unknown key: TRL's "
+                               "generation_batch_size is our grpo.prompts_per_step")
     assert lines[2] == "--set grpo.learning_rat=1e-5: grpo.learning_rat: unknown key; did you mean 'learning_rate'?"
 
 
