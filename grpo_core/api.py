@@ -77,6 +77,7 @@ from grpo_core.trl_reward_models import (
     RewardModel,
     is_reward_model,
     load_reward_model,
+    looks_like_hub_id,
     looks_like_reward_model,
 )
 from grpo_core.trl_rewards import TrlReward
@@ -111,6 +112,8 @@ def _entries_of(item: Any, index: int, registry: Any, defaults: dict[str, Any], 
         alias = item.split(":")[-1].replace("/", "_").replace(".", "_") or "reward"
         doc = TomlDoc(HERE, {"rewards": {**defaults, alias: {"use": item}}})
         composed = rewards_from_doc(doc, registry)
+        if composed is None and looks_like_hub_id(item):  # TRL: a string in reward_funcs is a reward model's id
+            return _entries_of(load_reward_model(item), index, registry, defaults, tokenizer, chat_template_kwargs)
         if doc.problems or composed is None:
             raise _problem(key, "; ".join(p.message for p in doc.problems) or f"cannot build reward {item!r}")
         for e in composed.entries:
