@@ -11,6 +11,8 @@
 # WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 # See the License for the specific language governing permissions and
 # limitations under the License.
+#
+# Vendored from huggingface/trl@f2cd57710ae345ea6428ae95363267fcf38a3dc8, tests/test_grpo_trainer.py; one line changed: GRPOTrainer is imported from grpo_core instead of trl.
 
 import gc
 import os
