@@ -39,6 +39,7 @@ import dataclasses
 import functools
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -92,8 +93,13 @@ HERE = "GRPOTrainer"
 REWARD_DEFAULT_KEYS = ("on_error", "timeout", "max_consecutive_failures")
 
 
+class TrainerArgumentError(ConfigError, ValueError):
+    """A bad argument to ``GRPOTrainer``: one line naming it (a ``ConfigError``) and, as TRL raises for a bad
+    argument, a ``ValueError``."""
+
+
 def _problem(key: str, message: str) -> ConfigError:
-    return ConfigError([Problem(HERE, None, key, message)])
+    return TrainerArgumentError([Problem(HERE, None, key, message)])
 
 
 def _entries_of(item: Any, index: int, registry: Any, defaults: dict[str, Any], tokenizer: Any = None,
@@ -310,6 +316,20 @@ class GRPOTrainer(Trainer):
             if not callable(getattr(processing_class, "decode", None)):
                 raise _problem("processing_class", f"expected a tokenizer, got {type(processing_class).__name__}")
             self._tokenizer_object = processing_class
+        self.train_dataset, self.eval_dataset = train_dataset, eval_dataset  # as given, as TRL keeps them
+        self._eval_sets: dict[str, Any] | None = None
+        if isinstance(eval_dataset, Mapping):  # a dict (or DatasetDict) of eval sets: evaluate() scores each
+            self._eval_sets, eval_dataset = dict(eval_dataset), None
+            if sections.get("logging", {}).get("eval_every") or sections.get("logging", {}).get("eval_on_start"):
+                raise _problem("eval_dataset", "a dict of eval sets is scored by evaluate(); evaluation during "
+                                               "training takes one eval_dataset")
+        if trl is not None and train_dataset is not None and not hasattr(train_dataset, "__len__"):
+            accelerator = getattr(trl.original, "accelerator_config", None)
+            if getattr(accelerator, "dispatch_batches", None) is True:
+                raise _problem("args.accelerator_config", "Iterable datasets require `dispatch_batches=False`: each "
+                                                          "process reads its own share of the stream")
+            if accelerator is not None:
+                accelerator.dispatch_batches = False  # what TRL records for an iterable dataset
         for arg, key, value in (("train_dataset", "source", train_dataset), ("eval_dataset", "eval_source",
                                                                              eval_dataset)):
             if isinstance(value, (str, os.PathLike)):
@@ -341,6 +361,7 @@ class GRPOTrainer(Trainer):
         self._relay = CallbackRelay(self, callbacks)
         super().__init__(cfg, resume=resume, registry=RelayRegistry(registry or get_registry(), self._relay))
         self.reward_func_names = list(cfg.rewards.aliases)
+        self.aux_loss_enabled = False  # TRL's flag for an MoE's load-balancing loss, which is not added here
         if trl is not None and trl.generation_kwargs:
             if not hasattr(self.backend, "generation_kwargs"):
                 raise _problem("args.generation_kwargs", f"the {cfg.generation.backend} generation backend takes no "
@@ -400,7 +421,9 @@ class GRPOTrainer(Trainer):
         (``eval_reward``, ``eval_rewards/<name>/mean``, ``eval_completions/mean_length``). ``eval_dataset``: the
         held-out rows given at construction by default; another dataset object; or a dict of them, each scored
         under ``<prefix>_<name>_``."""
-        if isinstance(eval_dataset, dict):
+        if eval_dataset is None and self._eval_sets is not None:
+            eval_dataset = self._eval_sets
+        if isinstance(eval_dataset, Mapping):
             out: dict[str, float] = {}
             for name, dataset in eval_dataset.items():
                 out.update(self.evaluate(dataset, f"{metric_key_prefix}_{name}"))
