@@ -37,6 +37,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import logging
 import os
 import sys
 from collections.abc import Mapping
@@ -44,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_core.adapter import attach_adapter
+from grpo_core.algorithm.loss import off_policy_mask
 from grpo_core.cli.checks import ending, summary
 from grpo_core.config import RunConfig, config_from_dict
 from grpo_core.config.sections import SECTIONS
@@ -90,6 +92,7 @@ from grpo_rewards.reward_config import rewards_from_doc
 from grpo_rewards.tomlfile import ConfigError, Problem, TomlDoc, load_toml
 
 HERE = "GRPOTrainer"
+TOKEN_SUMMED = ("bnpo", "dr_grpo", "dapo", "cispo")  # loss types that sum token terms across a batch (TRL's list)
 REWARD_DEFAULT_KEYS = ("on_error", "timeout", "max_consecutive_failures")
 
 
@@ -330,6 +333,14 @@ class GRPOTrainer(Trainer):
                                                           "process reads its own share of the stream")
             if accelerator is not None:
                 accelerator.dispatch_batches = False  # what TRL records for an iterable dataset
+            if hasattr(trl.original, "dataloader_num_workers"):
+                trl.original.dataloader_num_workers = 0  # as TRL records it: the stream is read in one process
+        if trl is not None and train_dataset is None and not sections["data"].get("source"):
+            raise _problem("train_dataset", "`train_dataset` is required: pass the training rows (a datasets.Dataset, "
+                                            "a list of dicts or a file path)")
+        if trl is not None and reward_funcs is None and not sections.get("rewards"):
+            raise _problem("reward_funcs", "No reward source provided: pass reward_funcs (reward functions, reward "
+                                           "models or the names of registered rewards)")
         for arg, key, value in (("train_dataset", "source", train_dataset), ("eval_dataset", "eval_source",
                                                                              eval_dataset)):
             if isinstance(value, (str, os.PathLike)):
@@ -351,6 +362,11 @@ class GRPOTrainer(Trainer):
         if trl is not None:
             _apply_trl_rows(trl, sections, self._train_object)
         cfg = config_from_dict(sections, path=path, registry=registry)
+        if cfg.grpo.importance_sampling_level == "sequence" and cfg.grpo.loss_type in TOKEN_SUMMED:
+            logging.getLogger(__name__).warning(
+                "importance_sampling_level='sequence' with loss_type=%r: the loss sums per-token contributions, "
+                "which weights each sequence by its completion length instead of following the GSPO objective "
+                "(loss_type='grpo' averages each sequence first)", cfg.grpo.loss_type)
         if self._train_object is not None or self._eval_object is not None:  # bad rows: before the model loads
             self._rows = self._object_rows(cfg)
         _check_run_folder(cfg, resume, overwrite)  # before the model loads
@@ -361,12 +377,17 @@ class GRPOTrainer(Trainer):
         self._relay = CallbackRelay(self, callbacks)
         super().__init__(cfg, resume=resume, registry=RelayRegistry(registry or get_registry(), self._relay))
         self.reward_func_names = list(cfg.rewards.aliases)
+        self.reward_processing_classes = [getattr(getattr(e.fn, "fn", None), "tokenizer", None)
+                                          for e in cfg.rewards.entries]  # TRL's: a reward model's tokenizer, else None
         self.aux_loss_enabled = False  # TRL's flag for an MoE's load-balancing loss, which is not added here
         if trl is not None and trl.generation_kwargs:
             if not hasattr(self.backend, "generation_kwargs"):
                 raise _problem("args.generation_kwargs", f"the {cfg.generation.backend} generation backend takes no "
                                                          f"generate() keywords; the transformers backend does")
             self.backend.generation_kwargs = dict(trl.generation_kwargs)
+
+    # TRL's static helper, answered by the loss's own mask (TRL's tests call it on the class)
+    get_off_policy_mask = staticmethod(off_policy_mask)
 
     # ---- what TRL users and transformers' callbacks touch (grpo_core.trl_surface) ----
     @property
