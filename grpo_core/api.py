@@ -158,11 +158,12 @@ def compose_reward_funcs(reward_funcs: Any, reward_weights: Any = None, registry
         for i, w in enumerate(reward_weights):
             if (why := check_weight(w)) is not None:
                 raise _problem(f"reward_weights[{i}]", why)
-    tokenizers = reward_processing_classes if isinstance(reward_processing_classes, (list, tuple)) else \
-        [reward_processing_classes] * len(items) if reward_processing_classes is not None else [None] * len(items)
-    if len(tokenizers) != len(items):
+    tokenizers = list(reward_processing_classes) if isinstance(reward_processing_classes, (list, tuple)) else \
+        [reward_processing_classes] if reward_processing_classes is not None else [None] * len(items)
+    if len(tokenizers) != len(items):  # TRL's rule: one tokenizer alone serves one reward alone
         raise _problem("reward_processing_classes", f"must be a list of {len(items)} (one per reward_funcs item, "
-                                                    f"None for a function), got {len(tokenizers)}")
+                                                    f"None for a function), got {len(tokenizers)}: the numbers "
+                                                    "must match")
     entries: list[RewardEntry] = []
     seen: set[str] = set()
     for i, item in enumerate(items):

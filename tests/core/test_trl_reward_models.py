@@ -127,3 +127,15 @@ def test_a_reward_model_by_its_hub_id(reward_model_dir, tmp_path, monkeypatch):
     assert by_id.score(COMPLETIONS, prompts=PROMPTS).columns["tiny-rm"] == pytest.approx(expected, abs=1e-6)
     with pytest.raises(ConfigError, match="unknown reward"):
         compose_reward_funcs(["not_a_reward_or_repo"])
+
+
+def test_one_tokenizer_for_two_rewards_is_refused_as_trl_refuses_it(reward_model_dir):
+    from transformers import AutoTokenizer
+
+    from grpo_core.api import compose_reward_funcs
+
+    tok = AutoTokenizer.from_pretrained(reward_model_dir)
+    with pytest.raises(ValueError, match="must match"):
+        compose_reward_funcs([len, str(reward_model_dir)], reward_processing_classes=tok)
+    one = compose_reward_funcs(str(reward_model_dir), reward_processing_classes=tok)
+    assert one.entries[0].fn.fn.tokenizer is tok

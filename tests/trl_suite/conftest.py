@@ -116,6 +116,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if Path(str(item.fspath)).parent != here:
             continue
+        item.add_marker(pytest.mark.slow)  # each trains a tiny model: not in the quick lane (-m "not slow")
         mark = expectations.mark_for(item.name, item.cls.__name__ if item.cls else "", TRAINER)
         if mark is not None:
             item.add_marker(mark)
