@@ -37,12 +37,15 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import logging
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from grpo_core.adapter import attach_adapter
+from grpo_core.algorithm.loss import off_policy_mask
 from grpo_core.cli.checks import ending, summary
 from grpo_core.config import RunConfig, config_from_dict
 from grpo_core.config.sections import SECTIONS
@@ -77,6 +80,7 @@ from grpo_core.trl_reward_models import (
     RewardModel,
     is_reward_model,
     load_reward_model,
+    looks_like_hub_id,
     looks_like_reward_model,
 )
 from grpo_core.trl_rewards import TrlReward
@@ -88,11 +92,17 @@ from grpo_rewards.reward_config import rewards_from_doc
 from grpo_rewards.tomlfile import ConfigError, Problem, TomlDoc, load_toml
 
 HERE = "GRPOTrainer"
+TOKEN_SUMMED = ("bnpo", "dr_grpo", "dapo", "cispo")  # loss types that sum token terms across a batch (TRL's list)
 REWARD_DEFAULT_KEYS = ("on_error", "timeout", "max_consecutive_failures")
 
 
+class TrainerArgumentError(ConfigError, ValueError):
+    """A bad argument to ``GRPOTrainer``: one line naming it (a ``ConfigError``) and, as TRL raises for a bad
+    argument, a ``ValueError``."""
+
+
 def _problem(key: str, message: str) -> ConfigError:
-    return ConfigError([Problem(HERE, None, key, message)])
+    return TrainerArgumentError([Problem(HERE, None, key, message)])
 
 
 def _entries_of(item: Any, index: int, registry: Any, defaults: dict[str, Any], tokenizer: Any = None,
@@ -111,6 +121,8 @@ def _entries_of(item: Any, index: int, registry: Any, defaults: dict[str, Any], 
         alias = item.split(":")[-1].replace("/", "_").replace(".", "_") or "reward"
         doc = TomlDoc(HERE, {"rewards": {**defaults, alias: {"use": item}}})
         composed = rewards_from_doc(doc, registry)
+        if composed is None and looks_like_hub_id(item):  # TRL: a string in reward_funcs is a reward model's id
+            return _entries_of(load_reward_model(item), index, registry, defaults, tokenizer, chat_template_kwargs)
         if doc.problems or composed is None:
             raise _problem(key, "; ".join(p.message for p in doc.problems) or f"cannot build reward {item!r}")
         for e in composed.entries:
@@ -146,11 +158,12 @@ def compose_reward_funcs(reward_funcs: Any, reward_weights: Any = None, registry
         for i, w in enumerate(reward_weights):
             if (why := check_weight(w)) is not None:
                 raise _problem(f"reward_weights[{i}]", why)
-    tokenizers = reward_processing_classes if isinstance(reward_processing_classes, (list, tuple)) else \
-        [reward_processing_classes] * len(items) if reward_processing_classes is not None else [None] * len(items)
-    if len(tokenizers) != len(items):
+    tokenizers = list(reward_processing_classes) if isinstance(reward_processing_classes, (list, tuple)) else \
+        [reward_processing_classes] if reward_processing_classes is not None else [None] * len(items)
+    if len(tokenizers) != len(items):  # TRL's rule: one tokenizer alone serves one reward alone
         raise _problem("reward_processing_classes", f"must be a list of {len(items)} (one per reward_funcs item, "
-                                                    f"None for a function), got {len(tokenizers)}")
+                                                    f"None for a function), got {len(tokenizers)}: the numbers "
+                                                    "must match")
     entries: list[RewardEntry] = []
     seen: set[str] = set()
     for i, item in enumerate(items):
@@ -312,6 +325,28 @@ class GRPOTrainer(Trainer):
             if not callable(getattr(processing_class, "decode", None)):
                 raise _problem("processing_class", f"expected a tokenizer, got {type(processing_class).__name__}")
             self._tokenizer_object = processing_class
+        self.train_dataset, self.eval_dataset = train_dataset, eval_dataset  # as given, as TRL keeps them
+        self._eval_sets: dict[str, Any] | None = None
+        if isinstance(eval_dataset, Mapping):  # a dict (or DatasetDict) of eval sets: evaluate() scores each
+            self._eval_sets, eval_dataset = dict(eval_dataset), None
+            if sections.get("logging", {}).get("eval_every") or sections.get("logging", {}).get("eval_on_start"):
+                raise _problem("eval_dataset", "a dict of eval sets is scored by evaluate(); evaluation during "
+                                               "training takes one eval_dataset")
+        if trl is not None and train_dataset is not None and not hasattr(train_dataset, "__len__"):
+            accelerator = getattr(trl.original, "accelerator_config", None)
+            if getattr(accelerator, "dispatch_batches", None) is True:
+                raise _problem("args.accelerator_config", "Iterable datasets require `dispatch_batches=False`: each "
+                                                          "process reads its own share of the stream")
+            if accelerator is not None:
+                accelerator.dispatch_batches = False  # what TRL records for an iterable dataset
+            if hasattr(trl.original, "dataloader_num_workers"):
+                trl.original.dataloader_num_workers = 0  # as TRL records it: the stream is read in one process
+        if trl is not None and train_dataset is None and not sections["data"].get("source"):
+            raise _problem("train_dataset", "`train_dataset` is required: pass the training rows (a datasets.Dataset, "
+                                            "a list of dicts or a file path)")
+        if trl is not None and reward_funcs is None and not sections.get("rewards"):
+            raise _problem("reward_funcs", "No reward source provided: pass reward_funcs (reward functions, reward "
+                                           "models or the names of registered rewards)")
         for arg, key, value in (("train_dataset", "source", train_dataset), ("eval_dataset", "eval_source",
                                                                              eval_dataset)):
             if isinstance(value, (str, os.PathLike)):
@@ -333,6 +368,11 @@ class GRPOTrainer(Trainer):
         if trl is not None:
             _apply_trl_rows(trl, sections, self._train_object)
         cfg = config_from_dict(sections, path=path, registry=registry)
+        if cfg.grpo.importance_sampling_level == "sequence" and cfg.grpo.loss_type in TOKEN_SUMMED:
+            logging.getLogger(__name__).warning(
+                "importance_sampling_level='sequence' with loss_type=%r: the loss sums per-token contributions, "
+                "which weights each sequence by its completion length instead of following the GSPO objective "
+                "(loss_type='grpo' averages each sequence first)", cfg.grpo.loss_type)
         if self._train_object is not None or self._eval_object is not None:  # bad rows: before the model loads
             self._rows = self._object_rows(cfg)
         _check_run_folder(cfg, resume, overwrite)  # before the model loads
@@ -344,11 +384,17 @@ class GRPOTrainer(Trainer):
         super().__init__(cfg, resume=resume, registry=RelayRegistry(registry or get_registry(), self._relay),
                          tools=tools)
         self.reward_func_names = list(cfg.rewards.aliases)
+        self.reward_processing_classes = [getattr(getattr(e.fn, "fn", None), "tokenizer", None)
+                                          for e in cfg.rewards.entries]  # TRL's: a reward model's tokenizer, else None
+        self.aux_loss_enabled = False  # TRL's flag for an MoE's load-balancing loss, which is not added here
         if trl is not None and trl.generation_kwargs:
             if not hasattr(self.backend, "generation_kwargs"):
                 raise _problem("args.generation_kwargs", f"the {cfg.generation.backend} generation backend takes no "
                                                          f"generate() keywords; the transformers backend does")
             self.backend.generation_kwargs = dict(trl.generation_kwargs)
+
+    # TRL's static helper, answered by the loss's own mask (TRL's tests call it on the class)
+    get_off_policy_mask = staticmethod(off_policy_mask)
 
     # ---- what TRL users and transformers' callbacks touch (grpo_core.trl_surface) ----
     @property
@@ -403,7 +449,9 @@ class GRPOTrainer(Trainer):
         (``eval_reward``, ``eval_rewards/<name>/mean``, ``eval_completions/mean_length``). ``eval_dataset``: the
         held-out rows given at construction by default; another dataset object; or a dict of them, each scored
         under ``<prefix>_<name>_``."""
-        if isinstance(eval_dataset, dict):
+        if eval_dataset is None and self._eval_sets is not None:
+            eval_dataset = self._eval_sets
+        if isinstance(eval_dataset, Mapping):
             out: dict[str, float] = {}
             for name, dataset in eval_dataset.items():
                 out.update(self.evaluate(dataset, f"{metric_key_prefix}_{name}"))

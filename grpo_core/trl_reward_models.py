@@ -43,6 +43,17 @@ def looks_like_reward_model(name: str) -> bool:
     return (Path(name).expanduser() / "config.json").is_file()
 
 
+def looks_like_hub_id(name: str) -> bool:
+    """``org/name``, as a Hub repo id is spelled (tried as a reward model when no reward has that name)."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id  # only for a name no reward has
+
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        return False
+    return name.count("/") == 1 and not Path(name).exists()
+
+
 def load_reward_model(name: str, trust_remote_code: bool = False) -> Any:
     from transformers import AutoModelForSequenceClassification  # heavy: only when a reward model is named
 

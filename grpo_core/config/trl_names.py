@@ -102,6 +102,9 @@ TRL_FIELDS: dict[str, TrlField] = {
     "dataloader_num_workers": _inert(0, "rows are read in the training process"),
     "dataloader_pin_memory": _inert(True, "rows are read in the training process"),
     "dataloader_drop_last": _inert(False, "steps take whole groups of prompts"),
+    "accelerator_config": _inert(None, "the processes are the project's own (grpo train --nproc), not Accelerate's: "
+                                       "each reads its share of the rows (dispatch_batches=True is refused with "
+                                       "an iterable train_dataset, as TRL refuses it)"),
     "logging_first_step": _inert(False, "every logged step is in metrics.jsonl"),
     "do_train": _inert(False, "train() trains"),
     "do_eval": _inert(False, "evaluate() evaluates"),

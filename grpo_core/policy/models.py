@@ -156,6 +156,11 @@ def ready_tokenizer(tok: Any, name: str) -> Any:
     return tok
 
 
+class ModelLoadError(OSError, ValueError):
+    """A model that cannot be loaded: an ``OSError`` (what the command line reports) and, as transformers raises
+    for a model that needs ``trust_remote_code``, a ``ValueError``."""
+
+
 @contextlib.contextmanager
 def _naming_the_model(name: str) -> Iterator[None]:
     """Loading errors (offline, no such repo, no weights) as one line naming ``model.name_or_path``."""
@@ -163,7 +168,7 @@ def _naming_the_model(name: str) -> Iterator[None]:
         yield
     except (OSError, ValueError) as exc:  # transformers raises both for missing/unusable files
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise OSError(f"model.name_or_path: cannot load {name!r}: {first}") from exc
+        raise ModelLoadError(f"model.name_or_path: cannot load {name!r}: {first}") from exc
 
 
 def load_base_model(cfg: RunConfig) -> Any:

@@ -103,3 +103,39 @@ def test_grpo_trainer_trains_with_a_reward_model(arithmetic_model_dir, reward_mo
                                 "logging": {"output_dir": str(tmp_path / "run"), "progress": False, "plot": False}})
     out = trainer.train()
     assert out.global_step == 1 and trainer.state.log_history[0][f"rewards/{reward_model_dir.name}/mean"] != 0
+
+
+def test_a_reward_model_by_its_hub_id(reward_model_dir, tmp_path, monkeypatch):
+    """TRL's ``reward_funcs="org/name"``: no reward has that name, so it is the Hub repo's model (here from an
+    offline Hub cache); a name that is neither stays an unknown reward."""
+    import huggingface_hub.constants as hub_constants
+
+    from grpo_core.api import compose_reward_funcs
+    from grpo_rewards.tomlfile import ConfigError
+
+    snapshot = tmp_path / "models--org--tiny-rm" / "snapshots" / ("0" * 40)
+    snapshot.parent.mkdir(parents=True)
+    snapshot.symlink_to(reward_model_dir, target_is_directory=True)
+    (tmp_path / "models--org--tiny-rm" / "refs").mkdir()
+    (tmp_path / "models--org--tiny-rm" / "refs" / "main").write_text("0" * 40)
+    monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(hub_constants, "HF_HUB_CACHE", str(tmp_path))
+    by_id = compose_reward_funcs(["org/tiny-rm"])
+    assert by_id.aliases == ["tiny-rm"]
+    by_path = compose_reward_funcs([str(reward_model_dir)])
+    expected = by_path.score(COMPLETIONS, prompts=PROMPTS).columns[reward_model_dir.name]
+    assert by_id.score(COMPLETIONS, prompts=PROMPTS).columns["tiny-rm"] == pytest.approx(expected, abs=1e-6)
+    with pytest.raises(ConfigError, match="unknown reward"):
+        compose_reward_funcs(["not_a_reward_or_repo"])
+
+
+def test_one_tokenizer_for_two_rewards_is_refused_as_trl_refuses_it(reward_model_dir):
+    from transformers import AutoTokenizer
+
+    from grpo_core.api import compose_reward_funcs
+
+    tok = AutoTokenizer.from_pretrained(reward_model_dir)
+    with pytest.raises(ValueError, match="must match"):
+        compose_reward_funcs([len, str(reward_model_dir)], reward_processing_classes=tok)
+    one = compose_reward_funcs(str(reward_model_dir), reward_processing_classes=tok)
+    assert one.entries[0].fn.fn.tokenizer is tok
