@@ -15,7 +15,8 @@ SKIPPED_CLASSES = {
 FULL_LENGTH = {"test_prepare_input_called_with_correct_data"}
 
 PRIVATE = "calls a private TRL helper or internal attribute"
-ENTROPY = "entropy options (top_entropy_quantile, entropy_coef): a loss-type feature of another open issue"
+ENTROPY = ("the entropy options train here, but TRL's log records are read: policy_loss, entropy and entropy_coef "
+           "in trainer.state.log_history, or its private attributes (entropy_coef, _entropy_bonus_enabled)")
 LIGER = "Liger kernels are not used here (use_liger_kernel is refused)"
 EVAL_LOSS = ("TRL's evaluate() reports the GRPO loss of held-out groups (eval_loss); ours scores one greedy "
              "completion per row with the rewards (eval_reward, eval_rewards/<name>/mean)")
@@ -23,12 +24,12 @@ TRL_TOO = "fails against trl 1.16's own GRPOTrainer too: "
 
 # test name -> reason it fails against grpo_core.GRPOTrainer
 EXPECTED_FAILURES: dict[str, str] = {
-    "test_compute_entropy_mask_0": f"{PRIVATE} (get_high_entropy_mask); {ENTROPY}",
-    "test_compute_entropy_mask_1": f"{PRIVATE} (get_high_entropy_mask); {ENTROPY}",
-    "test_compute_entropy_mask_lower_threshold": f"{PRIVATE} (get_high_entropy_mask); {ENTROPY}",
-    "test_compute_entropy_threshold_0": f"{PRIVATE} (get_high_entropy_mask); {ENTROPY}",
-    "test_compute_entropy_threshold_1": f"{PRIVATE} (get_high_entropy_mask); {ENTROPY}",
-    "test_compute_entropy_all_masked": f"{PRIVATE} (get_high_entropy_mask); {ENTROPY}",
+    "test_compute_entropy_mask_0": f"{PRIVATE} (get_high_entropy_mask; the same mask is grpo_core.algorithm.entropy, tested against it)",
+    "test_compute_entropy_mask_1": f"{PRIVATE} (get_high_entropy_mask; the same mask is grpo_core.algorithm.entropy, tested against it)",
+    "test_compute_entropy_mask_lower_threshold": f"{PRIVATE} (get_high_entropy_mask; the same mask is grpo_core.algorithm.entropy, tested against it)",
+    "test_compute_entropy_threshold_0": f"{PRIVATE} (get_high_entropy_mask; the same mask is grpo_core.algorithm.entropy, tested against it)",
+    "test_compute_entropy_threshold_1": f"{PRIVATE} (get_high_entropy_mask; the same mask is grpo_core.algorithm.entropy, tested against it)",
+    "test_compute_entropy_all_masked": f"{PRIVATE} (get_high_entropy_mask; the same mask is grpo_core.algorithm.entropy, tested against it)",
     "test_generate_prefers_rollout_func": f"{PRIVATE} (rollout_func, _generate); " + TRL_TOO + "no eos_token_ids",
     "test_generate_rollout_func_syncs_vllm_weights_when_needed": f"{PRIVATE} (rollout_func, vllm_generation)",
     "test_generate_rollout_func_raises_when_required_keys_are_missing": f"{PRIVATE} (rollout_func, _generate)",
@@ -37,9 +38,8 @@ EXPECTED_FAILURES: dict[str, str] = {
     "test_train_with_adaptive_entropy": ENTROPY,
     "test_train_with_adaptive_entropy_gradient_accumulation": ENTROPY,
     "test_entropy_bonus_flows_gradients": ENTROPY,
-    "test_train_with_entropy_filter": ENTROPY,
-    "test_train_with_sync_ref_model": "sync_ref_model: the KL reference stays the starting model (another open "
-                                      "issue on loss options)",
+    "test_train_with_sync_ref_model": "sync_ref_model trains here; the test reads TRL's trainer.ref_model "
+                                      "attribute, which this trainer does not expose",
     "test_evaluate_with_eval_dataset": EVAL_LOSS,
     "test_liger_kernel_with_peft_lm_head_raises": LIGER,
     "test_liger_kernel_with_peft_non_lm_head_target_allowed": LIGER,
@@ -55,7 +55,6 @@ EXPECTED_FAILURES: dict[str, str] = {
                                                      "rewards/<name>/std; ours holds the run summary only",
     "test_train_with_additional_generation_kwargs": "min_p: the transformers backend does not apply it (vLLM "
                                                     "only)",
-    "test_train_with_num_generations_eval": "num_generations_eval: held-out rows get one greedy completion each",
     "test_warning_raised_all_rewards_none": "the warning says the same in this project's words (rows, not "
                                             "TRL's kwargs dump)",
     "test_prepare_input_called_with_correct_data": f"{PRIVATE} (training_step); steps_per_generation != "
@@ -64,8 +63,6 @@ EXPECTED_FAILURES: dict[str, str] = {
                                                   "with its own decode loop, so the mock never runs",
     "test_reward_metric_reflects_reward_weights": "TRL's closing log record carries the step metrics (reward); "
                                                   "ours holds the run summary only",
-    "test_train_with_cast_lm_head_to_fp32": "cast_lm_head_to_fp32: the head runs in the model's dtype (log-probs "
-                                            "are taken in float32)",
 }
 
 
