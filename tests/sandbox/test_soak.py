@@ -74,6 +74,26 @@ def _jail_processes() -> list[int]:
     return out
 
 
+def _descendants(root: int) -> set[int]:
+    """The processes below ``root`` now (from each process's parent in /proc)."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as fh:
+                    parent = int(fh.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(parent, []).append(int(name))
+    found, todo = set(), [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
 def test_a_killed_trainer_leaves_nothing(tmp_path):
     """SIGKILL the process that owns a pool mid-run: zygotes and their programs go within a few seconds."""
     import signal
@@ -88,20 +108,22 @@ def test_a_killed_trainer_leaves_nothing(tmp_path):
         pytest.skip("needs slot uids (root) to find the programs by uid")
     limits_small = Limits(cpu_seconds=1, wall_seconds=2)
     for disable in ([], ["bwrap"]):
-        before = set(_jail_processes())
         proc = subprocess.Popen([sys.executable, "-c", KILLED_TRAINER, *disable], stdout=subprocess.PIPE, text=True)
         uids = [int(u) for u in proc.stdout.readline().split(",")]
         deadline = time.monotonic() + 10
         while len(processes_of(uids)) < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
         assert len(processes_of(uids)) == 2  # both programs are running
+        # this pool's zygotes (other tests' pools may run beside this one: only its own are watched)
+        owned = set(_jail_processes()) & _descendants(proc.pid)
+        assert owned, "no zygote found below the pool's process"
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        deadline = time.monotonic() + 5
-        while (processes_of(uids) or set(_jail_processes()) - before) and time.monotonic() < deadline:
+        deadline = time.monotonic() + 10
+        while (processes_of(uids) or owned & set(_jail_processes())) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert processes_of(uids) == [], disable
-        assert set(_jail_processes()) - before == set(), disable
+        assert owned & set(_jail_processes()) == set(), disable
         stale = [d for d in os.listdir(tempfile.gettempdir()) if d.startswith(f"grpo-sandbox-{proc.pid}-")]
         assert len(stale) == 1  # the killed pool could not clean up ...
         LocalSandbox(slots=1, limits=limits_small).close()
