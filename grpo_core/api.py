@@ -407,6 +407,12 @@ class GRPOTrainer(Trainer):
     def processing_class(self) -> Any:
         return self.tokenizer
 
+    @property
+    def entropy_coef(self) -> float:
+        """The entropy bonus's coefficient now (TRL's attribute; the adaptive controller moves it every optimizer
+        step)."""
+        return self.entropy.coef
+
     def add_callback(self, callback: Any) -> None:
         """A ``transformers.TrainerCallback`` (or its class) that hears the training events from now on."""
         self._relay.add(callback)

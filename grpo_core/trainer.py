@@ -75,6 +75,7 @@ import functools
 import math
 import os
 import signal
+import statistics
 import sys
 import threading
 import time
@@ -143,6 +144,8 @@ from grpo_rewards.errors import UserError
 from grpo_rewards.plugins import get_registry
 from grpo_rewards.streaming import StreamingScore
 
+# the micro-batch metrics that add up over a micro-batch's row slices (the others are token means)
+LOSS_METRICS = ("loss", "policy_loss")
 
 def _training_logprobs(model: Any, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, Any]:
     """What the engine's log-prob module computes: :func:`completion_logprobs`, looked up at each call (so that
@@ -151,13 +154,15 @@ def _training_logprobs(model: Any, *args: Any, **kwargs: Any) -> tuple[torch.Ten
 
 
 def reward_means(total: torch.Tensor, columns: dict[str, list]) -> dict[str, float]:
-    """``reward/mean`` over the scored completions (NaN total: unscored) and ``rewards/<alias>`` over each
-    reward's non-None values (NaN when none)."""
+    """``reward/mean`` over the scored completions (NaN total: unscored), and ``rewards/<alias>`` and
+    ``rewards/<alias>/std`` (sample deviation, 0 for one value) over each reward's non-None values (NaN when
+    none)."""
     scored = total[~torch.isnan(total)]
     out = {"reward/mean": scored.mean().item() if scored.numel() else math.nan}
     for alias, values in columns.items():
         present = [v for v in values if v is not None]
         out[f"rewards/{alias}"] = sum(present) / len(present) if present else math.nan
+        out[f"rewards/{alias}/std"] = statistics.stdev(present) if len(present) > 1 else 0.0 if present else math.nan
     return out
 
 
@@ -784,7 +789,7 @@ class Trainer:
                 # the slices' losses add up to the micro-batch's; the other metrics are token means
                 part_share = plan.mask[part].sum() / group_tokens.clamp(min=1)
                 for key, value in m.items():
-                    value = value.detach().double() * (1.0 if key == "policy_loss" else part_share)
+                    value = value.detach().double() * (1.0 if key in LOSS_METRICS else part_share)
                     micro_metrics[key] = value if key not in micro_metrics else micro_metrics[key] + value
             records.append(micro_metrics)
         for _ in range(idle):
@@ -891,7 +896,7 @@ class Trainer:
                     if k.startswith("advantage_")})
         out["frac_reward_zero_std"] = adv["frac_reward_zero_std"]
         out["frac_unscored"] = adv["frac_unscored"]
-        out.update({"loss": update.pop("policy_loss"), **update})
+        out.update(update)
         out.update({
             "completion_length/mean": lengths.mean().item(),
             "completion_length/min": lengths.min().item(),

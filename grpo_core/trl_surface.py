@@ -4,14 +4,16 @@
 
 The loop is :class:`grpo_core.trainer.Trainer`'s, untouched: the relay hears its training-event hooks (the
 ``grpo_on_*`` calls, through :class:`RelayRegistry`, which passes everything else to the real registry) and
-turns them into transformers' events: ``on_train_begin``, ``on_step_begin``/``on_step_end``/``on_log`` (and
-``on_evaluate`` when the step evaluated), ``on_save``, ``on_train_end``. ``control.should_training_stop`` set
+turns them into transformers' events: ``on_train_begin``, ``on_step_begin``/``on_step_end``, ``on_log`` every
+``logging_steps`` with the metrics of the steps since the last one averaged (TRL's ``log``; the closing record
+carries those of the last, unlogged steps), ``on_evaluate`` when the step evaluated, ``on_save``, ``on_train_end``. ``control.should_training_stop`` set
 by a callback stops the run after that step, as in transformers. Steps are TRL's: optimizer steps, ``optimizer_steps_per_step``
 per step of ours.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -49,6 +51,7 @@ class CallbackRelay:
         self.state = TrainerState()
         self.control = TrainerControl()
         self.losses: list[float] = []
+        self.pending: dict[str, list[float]] = {}  # the metrics of the steps since the last logging step
         self.stopped_at: int | None = None  # the step a callback's control.should_training_stop ended the run
         self.started = time.monotonic()
         for cb in callbacks or []:
@@ -87,14 +90,20 @@ class CallbackRelay:
 
     def grpo_on_step_end(self, step: int, metrics: dict[str, Any], **_: Any) -> None:
         s, t = self.state, self.trainer
+        before = s.global_step
         s.global_step, s.epoch = step * self._mu(), float(t.epoch)
         if "loss" in metrics:
             self.losses.append(float(metrics["loss"]))
         self.fire("on_step_end")
         logs = trl_logs(metrics)
-        train = {k: v for k, v in logs.items() if not k.startswith("eval_")}
-        s.log_history.append({**train, "step": s.global_step})
-        self.fire("on_log", logs=train)
+        for key, value in logs.items():
+            if not key.startswith("eval_"):
+                self.pending.setdefault(key, []).append(value)
+        every = max(s.logging_steps, 1)
+        if s.global_step // every > before // every:  # a logging step (transformers: global_step % logging_steps)
+            train = self._window()
+            s.log_history.append({**train, "step": s.global_step})
+            self.fire("on_log", logs=train)
         evals = {k: v for k, v in logs.items() if k.startswith("eval_")}
         if evals:
             s.log_history.append({**evals, "step": s.global_step})
@@ -105,6 +114,16 @@ class CallbackRelay:
         elif step < t.cfg.grpo.max_steps:
             self.fire("on_step_begin")
 
+    def _window(self) -> dict[str, float | None]:
+        """The metrics of the steps since the last logged one, each averaged over its non-NaN values (None when
+        none is left), as TRL's ``log`` does; the window then starts again."""
+        out: dict[str, float | None] = {}
+        for key, values in self.pending.items():
+            valid = [v for v in values if not math.isnan(v)]
+            out[key] = sum(valid) / len(valid) if valid else None
+        self.pending = {}
+        return out
+
     def grpo_on_checkpoint(self, **_: Any) -> None:
         self.fire("on_save")
 
@@ -112,7 +131,8 @@ class CallbackRelay:
         self.fire("on_train_end")
 
     def summary(self) -> dict[str, Any]:
-        """TRL's closing record: runtime, throughput and the mean training loss."""
+        """TRL's closing record: runtime, throughput and the mean training loss, with the metrics of the steps
+        since the last logging step (TRL's ``log`` adds its pending metrics to every record it writes)."""
         runtime = time.monotonic() - self.started
         steps = max(self.state.global_step, 1)
         cfg = self.trainer.cfg
@@ -120,7 +140,7 @@ class CallbackRelay:
                / max(runtime, 1e-9), "train_steps_per_second": steps / max(runtime, 1e-9), "total_flos": 0.0,
                "train_loss": sum(self.losses) / len(self.losses) if self.losses else 0.0,
                "epoch": float(self.trainer.epoch)}
-        self.state.log_history.append({**out, "step": self.state.global_step})
+        self.state.log_history.append({**self._window(), **out, "step": self.state.global_step})
         return out
 
 

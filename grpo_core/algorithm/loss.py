@@ -53,7 +53,7 @@ def grpo_loss(
     sampling_per_token_logps: torch.Tensor | None = None,
     entropy: EntropyInputs | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """Loss of one micro-batch ``[B, K]`` and detached metrics (``kl``, ``policy_loss``, the loss type's own:
+    """Loss of one micro-batch ``[B, K]`` and detached metrics (``loss``, ``kl``, the loss type's own:
     ``clip_ratio/*`` for the clipped surrogate).
 
     ``loss_type``: a :class:`~grpo_core.algorithm.loss_types.LossType` (the trainer passes the one registered
@@ -73,7 +73,7 @@ def grpo_loss(
     gap exceeds it is left out of the surrogate; ``sampling_per_token_logps`` is the sampler's log-probs (default
     the old policy's). ``entropy`` (:mod:`grpo_core.algorithm.entropy`): the high-entropy token mask multiplies
     the surrogate (``top_entropy_quantile``), and ``entropy.coef`` times the mean entropy is subtracted from the
-    loss (``entropy_coef``; ``policy_loss`` is then the whole loss, bonus included, as TRL's logged ``loss``).
+    loss (``entropy_coef``; the metrics then hold ``policy_loss``, the loss before the bonus, as TRL logs it).
     """
     if isinstance(loss_type, str):
         if loss_type not in BUILTIN:
@@ -123,6 +123,7 @@ def grpo_loss(
         per_token_loss = per_token_loss + beta * per_token_kl
     loss = loss_type.normalise(per_token_loss, inputs)
     if entropy is not None and entropy.coef != 0.0:  # the entropy bonus: the same meaning for every loss type
+        metrics["policy_loss"] = loss.detach() * grad_accum_steps
         loss = loss - entropy.coef * entropy_bonus(entropy, mask, grad_accum_steps)
 
     with torch.no_grad():
@@ -130,7 +131,7 @@ def grpo_loss(
             metrics[key] = _masked_mean(value.detach().to(mask.dtype), mask)
         # x grad_accum_steps: the mean of the micro-batches' values is then the whole batch's loss (for dapo,
         # whose micro-batch losses are shares of one global token mean, as for the others)
-        metrics["policy_loss"] = loss.detach() * grad_accum_steps
+        metrics["loss"] = loss.detach() * grad_accum_steps
     return loss, metrics
 
 

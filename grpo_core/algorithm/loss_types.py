@@ -15,7 +15,7 @@ TRL's loss types differ (``GRPOTrainer._compute_loss``, TRL 1.16):
 What stays with ``grpo_loss``, the same for every loss type as in TRL: the importance ratio ``exp(logp - old)``
 (``[grpo] importance_sampling_level``: per token, or GSPO's one ratio per sequence, which reaches ``surrogate`` as
 a ``[B, 1]`` tensor and combines with any loss type), the off-policy sequence mask, the k3 KL term added after the
-surrogate, and the logged metrics (the indicators' masked means, ``kl``, ``policy_loss``).
+surrogate, and the logged metrics (the indicators' masked means, ``kl``, ``loss``).
 
 The built-ins here, for one micro-batch of a generation batch split into ``grad_accum_steps``:
 

@@ -208,9 +208,9 @@ def test_dapo_logged_loss_does_not_depend_on_gradient_accumulation():
     old = lp + 0.05 * torch.randn(8, 5)
     whole = grpo_loss(lp, mask, adv, old_per_token_logps=old, loss_type="dapo", num_items_in_batch=mask.sum())[1]
     parts = [grpo_loss(lp[i:i + 4], mask[i:i + 4], adv[i:i + 4], old_per_token_logps=old[i:i + 4], loss_type="dapo",
-                       num_items_in_batch=mask.sum(), grad_accum_steps=2)[1]["policy_loss"] for i in (0, 4)]
+                       num_items_in_batch=mask.sum(), grad_accum_steps=2)[1]["loss"] for i in (0, 4)]
     # the trainer logs the mean over micro-batches
-    torch.testing.assert_close(sum(parts) / 2, whole["policy_loss"])
+    torch.testing.assert_close(sum(parts) / 2, whole["loss"])
 
 
 def test_peak_memory_is_per_step():

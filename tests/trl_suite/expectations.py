@@ -15,8 +15,8 @@ SKIPPED_CLASSES = {
 FULL_LENGTH = {"test_prepare_input_called_with_correct_data"}
 
 PRIVATE = "calls a private TRL helper or internal attribute"
-ENTROPY = ("the entropy options train here, but TRL's log records are read: policy_loss, entropy and entropy_coef "
-           "in trainer.state.log_history, or its private attributes (entropy_coef, _entropy_bonus_enabled)")
+ENTROPY = ("the entropy bonus's gradient is tested here through the trainer; the test calls TRL's private "
+           "_get_per_token_logps_and_entropies and sets _entropy_bonus_enabled")
 LIGER = "Liger kernels are not used here (use_liger_kernel is refused)"
 EVAL_LOSS = ("TRL's evaluate() reports the GRPO loss of held-out groups (eval_loss); ours scores one greedy "
              "completion per row with the rewards (eval_reward, eval_rewards/<name>/mean)")
@@ -33,10 +33,6 @@ EXPECTED_FAILURES: dict[str, str] = {
     "test_generate_prefers_rollout_func": f"{PRIVATE} (rollout_func, _generate); " + TRL_TOO + "no eos_token_ids",
     "test_generate_rollout_func_syncs_vllm_weights_when_needed": f"{PRIVATE} (rollout_func, vllm_generation)",
     "test_generate_rollout_func_raises_when_required_keys_are_missing": f"{PRIVATE} (rollout_func, _generate)",
-    "test_entropy_bonus_scale": ENTROPY,
-    "test_train_with_static_entropy": ENTROPY,
-    "test_train_with_adaptive_entropy": ENTROPY,
-    "test_train_with_adaptive_entropy_gradient_accumulation": ENTROPY,
     "test_entropy_bonus_flows_gradients": ENTROPY,
     "test_train_with_sync_ref_model": "sync_ref_model trains here; the test reads TRL's trainer.ref_model "
                                       "attribute, which this trainer does not expose",
@@ -51,8 +47,6 @@ EXPECTED_FAILURES: dict[str, str] = {
                                              "rewards/<reward>/extra/<column>",
     "test_train_reward_func_with_log_metric": "log_metric(name) is logged per reward as rewards/<reward>/<name>, "
                                               "not under TRL's bare name",
-    "test_train_multiple_reward_funcs_with_weights": "TRL's closing log record carries the step metrics, with "
-                                                     "rewards/<name>/std; ours holds the run summary only",
     "test_train_with_additional_generation_kwargs": "min_p: the transformers backend does not apply it (vLLM "
                                                     "only)",
     "test_warning_raised_all_rewards_none": "the warning says the same in this project's words (rows, not "
@@ -61,8 +55,6 @@ EXPECTED_FAILURES: dict[str, str] = {
                                                    "gradient_accumulation_steps is refused",
     "test_train_with_mask_truncated_completions": "mocks transformers' generate(); this trainer samples groups "
                                                   "with its own decode loop, so the mock never runs",
-    "test_reward_metric_reflects_reward_weights": "TRL's closing log record carries the step metrics (reward); "
-                                                  "ours holds the run summary only",
 }
 
 
