@@ -318,8 +318,9 @@ VESPO = {"vespo_k_pos": 1.5, "vespo_lambda_pos": 2.5, "vespo_k_neg": 2.5, "vespo
 @pytest.mark.parametrize("loss_type,level", UNSLOTH)
 def test_every_loss_type_matches_unsloth_grpo_compute_loss(unsloth, loss_type, level):
     """Every loss type at both importance-sampling levels, with ``delta``, asymmetric clipping, gradient
-    accumulation and the bias-corrected k3 KL = Unsloth's ``grpo_compute_loss`` (VESPO's gamma weights are TRL's
-    ``get_gamma_weights``, which Unsloth's trainer hands it)."""
+    accumulation and the k3 KL (bias-corrected at token level, not at sequence level) = Unsloth's
+    ``grpo_compute_loss`` (VESPO's gamma weights are TRL's ``get_gamma_weights``, which Unsloth's trainer hands
+    it)."""
     b = _batch(11, SHIFT)
     epsilon_high = CISPO_MAX if loss_type == "cispo" else EPSILON_HIGH
     keys = {**(SAPO if loss_type == "sapo" else {}), **(VESPO if loss_type == "vespo" else {})}
@@ -327,8 +328,9 @@ def test_every_loss_type_matches_unsloth_grpo_compute_loss(unsloth, loss_type, l
     items = b["mask"].sum() + REST_OF_BATCH
     common = {"epsilon_high": epsilon_high, "delta": delta, "importance_sampling_level": level,
               "num_items_in_batch": items}
+    correction = level == "token"
     ours = _ours(b, loss_type, options=_Options(**keys), ref_per_token_logps=b["ref"], epsilon=EPSILON,
-                 beta=BETA, grad_accum_steps=GRAD_ACCUM, **common)
+                 beta=BETA, grad_accum_steps=GRAD_ACCUM, kl_bias_correction=correction, **common)
 
     gamma = {}
     if loss_type == "vespo":
@@ -339,7 +341,7 @@ def test_every_loss_type_matches_unsloth_grpo_compute_loss(unsloth, loss_type, l
     loss, *_ = unsloth.grpo_compute_loss(
         b["ref"], logps, b["old"], None, torch.zeros(ROWS, WIDTH, dtype=torch.long), b["mask"], BETA,
         b["advantages"], loss_type=loss_type, epsilon_low=EPSILON, max_completion_length=MAX_COMPLETION,
-        current_gradient_accumulation_steps=GRAD_ACCUM, use_bias_correction_kl=True, **gamma, **common,
+        current_gradient_accumulation_steps=GRAD_ACCUM, use_bias_correction_kl=correction, **gamma, **common,
         **keys)
     loss.backward()
     _close(ours, (loss.detach(), logps.grad))
