@@ -318,9 +318,9 @@ VESPO = {"vespo_k_pos": 1.5, "vespo_lambda_pos": 2.5, "vespo_k_neg": 2.5, "vespo
 @pytest.mark.parametrize("loss_type,level", UNSLOTH)
 def test_every_loss_type_matches_unsloth_grpo_compute_loss(unsloth, loss_type, level):
     """Every loss type at both importance-sampling levels, with ``delta``, asymmetric clipping, gradient
-    accumulation and the k3 KL (bias-corrected at token level, not at sequence level) = Unsloth's
-    ``grpo_compute_loss`` (VESPO's gamma weights are TRL's ``get_gamma_weights``, which Unsloth's trainer hands
-    it)."""
+    accumulation, the k3 KL (bias-corrected at token level, not at sequence level) and, for dapo and luspo, the
+    off-policy sequence mask = Unsloth's ``grpo_compute_loss`` (VESPO's gamma weights and the mask are TRL's
+    ``get_gamma_weights`` and ``get_off_policy_mask``, which Unsloth's trainer hands it)."""
     b = _batch(11, SHIFT)
     epsilon_high = CISPO_MAX if loss_type == "cispo" else EPSILON_HIGH
     keys = {**(SAPO if loss_type == "sapo" else {}), **(VESPO if loss_type == "vespo" else {})}
@@ -328,20 +328,23 @@ def test_every_loss_type_matches_unsloth_grpo_compute_loss(unsloth, loss_type, l
     items = b["mask"].sum() + REST_OF_BATCH
     common = {"epsilon_high": epsilon_high, "delta": delta, "importance_sampling_level": level,
               "num_items_in_batch": items}
+    if loss_type in ("dapo", "luspo"):  # row 3 (A < 0, old above the policy by 0.6 a token) is masked out
+        common["off_policy_mask_threshold"] = 0.5
     correction = level == "token"
     ours = _ours(b, loss_type, options=_Options(**keys), ref_per_token_logps=b["ref"], epsilon=EPSILON,
                  beta=BETA, grad_accum_steps=GRAD_ACCUM, kl_bias_correction=correction, **common)
 
-    gamma = {}
-    if loss_type == "vespo":
+    trl_functions = {}
+    if loss_type in ("vespo", "dapo", "luspo"):
         from trl import GRPOTrainer
 
-        gamma["get_gamma_weights"] = GRPOTrainer.get_gamma_weights
+        trl_functions = {"get_gamma_weights": GRPOTrainer.get_gamma_weights,
+                         "get_off_policy_mask": GRPOTrainer.get_off_policy_mask}
     logps = b["logps"].clone().requires_grad_(True)
     loss, *_ = unsloth.grpo_compute_loss(
         b["ref"], logps, b["old"], None, torch.zeros(ROWS, WIDTH, dtype=torch.long), b["mask"], BETA,
         b["advantages"], loss_type=loss_type, epsilon_low=EPSILON, max_completion_length=MAX_COMPLETION,
-        current_gradient_accumulation_steps=GRAD_ACCUM, use_bias_correction_kl=correction, **gamma, **common,
+        current_gradient_accumulation_steps=GRAD_ACCUM, use_bias_correction_kl=correction, **trl_functions, **common,
         **keys)
     loss.backward()
     _close(ours, (loss.detach(), logps.grad))
@@ -350,6 +353,11 @@ def test_every_loss_type_matches_unsloth_grpo_compute_loss(unsloth, loss_type, l
     indicators = {key: value.item() for key, value in ours[2].items() if "clip" in key or "phi" in key}
     if loss_type != "sapo":
         assert any(value > 0 and abs(value - 1) > 1e-3 for value in indicators.values()), indicators
+    if "off_policy_mask_threshold" in common:
+        from grpo_core.algorithm.loss import off_policy_mask
+
+        kept = off_policy_mask(b["advantages"][:, None], b["logps"], b["old"], b["mask"], 0.5)
+        assert 0 < kept.sum().item() < ROWS
 
 
 def test_unsloth_caps_the_kl_term_at_10(unsloth):
