@@ -30,6 +30,10 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   ds_spec=$(.venv/bin/python -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["deepspeed"][0])')
   DS_BUILD_OPS=0 .venv/bin/python -m pip install -q --no-build-isolation -c "$constraints" "$ds_spec" \
     || echo "DeepSpeed did not install: engine = \"deepspeed\" is unavailable and its tests skip" >&2
+  # verl's and Unsloth's loss code at the releases pinned in pyproject.toml ([tool.grpo-toolkit] peer-sources), for
+  # the tests that compare our losses with theirs: --no-deps into .venv/peers, off sys.path (about 40 MB, seconds)
+  mapfile -t peers < <(.venv/bin/python -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["tool"]["grpo-toolkit"]["peer-sources"]))')
+  .venv/bin/python -m pip install -q --no-deps --upgrade --target .venv/peers "${peers[@]}"
   rm -f "$constraints"
   echo "$want" > "$stamp"
 fi
