@@ -212,3 +212,17 @@ def test_the_sampler_correction_counts_the_models_tokens_only():
     control = _Correction(untouched, GenerationConfig(importance_sampling="sequence_mask", importance_sampling_min=0.5),
                           SINGLE)
     assert control.ratio(trainer, torch.arange(2)).eq(0).all()  # the control: tool tokens counted, every row dropped
+
+
+def test_greedy_rollouts_send_one_request_per_row(tool_model_dir, tmp_path, use_core_registry):
+    """Greedy (held-out) rollouts: vLLM's greedy ``n`` is 1, so the first turn sends each prompt once per row too,
+    at temperature 0, and the rows keep their order."""
+    script = [[[CALL.format("1+1")], ["a<|im_end|>"], ["b<|im_end|>"], [CALL.format("2+2")]],
+              [["c<|im_end|>"], ["d<|im_end|>"]]]
+    backend, prompts = _backend(tool_model_dir, tmp_path, script)
+    batch = backend.generate(prompts, 2, greedy=True)
+    (first, first_params, _), (second, second_params, _) = backend.engine.calls
+    assert [len(c) for c in (first, second)] == [4, 2] and first[0] == first[1] != first[2] == first[3]
+    assert all(p["n"] == 1 and p["temperature"] == 0.0 for p in first_params + second_params)
+    assert [c[-1]["content"] for c in batch.conversations] == ["c", "a", "b", "d"]
+    assert [f["tool_calls"] for f in batch.tool_facts] == [1, 0, 0, 1]
