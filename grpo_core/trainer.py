@@ -287,6 +287,8 @@ class _Correction:
 
     def ratio(self, logps: torch.Tensor, rows: torch.Tensor) -> torch.Tensor | None:
         mask = self.batch.completion_mask[rows]
+        if self.batch.tool_mask is not None:  # the tools' tokens were not sampled: nothing to correct there
+            mask = mask * self.batch.tool_mask[rows].to(mask.dtype)
         rho, metrics = importance_ratio(logps, self.batch.sampling_logps[rows], mask,  # type: ignore[index]
                                         self.gen.importance_sampling, self.gen.importance_sampling_min,
                                         self.gen.importance_sampling_max)
@@ -395,7 +397,8 @@ class Trainer:
         self.entropy = EntropyControl(config.grpo)  # the entropy options and the adaptive coefficient's state
         if tools:  # TRL's tools=[callables]: with [tools] names, the rollouts' tools (grpo_core.generation.multi_turn)
             if not hasattr(self.backend, "set_tools"):
-                raise UserError(f"generation backend {config.generation.backend!r} runs no tools (use \"transformers\")")
+                raise UserError(f"generation backend {config.generation.backend!r} runs no tools (use \"transformers\" "
+                                "or \"vllm\")")
             self.backend.set_tools(list(tools))
         schemas = getattr(self.backend, "tool_schemas", None)  # rendered into each prompt by the chat template
 

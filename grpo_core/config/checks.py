@@ -139,20 +139,28 @@ def _resolve_data_files(files: str | list[str] | dict[str, str], config_path: st
     return {k: one(v) for k, v in files.items()} if isinstance(files, dict) else [one(f) for f in files]
 
 
+TOOL_BACKENDS = ("transformers", "vllm")  # the generation backends whose rollouts run tools
+
+
 def _tool_checks(doc: TomlDoc, tools: Any, g: Any, d: Any, registry: Registry) -> None:
-    """``[tools]``: registered names, a known format, and what a multi-turn rollout needs (the transformers
-    backend, a chat template that writes the calls)."""
+    """``[tools]``: registered names, a known format, and what a multi-turn rollout needs (a backend that runs
+    tools and samples as it can, a chat template that writes the calls)."""
     _choice(doc, ("tools", "format"), tools.format, TOOL_FORMATS)
     known = tuple(getattr(registry, "tools", {}))  # registered through grpo_register_tools
     for name in tools.names:
         _choice(doc, ("tools", "names"), name, known)
     if len(set(tools.names)) < len(tools.names):
         doc.problem(("tools", "names"), "names a tool twice")
-    if tools.names and g.backend != "transformers":
-        doc.problem(("tools", "names"), f'tools run with generation.backend = "transformers" only, got {g.backend!r}')
-    if tools.names and (g.top_p < 1 or g.top_k > 0 or g.repetition_penalty != 1):
+    if tools.names and g.backend not in TOOL_BACKENDS:
+        doc.problem(("tools", "names"), f"tools run with generation.backend = {' or '.join(map(repr, TOOL_BACKENDS))}"
+                                        f", got {g.backend!r}")
+    # the transformers backend's log-probs are taken as the policy's (no correction); vLLM's are corrected
+    if tools.names and g.backend == "transformers" and (g.top_p < 1 or g.top_k > 0 or g.repetition_penalty != 1):
         doc.problem(("tools", "names"), "tool rollouts sample at generation.temperature alone: leave top_p, top_k and "
                                         "repetition_penalty at their defaults")
+    if tools.names and g.stop:
+        doc.problem(("generation", "stop"), "tool rollouts end each model turn at its end-of-turn token: leave "
+                                            "generation.stop empty")
     if tools.names and not d.chat_template:
         doc.problem(("tools", "names"), "tools need the chat template (data.chat_template = true): it renders the "
                                         "tools for the model and their answers")

@@ -5,6 +5,8 @@
 ``transformers_support``  the ``transformers`` backend's config checks (no torch)
 ``group_sampling``        plain temperature sampling with each prompt prefilled once for its group
 ``static_decode``         its preallocated KV cache and decode step (replayed as a CUDA graph on CUDA)
+``multi_turn``            a rollout of model and tool turns; ``tools`` the tool-call formats and tool set
+``tool_rollouts``         what both backends share of a rollout with tools (each samples its turns its own way)
 ``vllm``                  the ``vllm`` backend, colocated or against a ``vllm serve`` server
 
 The names below are importable from ``grpo_core.generation`` itself; they load on first use, so that

@@ -24,6 +24,7 @@ conversational format (assistant messages with their parsed ``tool_calls``, tool
 Python loops here go over rows and turns, never over tokens (a turn's end is found on tensors).
 :func:`to_generation` makes the rollout a :class:`~grpo_core.generation.backend.Generation` (``tool_mask``,
 ``conversations``, ``tool_facts`` set); :func:`left_pad` is how a backend batches the contexts of a turn.
+Each backend's sampler is its own; the loop is this one (:mod:`grpo_core.generation.tool_rollouts`).
 """
 
 from __future__ import annotations
@@ -155,9 +156,11 @@ def left_pad(rows: list[list[int]], pad_id: int, device: Any) -> tuple[torch.Ten
 
 
 def to_generation(rollout: Rollout, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, pad_id: int,
-                  tokenizer: Any) -> Generation:
+                  tokenizer: Any, *, sampler_is_policy: bool = True) -> Generation:
     """The rollout as the trainer takes a batch: right-padded completions whose mask covers every token of the
-    conversation, ``tool_mask`` the model's own, the sampler's log-probs, the conversations and the facts."""
+    conversation, ``tool_mask`` the model's own, the sampler's log-probs (``sampler_is_policy``: the policy's
+    own, as the transformers backend's; otherwise the trainer corrects for them, as for vLLM's), the
+    conversations and the facts."""
     n, width = len(rollout.completion_ids), max(1, max(len(c) for c in rollout.completion_ids))
     ids = torch.full((n, width), pad_id, dtype=torch.long)
     mask = torch.zeros((n, width), dtype=torch.long)
@@ -172,7 +175,7 @@ def to_generation(rollout: Rollout, prompt_ids: torch.Tensor, prompt_mask: torch
     device = prompt_ids.device
     texts = tokenizer.batch_decode(ids, skip_special_tokens=True)
     return Generation(prompt_ids, prompt_mask, ids.to(device), mask.to(device), texts,
-                      torch.tensor(rollout.truncated, device=device), logps.to(device), sampler_is_policy=True,
+                      torch.tensor(rollout.truncated, device=device), logps.to(device), sampler_is_policy=sampler_is_policy,
                       tool_mask=model.to(device), conversations=rollout.conversations, tool_facts=rollout.facts)
 
 

@@ -35,20 +35,17 @@ from grpo_core.generation.backend import (  # the protocol's names, importable f
     Generation,
     GenerationBackend,
     OnGroups,
-    TokenizerBackend,
     build_backend,
     completion_mask_from_eos,
     end_of_turn_ids,
     eos_token_ids,
 )
 from grpo_core.generation.group_sampling import sample_groups
-from grpo_core.generation.multi_turn import RolloutLimits, left_pad, multi_turn_rollout, to_generation
-from grpo_core.generation.tools.formats import resolve_format
-from grpo_core.generation.tools.toolset import ToolSet
+from grpo_core.generation.multi_turn import left_pad
+from grpo_core.generation.tool_rollouts import ToolRolloutBackend
 from grpo_core.policy.lean_lora import lean_lora
 from grpo_core.policy.models import compute_dtype
 from grpo_rewards.errors import UserError
-from grpo_rewards.plugins import get_registry
 
 if TYPE_CHECKING:
     from grpo_core.config import RunConfig
@@ -110,7 +107,7 @@ def sampling_autocast(model: Any) -> Any:
     return torch.autocast(next(model.parameters()).device.type, dtype=dtype)
 
 
-class TransformersBackend(TokenizerBackend):
+class TransformersBackend(ToolRolloutBackend):
     """Sampling with ``model.generate`` (the policy itself, in eval mode, no gradients)."""
 
     def __init__(self, config: RunConfig, model: Any, tokenizer: Any):
@@ -119,32 +116,18 @@ class TransformersBackend(TokenizerBackend):
         super().__init__(config, model, tokenizer)
         self.shared_prefill = True  # grpo_core.generation.group_sampling for plain temperature sampling
         self.decode, self.decode_strict = resolve_decode(config.generation.decode, self.model)
-        self.hands_over_groups = True  # generate takes on_groups (grpo_core.generation.backend.OnGroups)
+        self.streams_groups = True  # generate takes on_groups (grpo_core.generation.backend.OnGroups)
         # more keywords for model.generate (TRL's GRPOConfig.generation_kwargs, set by grpo_core.api); any makes
         # every call model.generate's, with them on top of the sampling settings
         self.generation_kwargs: dict[str, Any] = {}
-        self.tools_cfg = config.tools
-        self.tools: ToolSet | None = None  # [tools] names and the Python API's functions: multi-turn rollouts
         self.set_tools([])
 
-    def set_tools(self, functions: list[Any]) -> None:
-        """The rollouts' tools: those ``[tools] names`` picks (registered through ``grpo_register_tools``) and
-        ``functions`` (any Python functions, as TRL's ``tools=``); none: one model turn per completion."""
-        t = self.tools_cfg
-        registry = get_registry() if t.names else None  # loaded only when tools are named
-        chosen = [registry.get("tools", name) for name in t.names] + list(functions) if registry else list(functions)
-        if chosen and (off_policy_warnings(self.gen) or self.generation_kwargs):
-            raise UserError("tool rollouts sample at generation.temperature alone: leave top_p, top_k, "
-                            "repetition_penalty and generation_kwargs at their defaults")
-        self.tools = ToolSet(chosen, timeout_s=t.timeout_s, max_output_chars=t.max_output_chars) if chosen else None
-        self.hands_over_groups = self.tools is None  # a multi-turn batch is scored whole, once every row ended
-        if self.tools is not None:
-            self.tool_format = resolve_format(t.format, getattr(self.tokenizer, "chat_template", None))
-
-    @property
-    def tool_schemas(self) -> list[dict[str, Any]] | None:
-        """The tools' JSON schemas, as the chat template renders them into the prompt; None without tools."""
-        return self.tools.schemas if self.tools is not None else None
+    def tool_sampling_problem(self) -> str | None:
+        """Its rollouts' log-probs are the policy's (no correction): only plain temperature sampling."""
+        if off_policy_warnings(self.gen) or self.generation_kwargs:
+            return ("tool rollouts sample at generation.temperature alone: leave top_p, top_k, "
+                    "repetition_penalty and generation_kwargs at their defaults")
+        return None
 
     def _tokenize(self, prompts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
         self.tokenizer.padding_side = "left"
@@ -221,12 +204,9 @@ class TransformersBackend(TokenizerBackend):
             self.model.train(was_training)
 
     def _multi_turn(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, k: int, greedy: bool) -> Generation:
-        """Model and tool turns until each row answers or hits a limit (grpo_core.generation.multi_turn): the first
-        turn samples each prompt's group with its prefill shared, the later ones the rows still running."""
-        assert self.tools is not None
-        pad, t = self.tokenizer.pad_token_id, self.tools_cfg
-        rows_ids, rows_mask = prompt_ids.repeat_interleave(k, dim=0), prompt_mask.repeat_interleave(k, dim=0)
-        prompts = [ids[m.bool()].tolist() for ids, m in zip(rows_ids.cpu(), rows_mask.cpu(), strict=True)]
+        """Model and tool turns until each row answers or hits a limit (grpo_core.generation.tool_rollouts): the
+        first turn samples each prompt's group with its prefill shared, the later ones the rows still running."""
+        pad = self.tokenizer.pad_token_id
 
         def sample(turn: int, rows: list[int], contexts: list[list[int]], max_new: int
                    ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -236,12 +216,7 @@ class TransformersBackend(TokenizerBackend):
             return self._turn(ids, mask, 1, greedy, max_new)
 
         max_context = getattr(_hf_model(self.model).config, "max_position_embeddings", None) or 1 << 62
-        limits = RolloutLimits(self.gen.max_completion_length, max_context, t.max_tool_calling_iterations,
-                               t.max_rollout_seconds)
-        rollout = multi_turn_rollout(prompts, sample, self.tokenizer, self.tools, eos_ids=self.eos_ids,
-                                     limits=limits, format_name=self.tool_format)
-        self.last_rollout_seconds = rollout.seconds
-        return to_generation(rollout, rows_ids, rows_mask, pad, self.tokenizer)
+        return self.rollout(prompt_ids, prompt_mask, k, sample, max_context=max_context, sampler_is_policy=True)
 
     def _finish(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, completion_ids: torch.Tensor,
                 logps: torch.Tensor | None = None) -> Generation:

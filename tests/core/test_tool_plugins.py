@@ -63,17 +63,25 @@ def test_tools_config_problems_name_the_key(tool_registry: Any) -> None:
 
     with pytest.raises(ConfigError) as info:
         config_from_dict({**BASE, "data": {"source": "hub/name", "chat_template": False},
-                          "generation": {"backend": "vllm", "top_p": 0.9}, "trainer": {"backend": "trl"},
+                          "generation": {"backend": "nope", "stop": ["</a>"]}, "trainer": {"backend": "trl"},
                           "tools": {"names": ["shuot", "calculator", "calculator"], "format": "xml",
                                     "timeout_s": 0, "max_tool_calling_iterations": -1}},
                          registry=tool_registry)
     text = str(info.value)
     for line in ["tools.names: must be one of calculator, python, shout, got 'shuot'; did you mean 'shout'?",
                  "tools.names: names a tool twice", "tools.format: must be one of auto, hermes, got 'xml'",
-                 'tools run with generation.backend = "transformers" only', "tools need the chat template",
-                 "not the 'trl' backend", "tools.timeout_s: must be >= 0.001", "leave top_p, top_k",
+                 "tools run with generation.backend = 'transformers' or 'vllm', got 'nope'",
+                 "tools need the chat template", "not the 'trl' backend", "tools.timeout_s: must be >= 0.001",
+                 "generation.stop: tool rollouts end each model turn at its end-of-turn token",
                  "tools.max_tool_calling_iterations: must be >= 0"]:
         assert line in text, (line, text)
+    # the transformers backend's log-probs are the policy's: it samples at the temperature alone; vLLM's sampler
+    # is corrected for, as without tools
+    tools = {"names": ["calculator"]}
+    with pytest.raises(ConfigError, match="leave top_p, top_k"):
+        config_from_dict({**BASE, "generation": {"top_p": 0.9}, "tools": tools}, registry=tool_registry)
+    assert config_from_dict({**BASE, "generation": {"backend": "vllm", "vllm_mode": "server", "top_p": 0.9},
+                             "tools": tools}, registry=tool_registry).generation.top_p == 0.9
 
 
 def test_the_format_comes_from_the_chat_template() -> None:

@@ -45,17 +45,20 @@ def tool_tokenizer(template: str = QWEN25_TEMPLATE) -> Any:
     return fast
 
 
-def tool_calling_model(out_dir: Path, tokenizer: Any, *, boost: float = 0.6, seed: int = 0) -> Path:
+def tool_calling_model(out_dir: Path, tokenizer: Any, *, boost: float = 0.6, seed: int = 0, hidden: int = 32,
+                       heads: int = 4, kv_heads: int = 2) -> Path:
     """A 2-layer Llama with random weights over ``tokenizer``, saved with it, whose every position leans towards
     ``<tool_call>`` and ``<|im_end|>``: one embedding dimension is large for every token, so it dominates the
     normalised hidden state, and only those two tokens read it in the head. Sampled, it opens tool calls (never
-    well-formed ones) and ends turns within a few tokens: many turns, each answered by a tool's error message."""
+    well-formed ones) and ends turns within a few tokens: many turns, each answered by a tool's error message.
+    ``hidden`` and ``heads`` size it (vLLM's CPU attention wants a head size of 32 or more)."""
     import torch
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden,
+                         num_hidden_layers=2, num_attention_heads=heads, num_key_value_heads=kv_heads,
+                         max_position_embeddings=2048,
                          pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
                          tie_word_embeddings=False)
     model = LlamaForCausalLM(config)

@@ -43,7 +43,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from grpo_core.generation.backend import Generation, OnGroups, TokenizerBackend
+from grpo_core.generation.backend import Generation, OnGroups
+from grpo_core.generation.tool_rollouts import ToolRolloutBackend
 from grpo_core.generation.vllm.adapter_files import AdapterFiles, peft_config_dict
 from grpo_core.generation.vllm.completion import Completion
 from grpo_core.generation.vllm.quiet_reload import quiet_partial_reload
@@ -202,7 +203,7 @@ class ColocatedEngine:
             self.asleep = True
 
 
-class VLLMBackend(TokenizerBackend):
+class VLLMBackend(ToolRolloutBackend):
     """The ``vllm`` generation backend (see the module docs)."""
 
     def __init__(self, config: RunConfig, model: Any, tokenizer: Any, engine: Any = None):
@@ -220,8 +221,15 @@ class VLLMBackend(TokenizerBackend):
         self.engine = engine
         # the colocated engine passes each prompt's completions on as they finish: runs of finished groups are
         # handed over (grpo_core.generation.backend.OnGroups) and scored while the rest generates
-        self.hands_over_groups = bool(getattr(engine, "hands_over", False))
+        self.streams_groups = bool(getattr(engine, "hands_over", False))
         self.pushed = 0  # tensors sent to the engine so far (a metric for tests and logs)
+        self.set_tools([])
+
+    def tool_sampling_problem(self) -> str | None:
+        """A model turn ends at its end-of-turn token: a stop string would end it as if truncated."""
+        if self.gen.stop:
+            return "tool rollouts end each model turn at its end-of-turn token: leave generation.stop empty"
+        return None
 
     @staticmethod
     def _adapter_files(config: RunConfig, model: Any) -> AdapterFiles:
@@ -270,10 +278,12 @@ class VLLMBackend(TokenizerBackend):
             ids, mask = ids[:, -self.max_prompt_length:], mask[:, -self.max_prompt_length:]
         return [row[m.bool()].tolist() for row, m in zip(ids, mask, strict=True)], ids, mask
 
-    def _params(self, prompts: int, num_generations: int, greedy: bool) -> tuple[list[dict[str, Any]], int]:
-        """The ``SamplingParams`` fields of each request, and how many requests each prompt becomes."""
+    def _params(self, prompts: int, num_generations: int, greedy: bool, max_tokens: int | None = None
+                ) -> tuple[list[dict[str, Any]], int]:
+        """The ``SamplingParams`` fields of each request (at most ``max_tokens`` tokens each, default
+        ``max_completion_length``), and how many requests each prompt becomes."""
         g = self.gen
-        common = dict(max_tokens=g.max_completion_length, stop_token_ids=list(self.eos_ids),
+        common = dict(max_tokens=max_tokens or g.max_completion_length, stop_token_ids=list(self.eos_ids),
                       stop=list(g.stop) or None, include_stop_str_in_output=True, logprobs=0,
                       skip_special_tokens=True)
         if greedy:  # vLLM's greedy sampling takes n = 1: one request per completion; every field set, so a
@@ -294,6 +304,11 @@ class VLLMBackend(TokenizerBackend):
                 self.adapter.reset()
         self.sync_weights()
         token_lists, prompt_ids, prompt_mask = self._prompt_token_lists(prompts)
+        if self.tools is not None:
+            try:
+                return self._multi_turn(token_lists, prompt_ids, prompt_mask, num_generations, greedy)
+            finally:
+                self.engine.sleep()
         params, copies = self._params(len(prompts), num_generations, greedy)
         requests = [ids for ids in token_lists for _ in range(copies)]
         try:
@@ -313,6 +328,48 @@ class VLLMBackend(TokenizerBackend):
             raise RuntimeError(f"vLLM returned {len(completions)} completions for {len(prompts)} prompts x "
                                f"{num_generations}")
         return self._batch(prompt_ids, prompt_mask, num_generations, completions)
+
+    def _multi_turn(self, token_lists: list[list[int]], prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, k: int,
+                    greedy: bool) -> Generation:
+        """Model and tool turns until each row answers or hits a limit (grpo_core.generation.tool_rollouts), each
+        turn one engine call: the first asks ``k`` completions of each prompt, the later ones one of each running
+        row's context, sent as the token ids carried so far; the batch holds vLLM's log-prob of each model token,
+        which the trainer corrects for."""
+        fill = self.tokenizer.pad_token_id
+        if fill in self.eos_ids:  # a turn padded with an end-of-turn id would read as ended
+            fill = min(set(range(len(self.eos_ids) + 1)) - set(self.eos_ids))
+
+        hf = getattr(self.model, "get_base_model", lambda: self.model)()
+        max_context = self.gen.vllm_max_model_len or getattr(hf.config, "max_position_embeddings", None) or 1 << 62
+        limit = self.gen.max_completion_length
+
+        def room(context: list[int], prompt: int, max_new: int) -> int:
+            """What a row has room for (the rollout cuts a row at its room anyway: no token asked beyond it)."""
+            return max(1, min(max_new, limit - len(context) + prompt, max_context - len(context)))
+
+        def sample(turn: int, rows: list[int], contexts: list[list[int]], max_new: int
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+            if turn == 0:
+                params, copies = self._params(len(token_lists), k, greedy, max_new)
+                requests = [ids for ids in token_lists for _ in range(copies)]
+                params = [{**p, "max_tokens": room(ids, len(ids), max_new)}
+                          for p, ids in zip(params, requests, strict=True)]
+            else:
+                params, _ = self._params(len(contexts), 1, greedy, max_new)
+                requests = contexts
+                params = [{**p, "max_tokens": room(ids, len(token_lists[r // k]), max_new)}
+                          for p, ids, r in zip(params, contexts, rows, strict=True)]
+            done = [c for out in self.engine.generate(requests, params) for c in out]
+            if len(done) != len(rows):
+                raise RuntimeError(f"vLLM returned {len(done)} completions for {len(rows)} rows")
+            ids = [torch.tensor(c.token_ids, dtype=torch.long) for c in done]
+            logps = [torch.tensor(c.logprobs, dtype=torch.float32) for c in done]
+            return (torch.nn.utils.rnn.pad_sequence(ids, batch_first=True, padding_value=fill),
+                    torch.nn.utils.rnn.pad_sequence(logps, batch_first=True, padding_value=0.0))
+
+        device = next(self.model.parameters()).device
+        return self.rollout(prompt_ids.to(device), prompt_mask.to(device), k, sample, max_context=max_context,
+                            sampler_is_policy=False)
 
     def _batch(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, num_generations: int,
                completions: list[Completion]) -> Generation:
