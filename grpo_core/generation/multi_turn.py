@@ -122,7 +122,7 @@ def multi_turn_rollout(prompts: list[list[int]], sample: TurnSampler, tokenizer:
             else:
                 pending.append((r, calls))
         tick = time.monotonic()
-        results = tools.run([call for _, calls in pending for call in calls])
+        results = tools.run([call for _, calls in pending for call in calls], [r for r, calls in pending for _ in calls])
         seconds["tools"] += time.monotonic() - tick
         running, at = [], 0
         for r, calls in pending:
