@@ -51,6 +51,7 @@ from grpo_core.config import RunConfig, config_from_dict
 from grpo_core.config.sections import SECTIONS
 from grpo_core.data import format_prompt, train_eval_rows
 from grpo_core.dataset_objects import rows_from_object
+from grpo_core.generation.tools.environments import EnvironmentPool
 from grpo_core.outputs.hub import push_to_hub as push_run_to_hub
 from grpo_core.parallel.distributed import world_from_env
 from grpo_core.policy.models import (
@@ -282,8 +283,8 @@ class GRPOTrainer(Trainer):
                  callbacks: list[Any] | None = None, tools: list[Any] | None = None,
                  environment_factory: Any = None,
                  resume: bool = False, overwrite: bool = False, registry: Any = None):
-        if environment_factory is not None:
-            raise _problem("environment_factory", "stateful tool environments are not offered; pass tools=[functions]")
+        # TRL's environment_factory: probed once here (its methods are tools; a get_reward is one more reward)
+        pool = EnvironmentPool(environment_factory) if environment_factory is not None else None
         sections, path, trl = _sections(args, model)
         self.reward_funcs = list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else \
             ([reward_funcs] if reward_funcs is not None else [])
@@ -291,6 +292,10 @@ class GRPOTrainer(Trainer):
         self._trl = trl
         if trl is not None and reward_weights is None:
             reward_weights = trl.reward_weights
+        if pool is not None and pool.owns_reward:  # as TRL: weight 1, named after the environment's class
+            self.reward_funcs.append(pool.reward())
+            reward_funcs = self.reward_funcs
+            reward_weights = None if reward_weights is None else [*reward_weights, 1.0]
         for name in ("model", "data", "lora", "grpo"):
             sections.setdefault(name, {})
             if not isinstance(sections[name], dict):
@@ -382,7 +387,7 @@ class GRPOTrainer(Trainer):
         self._overwrite = overwrite
         self._relay = CallbackRelay(self, callbacks)
         super().__init__(cfg, resume=resume, registry=RelayRegistry(registry or get_registry(), self._relay),
-                         tools=tools)
+                         tools=tools, environment_factory=pool)
         self.reward_func_names = list(cfg.rewards.aliases)
         self.reward_processing_classes = [getattr(getattr(e.fn, "fn", None), "tokenizer", None)
                                           for e in cfg.rewards.entries]  # TRL's: a reward model's tokenizer, else None

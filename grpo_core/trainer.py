@@ -96,6 +96,7 @@ from grpo_core.context import TrainerState, TrainingContext
 from grpo_core.data import epoch_permutation, format_prompt, train_eval_rows
 from grpo_core.generation.backend import Generation, build_backend
 from grpo_core.generation.multi_turn import tool_metrics
+from grpo_core.generation.tools.environments import EnvironmentPool, with_observation
 from grpo_core.generation.tools.facts import conversation_inputs
 from grpo_core.generation.transformers_backend import sampling_autocast
 from grpo_core.outputs import check_outputs
@@ -362,10 +363,11 @@ class _Plan:
 class Trainer:
     """``Trainer(config).train() -> dict`` (see the module docs); ``config`` is a RunConfig, a TOML path
     or a dict of sections (the Python API); ``tools``: Python functions the model may call, beside ``[tools]
-    names`` (TRL's ``tools=``)."""
+    names`` (TRL's ``tools=``); ``environment_factory``: TRL's, one stateful environment per rollout whose
+    methods are tools (grpo_core.generation.tools.environments); ``environments`` holds the last batch's."""
 
     def __init__(self, config: RunConfig | str | Path | dict[str, Any], *, resume: bool = False,
-                 registry: Any = None, tools: list[Any] | None = None):
+                 registry: Any = None, tools: list[Any] | None = None, environment_factory: Any = None):
         config = as_run_config(config)
         check_run_dir_apart(config, RunFolderError)  # before anything loads: the run never writes into its inputs
         self.cfg = config
@@ -395,6 +397,12 @@ class Trainer:
         self._check_head()
         self.backend = build_backend(config, self.model, self.tokenizer, self.registry)
         self.entropy = EntropyControl(config.grpo)  # the entropy options and the adaptive coefficient's state
+        # TRL's environment_factory: an environment per rollout, its methods tools (last batch's: self.environments)
+        self._environment_pool = environment_factory if isinstance(environment_factory, EnvironmentPool) else \
+            EnvironmentPool(environment_factory) if environment_factory is not None else None
+        self.environments: list[Any] | None = None
+        if self._environment_pool is not None:
+            tools = [*(tools or []), *self._environment_pool.tools()]
         if tools:  # TRL's tools=[callables]: with [tools] names, the rollouts' tools (grpo_core.generation.multi_turn)
             if not hasattr(self.backend, "set_tools"):
                 raise UserError(f"generation backend {config.generation.backend!r} runs no tools (use \"transformers\" "
@@ -553,7 +561,7 @@ class Trainer:
         k = self.cfg.generation.num_generations
         if not (self.cfg.generation.score_during_generation and getattr(self.backend, "hands_over_groups", False)):
             with self.engine.whole_model():
-                batch = self.backend.generate(prompts, k)
+                batch = self._generate(prompts, data, k)
             rewards, columns = self._score(data, batch)
             return batch, rewards, columns
         handed: list[Generation] = []
@@ -579,6 +587,26 @@ class Trainer:
             scores = stream.result()
         return batch, _totals(scores.total), scores.columns
 
+    def _generate(self, prompts: list[str], rows: list[dict[str, Any]], k: int, **options: Any) -> Generation:
+        """``k`` completions of each prompt; with environments (TRL's ``environment_factory``), each rollout's own
+        instance is reset with its row and bound to its tools first, and a rollout whose ``reset`` returned text
+        gets its prompt with that text appended (grpo_core.generation.tools.environments)."""
+        pool = self._environment_pool
+        if pool is None:
+            return self.backend.generate(prompts, k, **options)
+        each = [row for row in rows for _ in range(k)]
+        self.environments = pool.draw(len(each))
+        observations = pool.reset(self.environments, each)
+        if getattr(self.backend, "tools", None) is not None:  # an environment with no methods has no tools to bind
+            self.backend.tools.bind(pool.bindings(self.environments))
+        if all(seen is None for seen in observations):
+            return self.backend.generate(prompts, k, **options)
+        field, schemas = self.cfg.data.prompt_field, self.backend.tool_schemas
+        own = [prompts[i // k] if seen is None else
+               format_prompt({**row, field: with_observation(row[field], seen)}, self.cfg.data, self.tokenizer, schemas)
+               for i, (row, seen) in enumerate(zip(each, observations, strict=True))]
+        return self.backend.generate(own, 1, **options)  # a prompt per rollout: the groups' rows in order
+
     def _reward_inputs(self, rows: list[dict[str, Any]], batch: Generation, k: int
                        ) -> tuple[list[Any], dict[str, list]]:
         """What the rewards get for ``batch`` (``k`` completions per row): the completions and the columns. When
@@ -594,6 +622,8 @@ class Trainer:
         completions: list[Any] = batch.completions_text
         if isinstance(rows[0][prompt_field], list):  # conversational rows: chat messages, as TRL passes them
             completions = [[{"role": "assistant", "content": text}] for text in completions]
+        if self.environments is not None and len(self.environments) == len(completions):
+            columns["environments"] = self.environments  # TRL's: each completion's environment instance
         # a multi-turn rollout: its conversations, as TRL passes them, and its facts as columns
         return conversation_inputs(batch, completions, columns), columns
 
@@ -838,7 +868,8 @@ class Trainer:
         lengths: list[float] = []
         with self.engine.whole_model():  # the ranks' shares may take different numbers of calls
             for start in range(0, len(rows), per_call):
-                batch = self.backend.generate(prompts[start : start + per_call], group, greedy=greedy)
+                batch = self._generate(prompts[start : start + per_call], rows[start : start + per_call], group,
+                                       greedy=greedy)
                 total, cols = self._score(rows[start : start + per_call], batch, k=group)
                 totals += total.tolist()
                 lengths += batch.completion_mask.sum(1).float().tolist()

@@ -14,6 +14,11 @@ def completion_text(completion: Any) -> str:
     A string is returned as is. A list of chat messages (``{"role", "content"}``)
     gives the content of its last assistant message (TRL passes
     ``[{"role": "assistant", "content": ...}]``). Anything else is an error.
+
+    A conversation with tools (a multi-turn rollout) is answered by the model's own final turn only: when it
+    ends with a ``tool`` message, or with an assistant turn that calls tools (``tool_calls``, or
+    ``invalid_tool_calls`` for calls that could not be read), the model has not answered and the text is
+    empty. A tool's output is never read as the model's answer.
     """
     if isinstance(completion, str):
         return completion
@@ -21,7 +26,11 @@ def completion_text(completion: Any) -> str:
         return _content_text(completion["content"])
     if isinstance(completion, (list, tuple)):
         for message in reversed(completion):
+            if isinstance(message, dict) and message.get("role") == "tool":
+                return ""  # the conversation ends with a tool's output: no answer of the model's
             if isinstance(message, dict) and message.get("role", "assistant") == "assistant":
+                if message.get("tool_calls") or message.get("invalid_tool_calls"):
+                    return ""  # a turn calling tools, left unanswered: not a final answer
                 return _content_text(message.get("content", ""))
         if not completion:
             return ""

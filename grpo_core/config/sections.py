@@ -259,7 +259,7 @@ class ToolsConfig:
     """Tools the model may call during its rollouts (grpo_core.generation.multi_turn, ``docs/tools.md``): with
     none (and none given to ``Trainer(tools=...)``), each completion is one model turn."""
 
-    names: list[str] = field(default_factory=list)  # registered tools: the built-in "calculator" and "python"
+    names: list[str] = field(default_factory=list)  # registered tools: the built-ins "calculator", "python", "c", "cpp"
     max_tool_calling_iterations: int | None = None  # TRL's: tool turns per completion; None: no limit
     format: str = "auto"  # TOOL_FORMATS: how tool calls are written and read; auto: from the chat template
     timeout_s: float = 10.0  # seconds the calls of one turn may take together; a call past it answers an error

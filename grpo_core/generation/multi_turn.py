@@ -18,8 +18,8 @@ Token ids are carried, never re-tokenized: a row's completion is its sampled tok
 order. ``model_mask`` is 1 on the model's own tokens and 0 on the tools' (TRL's ``tool_mask``): the tool tokens
 are in the context of later turns but the trainer leaves them out of the loss, KL and entropy. ``logps`` holds
 the sampler's log-prob of each model token (0 on tool tokens). ``conversations`` is each row's turns in TRL's
-conversational format (assistant messages with their parsed ``tool_calls``, tool messages with ``name`` and
-``content``) and ``facts`` its counts: ``turns``, ``tool_calls``, ``tool_errors`` and ``stop``.
+conversational format (assistant messages with their parsed ``tool_calls`` and, for calls that could not be
+read, ``invalid_tool_calls``; tool messages with ``name`` and ``content``) and ``facts`` its counts: ``turns``, ``tool_calls``, ``tool_errors`` and ``stop``.
 
 Python loops here go over rows and turns, never over tokens (a turn's end is found on tensors).
 :func:`to_generation` makes the rollout a :class:`~grpo_core.generation.backend.Generation` (``tool_mask``,
@@ -70,6 +70,8 @@ def _assistant(text: str, calls: list[ToolCall], format_name: str) -> dict[str, 
     if valid:
         message["tool_calls"] = [{"type": "function", "function": {"name": c.name, "arguments": c.arguments}}
                                  for c in valid]
+    if len(valid) < len(calls):  # calls that could not be read: the turn called tools all the same, not an answer
+        message["invalid_tool_calls"] = [{"text": c.text, "error": c.error} for c in calls if c.error]
     return message
 
 
@@ -121,7 +123,7 @@ def multi_turn_rollout(prompts: list[list[int]], sample: TurnSampler, tokenizer:
             else:
                 pending.append((r, calls))
         tick = time.monotonic()
-        results = tools.run([call for _, calls in pending for call in calls])
+        results = tools.run([call for _, calls in pending for call in calls], [r for r, calls in pending for _ in calls])
         seconds["tools"] += time.monotonic() - tick
         running, at = [], 0
         for r, calls in pending:

@@ -13,7 +13,7 @@ from grpo_rewards.hookspecs import hookimpl
 # One module per reward family; each is imported when this plugin registers (llm's DEFAULT_PLUGINS).
 MODULES: tuple[str, ...] = tuple(f"grpo_rewards.builtins.{name}" for name in (
     "exact_match", "integer_format", "xml_count", "xml_format", "formats", "numeric_proximity", "math_equivalence",
-    "email_rules", "majority_vote", "llm_judge"))
+    "email_rules", "majority_vote", "llm_judge", "tool_use"))
 
 
 def _collect(attr: str) -> list[Any]:

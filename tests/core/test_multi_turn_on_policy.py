@@ -133,7 +133,7 @@ def test_a_run_with_tools_trains_on_the_models_tokens_and_rewards_see_the_conver
 
 def test_trls_api_takes_tools_and_max_tool_calling_iterations(tool_model_dir, tmp_path, use_core_registry):
     """``GRPOTrainer(..., tools=[functions], args=GRPOConfig(max_tool_calling_iterations=...))`` as in TRL 1.16;
-    ``environment_factory`` is refused in one line."""
+    an ``environment_factory`` whose environments have no ``reset`` is refused in one line."""
     import trl
 
     from grpo_core.api import GRPOTrainer

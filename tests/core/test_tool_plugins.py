@@ -68,7 +68,7 @@ def test_tools_config_problems_name_the_key(tool_registry: Any) -> None:
                                     "timeout_s": 0, "max_tool_calling_iterations": -1}},
                          registry=tool_registry)
     text = str(info.value)
-    for line in ["tools.names: must be one of calculator, python, shout, got 'shuot'; did you mean 'shout'?",
+    for line in ["tools.names: must be one of calculator, python, c, cpp, shout, got 'shuot'; did you mean 'shout'?",
                  "tools.names: names a tool twice", "tools.format: must be one of auto, hermes, got 'xml'",
                  "tools run with generation.backend = 'transformers' or 'vllm', got 'nope'",
                  "tools need the chat template", "not the 'trl' backend", "tools.timeout_s: must be >= 0.001",

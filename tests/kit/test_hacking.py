@@ -102,6 +102,6 @@ def test_a_reward_reading_token_ids_is_probed_in_token_ids_too(monkeypatch: pyte
     monkeypatch.setattr(grpo_rewards, "reward", lambda name, **p: ids_length)
     monkeypatch.setattr(hacking, "_reads_token_ids", lambda name: True)
     flagged = hacking.check("anything")
-    assert seen == [False, True]
+    assert seen == [False, True, False]  # the text probes, the paired probes in ids, the tool tricks (no ids)
     assert "a wrong answer padded with blank lines (token ids)" in flagged
     assert "a wrong answer padded with blank lines" not in flagged

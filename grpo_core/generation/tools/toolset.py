@@ -13,6 +13,11 @@ with one :class:`ToolResult` each, never raising for what a model wrote or a too
 * output over ``max_output_chars``: cut, with a note saying how much was cut.
 
 A result's text is what the model reads in its next turn.
+
+:meth:`ToolSet.bind` gives each rollout of a batch tools of its own (an environment's methods bound to the
+rollout's instance, :mod:`grpo_core.generation.tools.environments`): ``run(calls, rows)`` then calls each
+rollout's own, and a rollout's calls run one after another, in the order written, on one thread (its state
+changes as the model meant it to); different rollouts still run at once.
 """
 
 from __future__ import annotations
@@ -54,6 +59,11 @@ class ToolSet:
             self.functions[name] = function
         self.schemas = [tool_schema(f) for f in self.functions.values()]
         self.timeout_s, self.max_output_chars = timeout_s, max_output_chars
+        self.bound: list[dict[str, Callable[..., Any]]] | None = None  # per rollout: its own tools (bind)
+
+    def bind(self, per_rollout: list[dict[str, Callable[..., Any]]] | None) -> None:
+        """The tools of each rollout of the next batches, by name over the shared ones (None: shared only)."""
+        self.bound = per_rollout
 
     def __bool__(self) -> bool:
         return bool(self.functions)
@@ -70,23 +80,36 @@ class ToolSet:
             return f"there is no tool named {call.name!r}; the tools are {', '.join(sorted(self.functions))}"
         return None
 
-    def run(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
-        """One result per call, in order; the calls run at once, each on its own thread (module docs)."""
+    def _function(self, call: ToolCall, row: int | None) -> Callable[..., Any]:
+        if self.bound is None:
+            return self.functions[call.name]
+        if row is None or not 0 <= row < len(self.bound):
+            raise RuntimeError(f"tools bound to {len(self.bound)} rollouts were called for rollout {row}")
+        return self.bound[row].get(call.name, self.functions[call.name])
+
+    def run(self, calls: Sequence[ToolCall], rows: Sequence[int] | None = None) -> list[ToolResult]:
+        """One result per call, in order; the calls run at once, each on its own thread, or, with tools bound per
+        rollout, each rollout's in order on one thread (``rows[i]``: call ``i``'s rollout) (module docs)."""
         results: list[ToolResult | None] = [None] * len(calls)
-        threads: list[tuple[int, threading.Thread, list[Any]]] = []
+        jobs: dict[Any, list[tuple[int, Callable[..., Any], dict[str, Any], list[Any]]]] = {}
         for i, call in enumerate(calls):
             problem = self._problem(call)
             if problem is not None:
                 results[i] = ToolResult(call.name or "unknown", f"error: {problem}", error=True)
                 continue
-            box: list[Any] = []
-            thread = threading.Thread(target=_call_into, args=(self.functions[call.name], call.arguments or {}, box),
-                                      daemon=True, name=f"tool-{call.name}")
+            row = rows[i] if rows is not None else None
+            key = ("row", row) if self.bound is not None else ("call", i)
+            jobs.setdefault(key, []).append((i, self._function(call, row), call.arguments or {}, []))
+        threads, expired = [], threading.Event()
+        for job in jobs.values():
+            thread = threading.Thread(target=_calls_into, args=(job, expired), daemon=True, name="tool-calls")
             thread.start()
-            threads.append((i, thread, box))
+            threads.append(thread)
         deadline = time.monotonic() + self.timeout_s  # the calls run together: timeout_s for them all
-        for i, thread, box in threads:
+        for thread in threads:
             thread.join(max(0.0, deadline - time.monotonic()))
+        expired.set()  # a rollout whose call hung runs none of its later ones
+        for i, _, _, box in (entry for job in jobs.values() for entry in job):
             name = calls[i].name
             if not box:
                 results[i] = ToolResult(name, f"error: the tool timed out after {self.timeout_s:g} s", error=True)
@@ -95,6 +118,15 @@ class ToolSet:
             else:
                 results[i] = ToolResult(name, self._cut(box[1]))
         return [r for r in results if r is not None]
+
+
+def _calls_into(job: list[tuple[int, Callable[..., Any], dict[str, Any], list[Any]]], expired: threading.Event
+                ) -> None:
+    """Run a job's calls in order, each leaving its outcome in its box, none once the batch's time is out."""
+    for _, function, arguments, box in job:
+        if expired.is_set():
+            return
+        _call_into(function, arguments, box)
 
 
 def _call_into(function: Callable[..., Any], arguments: dict[str, Any], box: list[Any]) -> None:
