@@ -83,18 +83,25 @@ def reward_model(model: str, adapter: str | None = None, device: str = "auto", d
     without gradients, in the model's process; ``normalise`` = raw (the logit of ``label``), sigmoid or softmax."""
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
-    for name, value in (("request_timeout", request_timeout), ("load_timeout", load_timeout)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
-            raise ValueError(f"{name} must be a positive, finite number of seconds, got {value!r}")
     options = ScoreOptions(batch_size, max_length, label, normalise, chat_template)
-    process = model_process(ModelKey(str(model), adapter, resolve_device(device), dtype, trust_remote_code),
-                            float(load_timeout))
+    key = ModelKey(str(model), adapter, resolve_device(device), dtype, trust_remote_code)
+    return client_of(key, options, request_timeout, load_timeout)
+
+
+def client_of(key: ModelKey, options: ScoreOptions, request_timeout: float = 120.0, load_timeout: float = 120.0,
+              name: str = "reward_model") -> RewardModelClient:
+    """An alias of ``key``'s model scoring with ``options``: the model's process started (its model loaded) when
+    it is not running yet, and ``options.label`` checked against the model's labels."""
+    for what, value in (("request_timeout", request_timeout), ("load_timeout", load_timeout)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+            raise ValueError(f"{what} must be a positive, finite number of seconds, got {value!r}")
+    process = model_process(key, float(load_timeout))
     try:
         info = process.info(float(request_timeout))  # the process started and the model loaded, once per key
     except WorkerFailed as exc:
-        raise ValueError(f"reward model {model!r}: {exc.message}") from None
+        raise ValueError(f"reward model {key.model!r}: {exc.message}") from None
     options.check_label(info["labels"])
-    return RewardModelClient(process, options, float(request_timeout), float(load_timeout))
+    return RewardModelClient(process, options, float(request_timeout), float(load_timeout), name)
 
 
 SPEC = RewardSpec(
