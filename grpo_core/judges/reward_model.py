@@ -115,5 +115,6 @@ normalise = "sigmoid"  # raw (the logit) | sigmoid | softmax (the probability of
 batch_size = 16
 max_length = 4096      # longer texts keep their last 4096 tokens (truncated_share in the metrics)
 device = "auto"        # the policy's device, or "cuda:1": a second device keeps it off the policy's
+request_timeout = 120  # seconds a batch may take; a model process that hangs is killed, the next call restarts it
 ''',
 )

@@ -159,3 +159,16 @@ def test_the_shown_example_composes(classifier_dir, tmp_path):
     scores = load_rewards(str(config)).score(COMPLETIONS, prompts=PROMPTS)
     expected = [torch.tensor(e[0]).sigmoid().item() for e in by_hand(classifier_dir, PROMPTS, COMPLETIONS)]
     assert scores.columns["preference"] == pytest.approx(expected, abs=1e-6)
+
+
+def test_a_timeout_below_its_load_and_request_deadlines_is_refused(classifier_dir, tmp_path):
+    from grpo_rewards import load_rewards
+    from grpo_rewards.tomlfile import ConfigError
+
+    config = tmp_path / "r.toml"
+    config.write_text(f'[rewards.preference]\nuse = "reward_model"\nmodel = "{classifier_dir}"\ntimeout = 100\n'
+                      'request_timeout = 60\nload_timeout = 60\n')
+    with pytest.raises(ConfigError, match="can take 120 s .* not below its timeout of 100 s"):
+        load_rewards(str(config))
+    config.write_text(config.read_text().replace("timeout = 100", "timeout = 121"))
+    assert load_rewards(str(config)).aliases == ["preference"]
