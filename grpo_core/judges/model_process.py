@@ -130,7 +130,7 @@ class ModelProcess:
     @property
     def pid(self) -> int | None:
         """The running process's id (None when none runs)."""
-        return self.worker._process.pid if self.worker.alive else None
+        return self.worker.pid
 
     def close(self) -> None:
         """Stop the process (a later call starts a new one)."""
