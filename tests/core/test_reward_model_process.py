@@ -59,7 +59,7 @@ def model_copy(classifier_dir, tmp_path):  # noqa: F811 - the fixture imported a
 
 
 def test_two_aliases_start_one_process_that_scores_as_the_model_by_hand(model_copy):
-    from grpo_rewards import reward
+    from grpo_rewards import compose, reward
 
     before = children(os.getpid())
     a = reward("reward_model", model=model_copy, batch_size=1)
@@ -70,6 +70,9 @@ def test_two_aliases_start_one_process_that_scores_as_the_model_by_hand(model_co
     assert a(COMPLETIONS, prompts=PROMPTS) == pytest.approx([e[0] for e in expected], abs=1e-5)
     assert b(COMPLETIONS, prompts=PROMPTS) == pytest.approx([torch.tensor(e).softmax(-1)[2].item() for e in expected],
                                                             abs=1e-6)
+    both = compose({"raw": a, "soft": b}).score(COMPLETIONS, prompts=PROMPTS)  # the two called at once
+    assert both.columns["raw"] == pytest.approx([e[0] for e in expected], abs=1e-5)
+    assert both.columns["soft"] == pytest.approx([torch.tensor(e).softmax(-1)[2].item() for e in expected], abs=1e-6)
     c = reward("reward_model", model=model_copy, batch_size=3)  # a third alias, another batch size
     assert c(COMPLETIONS, prompts=PROMPTS) == pytest.approx([e[0] for e in expected], abs=1e-5)
     assert children(os.getpid()) - before == started  # still the one process
