@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from grpo_core.trl_reward_models import ScoreOptions
-from grpo_rewards.isolation.failed import WorkerFailed
 from grpo_rewards.isolation.process import ProcessWorker
 
 PARENT_POLL_S = 0.5  # how often the host looks for its parent
@@ -123,8 +122,8 @@ class ModelProcess:
 
     def score(self, prompts: list[Any], completions: list[Any], options: ScoreOptions,
               timeout: float) -> tuple[list[float], int, float]:
-        """``(scores, rows cut to max_length, seconds)``; ``WorkerFailed`` when the process does not answer
-        within ``timeout`` (it is killed) or dies."""
+        """``(scores, rows cut to max_length, seconds)``; :class:`grpo_rewards.isolation.failed.WorkerFailed`
+        when the process does not answer within ``timeout`` (it is killed) or dies."""
         return self._request(("score", list(prompts), list(completions), options), timeout)
 
     @property
@@ -150,4 +149,4 @@ def model_process(key: ModelKey, load_timeout: float) -> ModelProcess:
     return process
 
 
-__all__ = ["ModelHost", "ModelKey", "ModelProcess", "WorkerFailed", "model_process", "serve"]
+__all__ = ["ModelHost", "ModelKey", "ModelProcess", "model_process", "serve"]
