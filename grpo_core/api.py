@@ -52,6 +52,8 @@ from grpo_core.config.sections import SECTIONS
 from grpo_core.data import format_prompt, train_eval_rows
 from grpo_core.dataset_objects import rows_from_object
 from grpo_core.generation.tools.environments import EnvironmentPool
+from grpo_core.judges.model_process import ModelKey
+from grpo_core.judges.reward_model import client_of, resolve_device
 from grpo_core.outputs.hub import push_to_hub as push_run_to_hub
 from grpo_core.parallel.distributed import world_from_env
 from grpo_core.policy.models import (
@@ -79,6 +81,7 @@ from grpo_core.trl_args import (
 )
 from grpo_core.trl_reward_models import (
     RewardModel,
+    ScoreOptions,
     is_reward_model,
     load_reward_model,
     looks_like_hub_id,
@@ -114,6 +117,12 @@ def _entries_of(item: Any, index: int, registry: Any, defaults: dict[str, Any], 
         return [copy.copy(e) for e in item.entries]
     if isinstance(item, SafeReward):
         return [RewardEntry(item.__name__, item)]
+    if isinstance(item, (str, os.PathLike)) and looks_like_reward_model(str(item)) and tokenizer is None:
+        path = os.fspath(item)  # its model process, shared with every reward_model alias of the same model
+        client = client_of(ModelKey(path, None, resolve_device("auto"), "float32"),
+                           ScoreOptions(chat_template_kwargs=tuple(sorted((chat_template_kwargs or {}).items()))),
+                           name=path.rstrip("/").split("/")[-1])
+        return [RewardEntry(client.__name__, SafeReward(client, client.__name__, **defaults))]
     if is_reward_model(item) or (isinstance(item, (str, os.PathLike)) and looks_like_reward_model(str(item))):
         model = item if is_reward_model(item) else load_reward_model(os.fspath(item))
         scorer = RewardModel(model, tokenizer, chat_template_kwargs)

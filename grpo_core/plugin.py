@@ -1,7 +1,7 @@
 """Adds the trainer's hooks (:mod:`grpo_core.hookspecs`) to the plugin manager, and registers the trainer
 backends (``grpo_core``, ``trl``), generation backends, parallel engines, loss types, tools, dataset sources and
-the rewards and judges that run a model in the training process (``reward_model``, the ``transformers`` judge
-backend: :mod:`grpo_core.judges`) (the
+the rewards and judges that run a model (``reward_model``, the ``transformers`` judge backend:
+:mod:`grpo_core.judges`) (the
 trainer's commands are plugins of their own: :mod:`grpo_core.cli.commands`, :mod:`grpo_core.demo.command`).
 
 Imports nothing heavy: each registered factory imports its module when it is used (the loss types' module

@@ -517,6 +517,8 @@ class Trainer:
             self._restore_sigint(previous_handler)
             plot = self.logger.close()
             self.engine.close()
+            if callable(close_rewards := getattr(self.cfg.rewards, "close", None)):
+                close_rewards()  # the rewards' worker and model processes end with the run
         interrupted = self._stop.is_set() and self.step < g.max_steps
         summary = {**metrics, "step": self.step, "interrupted": interrupted, "run_dir": str(self.run_dir),
                    "plot": str(plot) if plot else None}

@@ -139,6 +139,14 @@ class ComposedReward:
     def __call__(self, completions: list[Any], **columns: Any) -> list[float | None]:
         return self.score(completions, **columns).total
 
+    def close(self) -> None:
+        """Stop what the rewards hold (worker processes, model processes); a later call starts them again. A
+        trainer calls it when its run ends."""
+        for e in self.entries:
+            close = getattr(e.fn, "close", None)
+            if callable(close):
+                close()
+
     def trl_reward_funcs(self) -> tuple[list[Callable[..., list[float | None]]], list[float]]:
         """``(reward_funcs, reward_weights)`` for ``trl.GRPOTrainer``; each function is named by its alias."""
         return [e.fn for e in self.entries], self.weights

@@ -148,9 +148,14 @@ class SafeReward:
         return dict(report()) if callable(report) else {}
 
     def close(self) -> None:
-        """Stop the worker process, if any (a later call starts a new one)."""
+        """Stop the worker process, if any, or what a reward running in a thread holds (its own ``close()``: a
+        reward model's process); a later call starts them again."""
         if self._worker is not None:
             self._worker.close()
+            return
+        close = getattr(self.fn, "close", None)
+        if callable(close):
+            close()
 
     @property
     def _fill(self) -> float | None:

@@ -1,2 +1,3 @@
-"""Rewards that run a model in the training process: the ``reward_model`` built-in and the local transformers
-judge of ``llm_judge`` (registered by :mod:`grpo_core.plugin`; their modules import torch when first used)."""
+"""Rewards that run a model: the ``reward_model`` built-in, in the model's own process (:mod:`.model_process`),
+and the local transformers judge of ``llm_judge``, in the training process (registered by
+:mod:`grpo_core.plugin`; their modules import torch when first used)."""

@@ -270,6 +270,7 @@ class TRLBackend:
             callback.flush()
             if callback.logger is not None:
                 plot = callback.logger.close()
+            self.cfg.rewards.close()  # the rewards' worker and model processes end with the run
         step = self.trainer.state.global_step
         interrupted = self.stop.is_set() and step < self.args.max_steps
         summary = {**self.last_metrics, "step": step, "interrupted": interrupted, "run_dir": str(self.run_dir),

@@ -148,6 +148,11 @@ class ProcessWorker:
     def alive(self) -> bool:
         return self._process is not None and self._pid == os.getpid() and self._process.poll() is None
 
+    @property
+    def pid(self) -> int | None:
+        """The running child's process id (None when none runs)."""
+        return self._process.pid if self.alive else None
+
     def request(self, request: Any, timeout: float) -> Any:
         """``serve(obj, request)`` in the child, within ``timeout`` seconds; the records it logged are
         replayed here. ``WorkerFailed``: ``unsendable`` (``request`` does not pickle; nothing was sent),

@@ -1,9 +1,12 @@
 """The ``reward_model`` built-in on a tiny Llama classifier built from a config and saved to a folder (nothing is
 downloaded): its scores are the model's called by hand on each text through the chat template, whatever the
-batch size; the normalisations; truncation kept to the completion's end and reported; one loaded model shared by
-every alias naming it; a PEFT adapter merged; composed from TOML with weights."""
+batch size; the normalisations; truncation kept to the completion's end and reported; one model process called
+by every alias naming it (its life: tests/core/test_reward_model_process.py); a PEFT adapter merged; composed
+from TOML with weights."""
 
 from __future__ import annotations
+
+import os
 
 import pytest
 
@@ -66,15 +69,13 @@ def test_scores_equal_the_model_called_by_hand_at_any_batch_size(classifier_dir)
         [torch.tensor(e).softmax(-1)[1].item() for e in expected], abs=1e-6)
 
 
-def test_every_alias_of_one_model_shares_its_weights(classifier_dir):
-    from grpo_rewards import reward
+def test_every_alias_of_one_model_calls_one_model_process(classifier_dir):
+    from grpo_rewards import SafeReward, reward
 
     a = reward("reward_model", model=str(classifier_dir))
     b = reward("reward_model", model=str(classifier_dir), normalise="sigmoid", label=1)
-    assert a.model is b.model and a.lock is b.lock
-    from grpo_rewards import SafeReward
-
-    assert SafeReward(a).isolation == "thread"  # a model is not shipped to a worker process
+    assert a.process is b.process and a.process.pid is not None and a.process.pid != os.getpid()
+    assert SafeReward(a).isolation == "thread"  # the alias calls the process from the training process
 
 
 def test_truncation_keeps_the_completions_end_and_is_reported(classifier_dir, caplog):
@@ -84,7 +85,8 @@ def test_truncation_keeps_the_completions_end_and_is_reported(classifier_dir, ca
 
     tok = AutoTokenizer.from_pretrained(classifier_dir)
     fn = reward("reward_model", model=str(classifier_dir), max_length=20, batch_size=2)
-    texts = fn.texts(PROMPTS, COMPLETIONS)
+    texts = [tok.apply_chat_template([{"role": "user", "content": p}, {"role": "assistant", "content": c}],
+                                     tokenize=False) for p, c in zip(PROMPTS, COMPLETIONS)]
     lengths = [len(tok(t, add_special_tokens=False)["input_ids"]) for t in texts]
     assert min(lengths) <= 20 < max(lengths)  # some rows are cut, some are not
     with caplog.at_level("WARNING", logger="grpo.rewards"):
@@ -157,3 +159,16 @@ def test_the_shown_example_composes(classifier_dir, tmp_path):
     scores = load_rewards(str(config)).score(COMPLETIONS, prompts=PROMPTS)
     expected = [torch.tensor(e[0]).sigmoid().item() for e in by_hand(classifier_dir, PROMPTS, COMPLETIONS)]
     assert scores.columns["preference"] == pytest.approx(expected, abs=1e-6)
+
+
+def test_a_timeout_below_its_load_and_request_deadlines_is_refused(classifier_dir, tmp_path):
+    from grpo_rewards import load_rewards
+    from grpo_rewards.tomlfile import ConfigError
+
+    config = tmp_path / "r.toml"
+    config.write_text(f'[rewards.preference]\nuse = "reward_model"\nmodel = "{classifier_dir}"\ntimeout = 100\n'
+                      'request_timeout = 60\nload_timeout = 60\n')
+    with pytest.raises(ConfigError, match="can take 120 s .* not below its timeout of 100 s"):
+        load_rewards(str(config))
+    config.write_text(config.read_text().replace("timeout = 100", "timeout = 121"))
+    assert load_rewards(str(config)).aliases == ["preference"]

@@ -101,7 +101,7 @@ EVERY_COLUMN = {
 CODE = {"cpu_seconds": 2.0, "wall_seconds": 4.0, "memory_mb": 512}
 JUDGE = ScriptedEndpoint().__enter__()  # the judges' endpoint, for the whole module (a daemon thread)
 # registered built-ins that do not pickle, on purpose
-NOT_PICKLED = {"reward_model": "a model scored in the training process, on a thread (test_reward_model_builtin.py)"}
+NOT_PICKLED = {"reward_model": "an alias calling its model process from a thread (test_reward_model_process.py)"}
 EVERY_BUILTIN = {
     "majority_vote": {"min_group": 1, "by": "answer"},  # groups of one row: each its own majority
     "llm_judge": {"model": "m", "base_url": JUDGE.base_url, "question": "Is it right?"},
