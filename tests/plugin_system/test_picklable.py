@@ -121,6 +121,7 @@ EVERY_BUILTIN = {
     "code_execution_binary": CODE,
     "repetition_penalty": {"ngram_size": 2},
     "length_window": {"min_words": 2, "max_words": 6, "slope_words": 4},
+    "tool_use": {},
 }
 EVERY_VERIFIER = """
 [rewards]
