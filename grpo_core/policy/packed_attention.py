@@ -27,6 +27,7 @@ that trains, and a no-grad flex forward runs eagerly (compiling it on a CPU take
 from __future__ import annotations
 
 import importlib.util
+import warnings
 from typing import Any
 
 import torch
@@ -138,6 +139,8 @@ def _eager_flex(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mas
     def capped(score: torch.Tensor, b: Any, h: Any, q: Any, k: Any) -> torch.Tensor:
         return softcap * torch.tanh(score / softcap)
 
-    out = flex_attention(query, key, value, score_mod=capped if softcap is not None else None, block_mask=mask,
-                         scale=scaling)
+    with warnings.catch_warnings():  # torch advises compiling: on a CPU that costs more than it saves
+        warnings.filterwarnings("ignore", message=".*flex_attention.*", category=UserWarning)
+        out = flex_attention(query, key, value, score_mod=capped if softcap is not None else None,
+                             block_mask=mask, scale=scaling)
     return out.transpose(1, 2).contiguous(), None
