@@ -94,9 +94,8 @@ def packable(model: torch.nn.Module, width: int | None = None) -> bool:
     return not windowed or (bool(window) and width is not None and width <= int(window))
 
 
-def _layer_cost(model: torch.nn.Module) -> tuple[float, float]:
-    """(weights per layer, hidden size) of the backbone, for :func:`plan`'s cost estimate."""
-    text = _text_config(model)
+def layer_cost(text: Any) -> tuple[float, float]:
+    """(weights per layer, hidden size) of a backbone's text config, for the cost estimate (0, 0 if unknown)."""
     hidden = float(getattr(text, "hidden_size", 0) or 0)
     layers = int(getattr(text, "num_hidden_layers", 0) or 0)
     if not hidden or not layers:
@@ -108,6 +107,16 @@ def _layer_cost(model: torch.nn.Module) -> tuple[float, float]:
 def _cost(length: int, weights: float, hidden: float, pairs: float | None = None) -> float:
     """Per-layer cost of a row of ``length`` tokens attending ``pairs`` score pairs (default: all, dense)."""
     return length * weights + 2.0 * hidden * (length * length if pairs is None else pairs)
+
+
+def completions_per_row(kernel: str, group: int, prompt: int, k: int, weights: float, hidden: float) -> int:
+    """Completions of a group packed per row behind its ``prompt``: the count whose rows cost least (at most
+    what fits in :data:`MAX_PACKED_LENGTH`); 1 when the model's shape is unknown."""
+    fits = max(1, min(group, (MAX_PACKED_LENGTH[kernel] - prompt) // k))
+    if not weights:
+        return 1
+    return min(range(1, fits + 1),
+               key=lambda m: math.ceil(group / m) * _cost(prompt + m * k, weights, hidden, _pairs(kernel, prompt, m, k)))
 
 
 def _pairs(kernel: str, prompt: int, count: int, k: int) -> float | None:
@@ -137,20 +146,16 @@ def plan(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.
     new_prompt[1:] = ((prompts[1:] != prompts[:-1]) | (prompt_mask[1:] != prompt_mask[:-1])).any(1)
     starts = new_prompt.nonzero().flatten().tolist() + [rows]
     lengths = prompt_mask.sum(1).tolist()
-    weights, hidden = _layer_cost(model)
+    weights, hidden = layer_cost(_text_config(model))
     segments: list[tuple[int, int]] = []  # (first unpacked row, completions) per packed row
     for first, end in zip(starts, starts[1:]):
         group, prompt_len = end - first, int(lengths[first])
         if prompt_len < 1:
             return None
-        fits = max(1, min(group, (MAX_PACKED_LENGTH[kernel] - prompt_len) // k))
         if per_row is not None:
             per = max(1, min(per_row, group))
-        elif weights:
-            per = min(range(1, fits + 1), key=lambda m: math.ceil(group / m) * _cost(
-                prompt_len + m * k, weights, hidden, _pairs(kernel, prompt_len, m, k)))
         else:
-            per = 1
+            per = completions_per_row(kernel, group, prompt_len, k, weights, hidden)
         segments += [(row, min(per, end - row)) for row in range(first, end, per)]
     packed_len = max(int(lengths[first]) + count * k for first, count in segments)
     packed_cost = sum(_cost(packed_len, weights, hidden, _pairs(kernel, int(lengths[first]), count, k))
