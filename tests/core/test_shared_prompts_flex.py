@@ -182,3 +182,20 @@ def test_eager_attention_packs_through_the_dense_mask_only():
     assert pa.packing_kernel(model) == pa.DENSE
     model.config._attn_implementation = "flash_attention_2"
     assert pa.packing_kernel(model) is None
+
+
+def test_the_load_check_turns_packing_off_for_an_attention_that_refuses_the_block_mask(monkeypatch):
+    """A model whose attention does not go through transformers' shared sdpa entry (its own kernel table) gets
+    the block mask in plain sdpa, which refuses it: the load check warns and the model runs unpacked."""
+    import warnings
+
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    model = tiny()
+    monkeypatch.setitem(ALL_ATTENTION_FUNCTIONS, "sdpa", pa._SDPA)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert not check_shared_prompts(model, torch.arange(1, 13).unsqueeze(0))
+    assert any("prompts shared fail" in str(w.message) for w in caught)
+    ids, mask = grouped_batch()
+    assert plan(model, ids, mask, K, per_row=3) is None
