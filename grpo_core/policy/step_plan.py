@@ -191,9 +191,9 @@ class StepPlan:
                   "grpo.share_prompts": self.share_prompts,
                   "packing kernel": self.packing_kernel or "none",
                   "autocast": self.autocast_dtype or "none"}
-        width = max(map(len, values))
-        lines += [f"  {k:<{width}}  {str(v).lower() if isinstance(v, bool) else v!s:<6}  {self.reasons.get(k, '')}"
-                  for k, v in values.items()]
+        shown = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in values.items()}
+        width, value_width = max(map(len, shown)), max(6, *map(len, shown.values()))
+        lines += [f"  {k:<{width}}  {v:<{value_width}}  {self.reasons.get(k, '')}" for k, v in shown.items()]
         return "\n".join(lines)
 
 
