@@ -253,6 +253,7 @@ def verify_shared_prompts(trainer: Any, m: dict[str, Any]) -> str:
 
     import torch
 
+    from grpo_core.generation.transformers_backend import sampling_autocast
     from grpo_core.policy.logprobs import completion_logprobs
     from grpo_core.policy.packed_attention import packing_kernel
     from grpo_core.policy.shared_prompts import packable, plan
@@ -285,7 +286,9 @@ def verify_shared_prompts(trainer: Any, m: dict[str, Any]) -> str:
             torch.cuda.synchronize(where)
             torch.cuda.reset_peak_memory_stats(where)
         start = time.perf_counter()
-        logps, _ = completion_logprobs(model, ids, mask, k, share_prompts=share, completions_per_row=8 if share else None)
+        with sampling_autocast(model):  # as the trainer's passes run
+            logps, _ = completion_logprobs(model, ids, mask, k, share_prompts=share,
+                                           completions_per_row=8 if share else None)
         logps[mask[:, -k:].bool()].float().sum().backward()
         if where.type == "cuda":
             torch.cuda.synchronize(where)
