@@ -75,8 +75,9 @@ def _text_config(model: torch.nn.Module) -> Any:
 
 def packable(model: torch.nn.Module, width: int | None = None) -> bool:
     """Whether ``model``'s attention takes a packed row's mask as given: causal attention in every layer through
-    a packing kernel (sdpa, eager or flex attention), and no failed :func:`check_shared_prompts`. Sliding-window layers qualify only for rows of
-    at most ``width`` tokens that fit in the window (each completion then sees what it saw unpacked)."""
+    a packing kernel (sdpa, eager or flex attention), and no failed :func:`check_shared_prompts`. Sliding-window
+    layers qualify only for rows of at most ``width`` tokens that fit in the window (each completion then sees
+    what it saw unpacked)."""
     base = base_model(model)
     if getattr(base, OFF_FLAG, False):
         return False
@@ -115,8 +116,8 @@ def completions_per_row(kernel: str, group: int, prompt: int, k: int, weights: f
     fits = max(1, min(group, (MAX_PACKED_LENGTH[kernel] - prompt) // k))
     if not weights:
         return 1
-    return min(range(1, fits + 1),
-               key=lambda m: math.ceil(group / m) * _cost(prompt + m * k, weights, hidden, _pairs(kernel, prompt, m, k)))
+    return min(range(1, fits + 1), key=lambda m: math.ceil(group / m) * _cost(
+        prompt + m * k, weights, hidden, _pairs(kernel, prompt, m, k)))
 
 
 def _pairs(kernel: str, prompt: int, count: int, k: int) -> float | None:

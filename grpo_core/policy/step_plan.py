@@ -9,9 +9,9 @@ time against its memory:
   logprob_chunk_size      tokens per tile of the chunked log-prob head (grpo_core.policy.logprobs)
   share_prompts           one copy of a group's prompt in the forward (grpo_core.policy.shared_prompts)
 
-plus the kernel shared prompts are packed through and the autocast dtype the policy's forwards run under. Every candidate is priced with the one memory model,
-:func:`grpo_core.policy.memory_model.estimate_peak_memory` (what ``--dry-run`` prints is the chosen candidate's
-estimate), and must fit the budget: ``[trainer] memory_budget_gb`` when set, else 90% of the accelerator's free
+plus the kernel shared prompts are packed through and the autocast dtype the policy's forwards run under. Every
+candidate is priced with the one memory model, :func:`grpo_core.policy.memory_model.estimate_peak_memory` (what
+``--dry-run`` prints is the chosen candidate's estimate), and must fit the budget: ``[trainer] memory_budget_gb`` when set, else 90% of the accelerator's free
 memory; on a CPU only a budget the user set bounds the plan (its RAM is shared with the data, the rewards and the
 sandbox, so the machine's free memory is no promise).
 
@@ -26,9 +26,9 @@ The choices, by device:
   the memory allows it (the recompute is a third of the step's FLOPs), then checkpointing without MLP tiles, then
   with them. Attention stays on the fused kernels: prompts are shared only through a packing kernel that is one
   (:data:`PACKING_KERNELS` in :data:`FUSED_KERNELS`: FlexAttention block masks, where torch has them), else not
-  at all; the estimate prices the packed rows. LoRA and QLoRA run under autocast in the base weights' 16-bit dtype (peft
-  keeps adapters in fp32, which otherwise takes every adapter GEMM out of the tensor cores), and the head with
-  them. The head takes 4,096-token tiles (fewer, larger GEMMs; its memory barely changes, the vocabulary slice
+  at all; the estimate prices the packed rows. LoRA and QLoRA run under autocast in the base weights' 16-bit
+  dtype (peft keeps adapters in fp32, which otherwise takes every adapter GEMM out of the tensor cores), and the
+  head with them. The head takes 4,096-token tiles (fewer, larger GEMMs; its memory barely changes, the vocabulary slice
   shrinks to keep a tile's size).
 
 A key the user set (in the run file, ``--set`` or the Python API's dict) is never changed: the planner plans the
