@@ -102,8 +102,8 @@ class DeviceInfo:
 
 def describe_device(device: Any = None) -> DeviceInfo:
     """The device the policy trains on (default: CUDA when available, else the CPU): its free memory now and
-    its attention kernels (flash needs compute capability 8.0+, flex_attention torch's module, varlen flash the
-    ``flash_attn`` package)."""
+    its attention kernels (flash needs compute capability 8.0+, flex_attention torch's module and 8.0+, varlen
+    flash the ``flash_attn`` package)."""
     device = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
     if device.type != "cuda":
         return DeviceInfo(device.type, os.uname().machine if hasattr(os, "uname") else device.type)
@@ -114,7 +114,7 @@ def describe_device(device: Any = None) -> DeviceInfo:
         kernels.add("flash")
     if torch.backends.cuda.mem_efficient_sdp_enabled():
         kernels.add("mem_efficient")
-    if flex_available():
+    if flex_available() and major >= 8:  # its Triton kernels' shared memory: Ampere and later
         kernels.add(FLEX)
     if importlib.util.find_spec("flash_attn") is not None and major >= 8:
         kernels.add("flash_varlen")
