@@ -245,6 +245,70 @@ def verify_plan(trainer: Any, m: dict[str, Any]) -> str:
             f"{plan.budget_bytes / gib:.2f} GiB; {chosen}; decode {decode}")
 
 
+def verify_shared_prompts(trainer: Any, m: dict[str, Any]) -> str:
+    """The planner shares prompts through FlexAttention block masks on CUDA (the dense mask on a CPU), the load
+    check kept the packing, and on 2 groups x 8 completions behind prompts of different lengths (left-padded) a
+    packed forward and backward gives the unpacked log-probs and gradients; each side's peak and time printed."""
+    import time
+
+    import torch
+
+    from grpo_core.generation.transformers_backend import sampling_autocast
+    from grpo_core.policy.logprobs import completion_logprobs
+    from grpo_core.policy.packed_attention import packing_kernel
+    from grpo_core.policy.shared_prompts import packable, plan
+
+    plan_, model, where = trainer.step_plan, trainer.model, trainer.device
+    want = "flex_attention" if where.type == "cuda" else "dense_mask"
+    if not plan_.share_prompts or plan_.packing_kernel != want:
+        raise AssertionError(f"the plan shares prompts {plan_.share_prompts} through {plan_.packing_kernel}, "
+                             f"not {want} ({plan_.reasons.get('grpo.share_prompts')})")
+    k, prompts = (384, (96, 64)) if where.type == "cuda" else (24, (12, 8))
+    if packing_kernel(model) != want or not packable(model, prompts[0] + k):
+        raise AssertionError(f"the model packs through {packing_kernel(model)} (packable: "
+                             f"{packable(model, prompts[0] + k)}): the load check turned packing off")
+    g = torch.Generator().manual_seed(0)
+    vocab = int(model.get_input_embeddings().weight.shape[0])
+    ids = torch.randint(2, vocab, (16, prompts[0] + k), generator=g)
+    mask = torch.ones_like(ids)
+    for i, length in enumerate(prompts):
+        ids[i * 8:(i + 1) * 8, :prompts[0]] = ids[i * 8, :prompts[0]]
+        mask[i * 8:(i + 1) * 8, :prompts[0] - length] = 0
+    mask[3, -5:] = 0
+    ids, mask = ids.to(where), mask.to(where)
+    if plan(model, ids, mask, k, per_row=8) is None:
+        raise AssertionError("the batch was not packed")
+    params = [p for p in model.parameters() if p.requires_grad]
+    seen = {}
+    for share in (False, True, False, True):  # the second of each measured (the first compiles flex on CUDA)
+        model.zero_grad(set_to_none=True)
+        if where.type == "cuda":
+            torch.cuda.synchronize(where)
+            torch.cuda.reset_peak_memory_stats(where)
+        start = time.perf_counter()
+        with sampling_autocast(model):  # as the trainer's passes run
+            logps, _ = completion_logprobs(model, ids, mask, k, share_prompts=share,
+                                           completions_per_row=8 if share else None)
+        logps[mask[:, -k:].bool()].float().sum().backward()
+        if where.type == "cuda":
+            torch.cuda.synchronize(where)
+        peak = torch.cuda.max_memory_allocated(where) / 2**30 if where.type == "cuda" else float("nan")
+        grad = torch.cat([p.grad.float().flatten() for p in params if p.grad is not None])
+        seen[share] = (logps.detach().float(), grad, peak, time.perf_counter() - start)
+    model.zero_grad(set_to_none=True)
+    real = mask[:, -k:].bool()
+    gap = (seen[True][0] - seen[False][0])[real].abs().max().item()
+    cosine = torch.nn.functional.cosine_similarity(seen[True][1], seen[False][1], dim=0).item()
+    if not (gap < 0.05 and cosine > 0.99):
+        raise AssertionError(f"packed against unpacked: max |log-prob gap| {gap:.3g}, gradient cosine {cosine:.4f}")
+    def cost(share: bool) -> str:
+        peak = "" if where.type != "cuda" else f"peak {seen[share][2]:.3f} GiB, "
+        return f"{peak}{seen[share][3] * 1e3:.0f} ms"
+
+    return (f"packed through {want}: 16 x {k} tokens behind prompts of {prompts}: max |gap| {gap:.2e}, gradient "
+            f"cosine {cosine:.5f}; forward+backward {cost(True)} packed vs {cost(False)} unpacked")
+
+
 CHECKS: tuple[Check, ...] = (
     Check("bf16_autocast", "a full fine-tune of a bf16 checkpoint: fp32 master weights, bf16 autocast",
           sections={}, verify=verify_autocast),
@@ -260,6 +324,8 @@ CHECKS: tuple[Check, ...] = (
     Check("planned_step", "the step planner within a 2 GiB budget, decode through CUDA graphs",
           sections={"model": {"gradient_checkpointing": None}, "trainer": {"memory_budget_gb": 2.0}},
           verify=verify_plan),
+    Check("shared_prompts_flex", "each group's prompt shared through FlexAttention block masks by the planner",
+          sections={}, verify=verify_shared_prompts),
     Check("logprobs_4096", "the chunked log-prob head against TRL's at 4,096 tokens", tokens=4096),
     Check("logprobs_16384", "the chunked log-prob head against TRL's at 16,384 tokens", tokens=16384),
     Check("deepspeed_zero2", "DeepSpeed ZeRO-2 in one process, bf16 autocast", needs=("deepspeed",),

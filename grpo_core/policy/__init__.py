@@ -4,6 +4,7 @@
 ``activations``     activation checkpointing and the tiled MLP (how little of a pass is held for backward)
 ``logprobs``        per-token log-probs through a chunked head: never the full ``[B, K, V]`` logits
 ``shared_prompts``  each prompt's tokens once for its whole group of completions
+``packed_attention`` what a packed row's tokens see: a dense mask, or FlexAttention block masks (fused)
 ``lean_lora``       a lean forward of plain LoRA layers while sampling
 ``memory_model``    the peak-memory estimate ``grpo config validate`` prints
 """

@@ -17,7 +17,10 @@ What the step holds at its peak (the larger of the two phases, on top of the res
              recomputed; the inputs live in host RAM with ``offload_activations``) and the chunked
              log-prob tile (:mod:`grpo_core.policy.logprobs`): never the ``[B, K, V]`` logits.
 The old-policy pass (``num_iterations > 1``) and the reference pass (``beta > 0``) run without grad:
-they add their per-token outputs, not activations.
+they add their per-token outputs, not activations. With prompts shared through FlexAttention block masks
+(``shared_prompts = "flex_attention"``, grpo_core.policy.shared_prompts) a pass holds the activations of its packed
+rows: each group's prompt once, then its completions. Shared through a dense mask (the CPU's) a pass is priced
+unpacked: the prompt tokens it saves are spent again on its ``[rows, L, L]`` mask and the masked score tiles.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ import torch
 
 from grpo_core.policy.activations import mlp_tile_tokens
 from grpo_core.policy.logprobs import vocab_chunk_for
+from grpo_core.policy.packed_attention import FLEX
+from grpo_core.policy.shared_prompts import completions_per_row, layer_cost
 
 GiB = 1024**3
 _DTYPE_BYTES = {"float32": 4, "fp32": 4, "float16": 2, "fp16": 2, "half": 2, "bfloat16": 2, "bf16": 2}
@@ -129,6 +134,8 @@ def estimate_peak_memory(
     generation_sequences: int | None = None,
     counts: ParamCounts | None = None,
     lora_autocast: bool = False,
+    shared_prompts: str | None = None,
+    group_size: int = 1,
 ) -> MemoryEstimate:
     """Estimated peak memory of one GRPO step on the accelerator (the process, on a CPU machine).
 
@@ -142,6 +149,8 @@ def estimate_peak_memory(
     ``counts`` skips the meta-device build. ``lora_autocast``: LoRA's forwards run under autocast in the
     base's 16-bit dtype with peft's input casts off (the step planner's choice on an accelerator); otherwise a
     16-bit base's LoRA layers each keep an fp32 copy of their input for the adapter's backward.
+    ``shared_prompts``: the packing kernel of the step's shared prompts (None: not shared), with ``group_size``
+    completions per prompt.
     """
     for name, value in (("num_sequences", num_sequences), ("completion_length", completion_length),
                         ("chunk_size", chunk_size), ("num_iterations", num_iterations)):
@@ -166,6 +175,16 @@ def estimate_peak_memory(
         num_sequences = min(num_sequences, max(1, micro_batch_tokens // seq))
     tokens = num_sequences * seq
     completion_tokens = num_sequences * completion_length
+    packed = ""
+    if shared_prompts == FLEX and group_size > 1 and prompt_length:  # as shared_prompts.plan packs a pass's groups
+        groups = [group_size] * (num_sequences // group_size) + [num_sequences % group_size] * bool(
+            num_sequences % group_size)
+        pers = [completions_per_row(FLEX, g, prompt_length, completion_length, *layer_cost(cfg)) for g in groups]
+        packed_rows = sum(-(-g // p) for g, p in zip(groups, pers, strict=True))
+        length = prompt_length + max(pers) * completion_length  # the rows padded to the longest
+        if packed_rows * length < tokens:
+            tokens = packed_rows * length
+            packed = f" packed as {packed_rows} rows of {length} tokens"
 
     est = MemoryEstimate()
     add = est.rows.append
@@ -211,13 +230,14 @@ def estimate_peak_memory(
         acts = residual + tokens * attn_part + mlp_tokens * mlp_part
         if offload_activations:
             est.host_offload, kept = kept, 0
-        note = (f"{num_sequences} rows per pass: layer inputs" + (" (in host RAM)" if offload_activations else "")
+        note = (f"{num_sequences} rows per pass{packed}: layer inputs"
+                + (" (in host RAM)" if offload_activations else "")
                 + " + one recomputed layer"
                 + (f", MLP in {mlp_tokens}-token tiles" if mlp_tokens < tokens else ""))
         acts += kept
     else:
         acts = layers * tokens * per_token_layer + residual
-        note = f"all {layers} layers' saved activations (no checkpointing)"
+        note = f"all {layers} layers' saved activations (no checkpointing){packed}"
     add(("activations", acts, note))
     v_chunk = vocab_chunk_for(chunk_size, vocab)
     rows = min(chunk_size, completion_tokens)

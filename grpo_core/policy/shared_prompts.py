@@ -4,8 +4,9 @@ A GRPO batch holds every prompt once per completion of its group, and an unpacke
 tokens through every layer G times. Here the rows that share a prompt (adjacent rows with equal prompt ids and
 mask, as the trainer lays out its groups) become packed rows ``[prompt, completion_1, ..., completion_m]`` with
 
-- a block attention mask: the prompt is causal on itself; completion ``j`` sees the whole prompt and is causal
-  on its own tokens (its masked tokens hidden from it, as the unpacked mask hides them); nothing else;
+- a block attention pattern: the prompt is causal on itself; completion ``j`` sees the whole prompt and is causal
+  on its own tokens (its masked tokens hidden from it, as the unpacked mask hides them); nothing else
+  (grpo_core.policy.packed_attention owns the rule and the kernels that apply it);
 - position ids that restart for each completion where its prompt ended (``cumsum(mask) - 1`` of the unpacked
   row), so rotary and learned positions see what the sampler saw.
 
@@ -14,12 +15,15 @@ the log-probs equal the unpacked ones up to floating-point summation order (abou
 gradients too (the prompt's contributions from its completions add up in one pass). Padding of short prompts
 disappears as well.
 
-What it costs: attention over a packed row of length ``L`` is computed densely (``L^2`` score pairs, most of
-them masked), so :func:`plan` packs ``m`` completions per row only where the estimated cost, ``L * (weights
-per layer) + 2 * hidden * L^2`` per layer summed over the rows, beats the unpacked batch; long completions or
-large groups end up with several packed rows per group, or none. Under eager attention, which holds every
-score, the packed rows must also hold no more scores than the unpacked ones. Only models whose every layer is causal
-attention through a 4-D mask are packed (sdpa or eager attention; sliding windows only where the unpacked rows
+What it costs depends on the kernel (:func:`grpo_core.policy.packed_attention.packing_kernel`). Through a dense
+``[R, L, L]`` mask (sdpa or eager; the CPU's) every one of a packed row's ``L^2`` score pairs is computed, most of
+them masked; through a FlexAttention block mask (a fused kernel, the planner's choice on CUDA) only the blocks a
+query sees: the prompt's causal triangle and each completion's prompt columns and own triangle. :func:`plan`
+packs ``m`` completions per row only where the estimated cost, ``L * (weights per layer) + 2 * hidden * (score
+pairs)`` per layer summed over the rows, beats the unpacked batch; long completions or large groups end up with
+several packed rows per group, or none. Under eager attention, which holds every score, the packed rows must
+also hold no more scores than the unpacked ones. Only models whose every layer is causal attention that takes
+the packed row's mask are packed (sdpa, eager, or flex attention; sliding windows only where the unpacked rows
 fit in the window);
 :func:`grpo_core.policy.logprobs.check_shared_prompts` compares packed with unpacked log-probs once at load and turns packing off for a
 model that differs, with a warning.
@@ -33,19 +37,30 @@ from typing import Any
 
 import torch
 
+from grpo_core.policy.packed_attention import DENSE, FLEX, block_mask, dense_allowed, packing_kernel
+
 OFF_FLAG = "_grpo_unshared_prompts"  # set on a model whose packed log-probs failed check_shared_prompts
-MAX_PACKED_LENGTH = 4096  # a packed row's mask is L x L booleans per row
+# the longest packed row, by kernel: a dense mask is L x L booleans per row; a block mask (L / 128)^2 block indices
+MAX_PACKED_LENGTH = {DENSE: 4096, FLEX: 32768}
 
 
 @dataclass
 class Packing:
-    """Packed rows and where each unpacked row's completion-predicting states lie in them."""
+    """Packed rows, what each of their tokens is, and where each unpacked row's completion-predicting states lie
+    in them."""
 
     input_ids: torch.Tensor  # [R, L]
     position_ids: torch.Tensor  # [R, L]
-    allowed: torch.Tensor  # [R, L, L] bool: query may attend key
+    segment: torch.Tensor  # [R, L]: -1 prompt, j completion j, -2 row padding
+    valid: torch.Tensor  # [R, L] bool: a real token
     rows: torch.Tensor  # [B, K] packed row of the state that predicts each completion token
     cols: torch.Tensor  # [B, K] its column
+    kernel: str = DENSE  # how the rows' attention runs (grpo_core.policy.packed_attention)
+
+    @property
+    def allowed(self) -> torch.Tensor:
+        """``[R, L, L]`` bool: query may attend key (the dense mask)."""
+        return dense_allowed(self.segment, self.valid)
 
 
 def base_model(model: torch.nn.Module) -> torch.nn.Module:
@@ -59,9 +74,10 @@ def _text_config(model: torch.nn.Module) -> Any:
 
 
 def packable(model: torch.nn.Module, width: int | None = None) -> bool:
-    """Whether ``model``'s attention takes a packed row's 4-D mask as given: causal attention in every layer,
-    sdpa or eager, and no failed :func:`check_shared_prompts`. Sliding-window layers qualify only for rows of
-    at most ``width`` tokens that fit in the window (each completion then sees what it saw unpacked)."""
+    """Whether ``model``'s attention takes a packed row's mask as given: causal attention in every layer through
+    a packing kernel (sdpa, eager or flex attention), and no failed :func:`check_shared_prompts`. Sliding-window
+    layers qualify only for rows of at most ``width`` tokens that fit in the window (each completion then sees
+    what it saw unpacked)."""
     base = base_model(model)
     if getattr(base, OFF_FLAG, False):
         return False
@@ -69,7 +85,7 @@ def packable(model: torch.nn.Module, width: int | None = None) -> bool:
     text = _text_config(base)
     if config is None or text is None:
         return False
-    if getattr(config, "_attn_implementation", None) not in ("sdpa", "eager"):
+    if packing_kernel(base) is None:
         return False
     kinds = set(getattr(text, "layer_types", None) or ())
     if kinds - {"full_attention", "sliding_attention"}:
@@ -79,9 +95,8 @@ def packable(model: torch.nn.Module, width: int | None = None) -> bool:
     return not windowed or (bool(window) and width is not None and width <= int(window))
 
 
-def _layer_cost(model: torch.nn.Module) -> tuple[float, float]:
-    """(weights per layer, hidden size) of the backbone, for :func:`plan`'s cost estimate."""
-    text = _text_config(model)
+def layer_cost(text: Any) -> tuple[float, float]:
+    """(weights per layer, hidden size) of a backbone's text config, for the cost estimate (0, 0 if unknown)."""
     hidden = float(getattr(text, "hidden_size", 0) or 0)
     layers = int(getattr(text, "num_hidden_layers", 0) or 0)
     if not hidden or not layers:
@@ -90,8 +105,28 @@ def _layer_cost(model: torch.nn.Module) -> tuple[float, float]:
     return 4 * hidden * hidden + 3 * hidden * inter, hidden
 
 
-def _cost(length: int, weights: float, hidden: float) -> float:
-    return length * weights + 2.0 * hidden * length * length
+def _cost(length: int, weights: float, hidden: float, pairs: float | None = None) -> float:
+    """Per-layer cost of a row of ``length`` tokens attending ``pairs`` score pairs (default: all, dense)."""
+    return length * weights + 2.0 * hidden * (length * length if pairs is None else pairs)
+
+
+def completions_per_row(kernel: str, group: int, prompt: int, k: int, weights: float, hidden: float) -> int:
+    """Completions of a group packed per row behind its ``prompt``: the count whose rows cost least (at most
+    what fits in :data:`MAX_PACKED_LENGTH`); 1 when the model's shape is unknown."""
+    fits = max(1, min(group, (MAX_PACKED_LENGTH[kernel] - prompt) // k))
+    if not weights:
+        return 1
+    return min(range(1, fits + 1), key=lambda m: math.ceil(group / m) * _cost(
+        prompt + m * k, weights, hidden, _pairs(kernel, prompt, m, k)))
+
+
+def _pairs(kernel: str, prompt: int, count: int, k: int) -> float | None:
+    """Score pairs a packed row of ``count`` completions behind a ``prompt`` computes: all of them through a
+    dense mask (None), the seen ones through a block mask (the prompt's triangle, each completion's prompt
+    columns and own triangle)."""
+    if kernel != FLEX:
+        return None
+    return prompt * (prompt + 1) / 2 + count * k * (prompt + (k + 1) / 2)
 
 
 def plan(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, logits_to_keep: int,
@@ -101,6 +136,7 @@ def plan(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.
     not :func:`packable`). ``per_row`` forces that many completions per packed row (tests, the load check)."""
     if not packable(model, input_ids.size(1)):
         return None
+    kernel = packing_kernel(model) or DENSE
     k = logits_to_keep
     rows, width = input_ids.shape
     prompt_width = width - k
@@ -111,29 +147,26 @@ def plan(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.
     new_prompt[1:] = ((prompts[1:] != prompts[:-1]) | (prompt_mask[1:] != prompt_mask[:-1])).any(1)
     starts = new_prompt.nonzero().flatten().tolist() + [rows]
     lengths = prompt_mask.sum(1).tolist()
-    weights, hidden = _layer_cost(model)
+    weights, hidden = layer_cost(_text_config(model))
     segments: list[tuple[int, int]] = []  # (first unpacked row, completions) per packed row
     for first, end in zip(starts, starts[1:]):
         group, prompt_len = end - first, int(lengths[first])
         if prompt_len < 1:
             return None
-        fits = max(1, min(group, (MAX_PACKED_LENGTH - prompt_len) // k))
         if per_row is not None:
             per = max(1, min(per_row, group))
-        elif weights:
-            per = min(range(1, fits + 1),
-                      key=lambda m: math.ceil(group / m) * _cost(prompt_len + m * k, weights, hidden))
         else:
-            per = 1
+            per = completions_per_row(kernel, group, prompt_len, k, weights, hidden)
         segments += [(row, min(per, end - row)) for row in range(first, end, per)]
     packed_len = max(int(lengths[first]) + count * k for first, count in segments)
-    if per_row is None and (not weights or len(segments) * _cost(packed_len, weights, hidden)
-                            >= rows * _cost(width, weights, hidden)):
+    packed_cost = sum(_cost(packed_len, weights, hidden, _pairs(kernel, int(lengths[first]), count, k))
+                      for first, count in segments)
+    if per_row is None and (not weights or packed_cost >= rows * _cost(width, weights, hidden)):
         return None
     eager = getattr(base_model(model).config, "_attn_implementation", None) == "eager"
     if per_row is None and eager and len(segments) * packed_len**2 > rows * width**2:
         return None  # eager attention holds every score: no more of them than unpacked
-    return _build(input_ids, attention_mask, k, segments, [int(v) for v in lengths], packed_len)
+    return _build(input_ids, attention_mask, k, segments, [int(v) for v in lengths], packed_len, kernel)
 
 
 def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
@@ -143,7 +176,7 @@ def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
 
 
 def _build(input_ids: torch.Tensor, attention_mask: torch.Tensor, k: int, segments: list[tuple[int, int]],
-           lengths: list[int], packed_len: int) -> Packing:
+           lengths: list[int], packed_len: int, kernel: str) -> Packing:
     device = input_ids.device
     prompt_width = input_ids.size(1) - k
     positions = position_ids_from_mask(attention_mask)[:, prompt_width:]
@@ -170,14 +203,7 @@ def _build(input_ids: torch.Tensor, attention_mask: torch.Tensor, k: int, segmen
         # token t of completion j is predicted by the state before it: the prompt's last for t = 0
         cols[first:first + n] = torch.where(offsets == 0, lp - 1, starts + offsets - 1)
         rows[first:first + n] = r
-    index = torch.arange(packed_len, device=device)
-    causal = index.unsqueeze(1) >= index.unsqueeze(0)  # [L(query), L(key)]
-    # [R, query, key]: a key in the query's own segment or in the prompt
-    sees = (segment.unsqueeze(2) == segment.unsqueeze(1)) | (segment.unsqueeze(1) == -1)
-    allowed = causal.unsqueeze(0) & sees & valid.unsqueeze(1)
-    # a query with no key at all (row padding) attends to itself, not to nothing (NaN)
-    allowed |= torch.eye(packed_len, dtype=torch.bool, device=device) & ~allowed.any(-1, keepdim=True)
-    return Packing(ids, pos, allowed, rows, cols)
+    return Packing(ids, pos, segment, valid, rows, cols, kernel)
 
 
 def attention_mask_4d(model: torch.nn.Module, allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -191,8 +217,11 @@ def attention_mask_4d(model: torch.nn.Module, allowed: torch.Tensor, dtype: torc
 
 def packed_hidden(model: torch.nn.Module, backbone: torch.nn.Module, packing: Packing) -> torch.Tensor:
     """``[B, K, H]``: the backbone's final states that predict each completion token, from the packed rows."""
-    dtype = next(backbone.parameters()).dtype
-    dtype = dtype if dtype.is_floating_point else torch.float32
-    hidden = backbone(input_ids=packing.input_ids, attention_mask=attention_mask_4d(model, packing.allowed, dtype),
-                      position_ids=packing.position_ids, use_cache=False).last_hidden_state
+    if packing.kernel == FLEX:
+        mask = block_mask(packing.segment, packing.valid)
+    else:
+        dtype = next(backbone.parameters()).dtype
+        mask = attention_mask_4d(model, packing.allowed, dtype if dtype.is_floating_point else torch.float32)
+    hidden = backbone(input_ids=packing.input_ids, attention_mask=mask, position_ids=packing.position_ids,
+                      use_cache=False).last_hidden_state
     return hidden[packing.rows, packing.cols]

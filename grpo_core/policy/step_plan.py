@@ -9,9 +9,9 @@ time against its memory:
   logprob_chunk_size      tokens per tile of the chunked log-prob head (grpo_core.policy.logprobs)
   share_prompts           one copy of a group's prompt in the forward (grpo_core.policy.shared_prompts)
 
-plus the autocast dtype the policy's forwards run under. Every candidate is priced with the one memory model,
-:func:`grpo_core.policy.memory_model.estimate_peak_memory` (what ``--dry-run`` prints is the chosen candidate's
-estimate), and must fit the budget: ``[trainer] memory_budget_gb`` when set, else 90% of the accelerator's free
+plus the kernel shared prompts are packed through and the autocast dtype the policy's forwards run under. Every
+candidate is priced with the one memory model, :func:`grpo_core.policy.memory_model.estimate_peak_memory` (what
+``--dry-run`` prints is the chosen candidate's estimate), and must fit the budget: ``[trainer] memory_budget_gb`` when set, else 90% of the accelerator's free
 memory; on a CPU only a budget the user set bounds the plan (its RAM is shared with the data, the rewards and the
 sandbox, so the machine's free memory is no promise).
 
@@ -19,15 +19,16 @@ The choices, by device:
 
 - **CPU**: today's defaults, which measure best there (a 2-core CPU is compute-bound at any batch size, and
   dense packed-prompt attention saves the repeated prompt's FLOPs): 4,096-token passes, checkpointing, MLP tiles
-  by the hidden size, 1,024-token head tiles, prompts shared. A budget only shrinks the passes.
+  by the hidden size, 1,024-token head tiles, prompts shared through dense masks (torch runs no FlexAttention
+  backward on a CPU). A budget only shrinks the passes.
 - **CUDA** (and other accelerators): the fewest, largest passes that fit, because a GPU is launch-bound on small
   passes (a pass below :data:`SATURATION_TOKENS` tokens is priced as if it had that many); no checkpointing where
   the memory allows it (the recompute is a third of the step's FLOPs), then checkpointing without MLP tiles, then
-  with them. Attention stays on the fused kernels: prompts are shared only through a kernel that takes a packed
-  row without a dense mask (:data:`PACKING_KERNELS`, the kernels this project packs through, none of them fused
-  today, so sharing is off on CUDA). LoRA and QLoRA run under autocast in the base weights' 16-bit dtype (peft
-  keeps adapters in fp32, which otherwise takes every adapter GEMM out of the tensor cores), and the head with
-  them. The head takes 4,096-token tiles (fewer, larger GEMMs; its memory barely changes, the vocabulary slice
+  with them. Attention stays on the fused kernels: prompts are shared only through a packing kernel that is one
+  (:data:`PACKING_KERNELS` in :data:`FUSED_KERNELS`: FlexAttention block masks, where torch has them), else not
+  at all; the estimate prices the packed rows. LoRA and QLoRA run under autocast in the base weights' 16-bit
+  dtype (peft keeps adapters in fp32, which otherwise takes every adapter GEMM out of the tensor cores), and the
+  head with them. The head takes 4,096-token tiles (fewer, larger GEMMs; its memory barely changes, the vocabulary slice
   shrinks to keep a tile's size).
 
 A key the user set (in the run file, ``--set`` or the Python API's dict) is never changed: the planner plans the
@@ -61,6 +62,7 @@ from grpo_core.policy.memory_model import (
     estimate_peak_memory,
 )
 from grpo_core.policy.models import set_compute_dtype
+from grpo_core.policy.packed_attention import DENSE, FLEX, flex_available, use_flex_packing
 from grpo_rewards.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -73,11 +75,12 @@ TILE_COST = 0.1  # the tiled MLP's extra MLP forward, as a share of the step
 CPU_MICRO_BATCH_TOKENS = 4096
 CPU_LOGPROB_CHUNK = 1024
 CUDA_LOGPROB_CHUNK = 4096
-# How shared prompts are packed today (grpo_core.policy.shared_prompts): a dense [rows, L, L] mask, which takes
-# sdpa off the flash and memory-efficient kernels. A fused packing kernel ("flex_attention", "flash_varlen") joins
-# this tuple when shared_prompts packs through it.
-PACKING_KERNELS: tuple[str, ...] = ("dense_mask",)
-FUSED_KERNELS = ("flash", "mem_efficient", "flex_attention", "flash_varlen")
+# The kernels shared prompts are packed through (grpo_core.policy.packed_attention), preferred first: FlexAttention
+# block masks (fused), a dense [rows, L, L] mask (takes sdpa off the flash and memory-efficient kernels). Varlen
+# flash attention is fused but is not one: transformers' packed path attends within each sequence only, and a
+# completion must see its prompt.
+PACKING_KERNELS: tuple[str, ...] = (FLEX, DENSE)
+FUSED_KERNELS = ("flash", "mem_efficient", FLEX, "flash_varlen")  # the attention kernels that keep scores on chip
 PLANNED = ("grpo.micro_batch_tokens", "model.gradient_checkpointing", "model.mlp_chunk_tokens",
            "grpo.logprob_chunk_size", "grpo.share_prompts")
 
@@ -99,8 +102,8 @@ class DeviceInfo:
 
 def describe_device(device: Any = None) -> DeviceInfo:
     """The device the policy trains on (default: CUDA when available, else the CPU): its free memory now and
-    its attention kernels (flash needs compute capability 8.0+, flex_attention torch's module, varlen flash the
-    ``flash_attn`` package)."""
+    its attention kernels (flash needs compute capability 8.0+, flex_attention torch's module and 8.0+, varlen
+    flash the ``flash_attn`` package)."""
     device = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
     if device.type != "cuda":
         return DeviceInfo(device.type, os.uname().machine if hasattr(os, "uname") else device.type)
@@ -111,8 +114,8 @@ def describe_device(device: Any = None) -> DeviceInfo:
         kernels.add("flash")
     if torch.backends.cuda.mem_efficient_sdp_enabled():
         kernels.add("mem_efficient")
-    if importlib.util.find_spec("torch.nn.attention.flex_attention") is not None:
-        kernels.add("flex_attention")
+    if flex_available() and major >= 8:  # its Triton kernels' shared memory: Ampere and later
+        kernels.add(FLEX)
     if importlib.util.find_spec("flash_attn") is not None and major >= 8:
         kernels.add("flash_varlen")
     return DeviceInfo("cuda", torch.cuda.get_device_name(device), int(total), int(free), frozenset(kernels))
@@ -158,6 +161,7 @@ class StepPlan:
     mlp_chunk_tokens: int  # 0: untiled
     logprob_chunk_size: int
     share_prompts: bool
+    packing_kernel: str | None  # what shared prompts are packed through (None: not shared)
     autocast_dtype: str | None
     estimate: MemoryEstimate
     budget_bytes: int | None
@@ -169,7 +173,8 @@ class StepPlan:
         return {"device": self.device.type, "device_name": self.device.name,
                 "micro_batch_tokens": self.micro_batch_tokens, "gradient_checkpointing": self.gradient_checkpointing,
                 "mlp_chunk_tokens": self.mlp_chunk_tokens, "logprob_chunk_size": self.logprob_chunk_size,
-                "share_prompts": self.share_prompts, "autocast_dtype": self.autocast_dtype,
+                "share_prompts": self.share_prompts, "packing_kernel": self.packing_kernel,
+                "autocast_dtype": self.autocast_dtype,
                 "estimated_peak_gb": round(self.estimate.peak / GiB, 4),
                 "budget_gb": None if self.budget_bytes is None else round(self.budget_bytes / GiB, 4),
                 "budget_source": self.budget_source, "reasons": dict(self.reasons)}
@@ -184,10 +189,11 @@ class StepPlan:
                   "model.mlp_chunk_tokens": self.mlp_chunk_tokens,
                   "grpo.logprob_chunk_size": self.logprob_chunk_size,
                   "grpo.share_prompts": self.share_prompts,
+                  "packing kernel": self.packing_kernel or "none",
                   "autocast": self.autocast_dtype or "none"}
-        width = max(map(len, values))
-        lines += [f"  {k:<{width}}  {str(v).lower() if isinstance(v, bool) else v!s:<6}  {self.reasons.get(k, '')}"
-                  for k, v in values.items()]
+        shown = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in values.items()}
+        width, value_width = max(map(len, shown)), max(6, *map(len, shown.values()))
+        lines += [f"  {k:<{width}}  {v:<{value_width}}  {self.reasons.get(k, '')}" for k, v in shown.items()]
         return "\n".join(lines)
 
 
@@ -253,6 +259,7 @@ def plan_step(device: DeviceInfo, model_config: Any, batch: BatchShape, settings
         else ([True] if device.is_cpu else [False, True])
     autocast = _autocast_dtype(device, settings)
     chunk = int(explicit.get("grpo.logprob_chunk_size", CPU_LOGPROB_CHUNK if device.is_cpu else CUDA_LOGPROB_CHUNK))
+    share, kernel, share_why = _share_prompts(device, settings)
 
     def estimate(c: _Candidate) -> MemoryEstimate:
         return estimate_peak_memory(
@@ -262,7 +269,7 @@ def plan_step(device: DeviceInfo, model_config: Any, batch: BatchShape, settings
             gradient_checkpointing=c.checkpointing, offload_activations=settings.offload_activations,
             chunk_size=chunk, beta=settings.beta, num_iterations=settings.num_iterations,
             mlp_chunk_tokens=c.tile or None, micro_batch_tokens=c.micro_batch_tokens, counts=counts,
-            lora_autocast=autocast is not None)
+            lora_autocast=autocast is not None, shared_prompts=kernel, group_size=batch.group_size)
 
     candidates = [_Candidate(mbt, _rows_of(mbt, batch), ck, t if ck else 0) for ck in ckpt_options
                   for t in (tile_options if ck else [0]) for mbt in _token_options(device, batch, explicit)]
@@ -278,15 +285,17 @@ def plan_step(device: DeviceInfo, model_config: Any, batch: BatchShape, settings
         raise _no_fit(device, model_config, batch, settings, counts, budget, source, estimate, min(
             (estimate(c) for c in candidates), key=lambda e: e.peak))
 
-    share, share_why = _share_prompts(device, settings)
     reasons = _reasons(device, explicit, chosen, batch, budget is not None)
     reasons.setdefault("grpo.share_prompts", share_why)
     reasons.setdefault("grpo.logprob_chunk_size", "the CPU default" if device.is_cpu else
                        "fewer, larger head GEMMs on an accelerator")
     reasons["autocast"] = (f"{'LoRA/QLoRA' if settings.lora_rank else 'fp32 master weights'} in the base's "
                            f"{autocast}" if autocast else "the weights' own dtype")
-    return StepPlan(device, chosen.micro_batch_tokens, chosen.checkpointing, chosen.tile, chunk, share, autocast,
-                    chosen_est, budget, source, reasons)
+    reasons["packing kernel"] = {FLEX: "FlexAttention block masks: fused, the blocks no query sees skipped",
+                                 DENSE: "a dense [rows, L, L] mask through sdpa or eager attention"}.get(
+                                     kernel or "", "prompts not shared")
+    return StepPlan(device, chosen.micro_batch_tokens, chosen.checkpointing, chosen.tile, chunk, share, kernel,
+                    autocast, chosen_est, budget, source, reasons)
 
 
 def _budget(device: DeviceInfo, settings: PlanSettings) -> tuple[int | None, str]:
@@ -297,15 +306,22 @@ def _budget(device: DeviceInfo, settings: PlanSettings) -> tuple[int | None, str
     return int(device.free_bytes * FREE_MEMORY_SHARE), f"{FREE_MEMORY_SHARE:.0%} of the free device memory"
 
 
-def _share_prompts(device: DeviceInfo, settings: PlanSettings) -> tuple[bool, str]:
-    if "grpo.share_prompts" in settings.explicit:
-        return bool(settings.explicit["grpo.share_prompts"]), "set"
+def _share_prompts(device: DeviceInfo, settings: PlanSettings) -> tuple[bool, str | None, str]:
+    """(share prompts, the kernel they are packed through, why). A CPU packs through dense masks (torch has no
+    FlexAttention backward there); an accelerator through the first fused packing kernel it runs, or not at all
+    unless the user asked for sharing, which then takes the dense mask."""
+    asked = settings.explicit.get("grpo.share_prompts")
+    if asked is not None and not asked:
+        return False, None, "set"
     if device.is_cpu:
-        return True, "dense packed rows: the prompt's FLOPs once per group on a CPU"
+        return True, DENSE, "set" if asked else "dense packed rows: the prompt's FLOPs once per group on a CPU"
     fused = [k for k in PACKING_KERNELS if k in FUSED_KERNELS and k in device.kernels]
     if fused:
-        return True, f"packed through {fused[0]}"
-    return False, "packing needs a dense mask here, which takes attention off the fused kernels"
+        return True, fused[0], "set" if asked else f"packed through {fused[0]}: one copy of each prompt, attention " \
+            "on a fused kernel"
+    if asked:
+        return True, DENSE, "set (a dense mask here, which takes attention off the fused kernels)"
+    return False, None, "no fused packing kernel here (a dense mask takes attention off the fused kernels)"
 
 
 def _reasons(device: DeviceInfo, explicit: dict[str, Any], c: _Candidate, batch: BatchShape,
@@ -399,7 +415,8 @@ def plan_for_config(cfg: RunConfig, model_config: Any, device: DeviceInfo | None
 
 def apply_step_plan(model: Any, plan: StepPlan, *, offload_activations: bool = False) -> None:
     """Make a loaded policy run as ``plan`` says: its layers checkpointed or not, its MLPs tiled or not, its
-    forwards under the planned autocast (the trainer slices, chunks and shares prompts by the plan itself)."""
+    forwards under the planned autocast, its packed rows through the planned kernel (the trainer slices, chunks
+    and shares prompts by the plan itself)."""
     if plan.gradient_checkpointing:
         if not is_checkpointing(model):
             base = model.get_base_model() if hasattr(model, "get_base_model") else model
@@ -415,3 +432,4 @@ def apply_step_plan(model: Any, plan: StepPlan, *, offload_activations: bool = F
         disable_gradient_checkpointing(model)
     if plan.autocast_dtype:
         set_compute_dtype(model, plan.autocast_dtype)
+    use_flex_packing(model, plan.share_prompts and plan.packing_kernel == FLEX)

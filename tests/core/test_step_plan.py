@@ -50,7 +50,9 @@ def same_estimate(plan, qwen, counts, b, s):
                                lora_rank=s.lora_rank, gradient_checkpointing=plan.gradient_checkpointing,
                                chunk_size=plan.logprob_chunk_size, mlp_chunk_tokens=plan.mlp_chunk_tokens or None,
                                micro_batch_tokens=plan.micro_batch_tokens, counts=counts,
-                               lora_autocast=plan.autocast_dtype is not None)
+                               lora_autocast=plan.autocast_dtype is not None,
+                               shared_prompts=plan.packing_kernel if plan.share_prompts else None,
+                               group_size=b.group_size)
     return est.peak == plan.estimate.peak
 
 
@@ -101,12 +103,48 @@ def test_gpu_plans_trade_speed_for_memory_as_free_memory_falls(qwen, counts):
     assert sp._time(b, sp._Candidate(0, 8, False, 0), gpu(1)) < sp._time(b, sp._Candidate(0, 8, True, 0), gpu(1))
 
 
-def test_gpu_shares_prompts_only_through_a_fused_packing_kernel(qwen, counts, monkeypatch):
+def test_gpu_shares_prompts_only_through_a_fused_packing_kernel(qwen, counts):
     b = batch(1024)
-    assert not sp.plan_step(gpu(78, GPU_KERNELS | {"flex_attention"}), qwen, b, LORA_BF16, counts).share_prompts
-    monkeypatch.setattr(sp, "PACKING_KERNELS", ("flex_attention",))  # a packing path through FlexAttention
-    assert sp.plan_step(gpu(78, GPU_KERNELS | {"flex_attention"}), qwen, b, LORA_BF16, counts).share_prompts
-    assert not sp.plan_step(gpu(78, GPU_KERNELS), qwen, b, LORA_BF16, counts).share_prompts  # kernel missing
+    flex = sp.plan_step(gpu(78, GPU_KERNELS | {"flex_attention"}), qwen, b, LORA_BF16, counts)
+    assert flex.share_prompts and flex.packing_kernel == "flex_attention"
+    assert "flex_attention" in sp.FUSED_KERNELS and "dense_mask" not in sp.FUSED_KERNELS
+    assert "packing kernel" in flex.table() and "flex_attention" in flex.table()
+    assert flex.to_dict()["packing_kernel"] == "flex_attention"
+    assert same_estimate(flex, qwen, counts, b, LORA_BF16)
+    missing = sp.plan_step(gpu(78, GPU_KERNELS | {"flash_varlen"}), qwen, b, LORA_BF16, counts)  # not a packing one
+    assert not missing.share_prompts and missing.packing_kernel is None
+    cpu = sp.plan_step(sp.DeviceInfo("cpu"), qwen, b, LORA_BF16, counts)
+    assert cpu.share_prompts and cpu.packing_kernel == "dense_mask"
+    asked = sp.PlanSettings(dtype="bfloat16", lora_rank=16, explicit={"grpo.share_prompts": True})
+    assert sp.plan_step(gpu(78, GPU_KERNELS), qwen, b, asked, counts).packing_kernel == "dense_mask"
+    off = sp.PlanSettings(dtype="bfloat16", lora_rank=16, explicit={"grpo.share_prompts": False})
+    assert sp.plan_step(gpu(78, GPU_KERNELS | {"flex_attention"}), qwen, b, off, counts).packing_kernel is None
+
+
+def test_the_estimate_prices_flex_packed_rows_and_the_plan_uses_the_room(qwen, counts):
+    """Eight completions of 4,096 behind a 1,024-token prompt: flex-packed in two rows (32,768 tokens at most each), a pass holds 2 x (1,024 + 4 x 4,096) tokens'
+    activations instead of 8 x 5,120, so a budget that holds those runs the micro-batch at once without recompute."""
+    b = sp.BatchShape(rows=8, step_rows=8, prompt_length=1024, completion_length=4096, group_size=8)
+    kw = dict(num_sequences=8, prompt_length=1024, completion_length=4096, dtype="bfloat16", lora_rank=16,
+              gradient_checkpointing=False, counts=counts, lora_autocast=True)
+    plain = estimate_peak_memory(qwen, **kw)
+    packed = estimate_peak_memory(qwen, shared_prompts="flex_attention", group_size=8, **kw)
+    dense = estimate_peak_memory(qwen, shared_prompts="dense_mask", group_size=8, **kw)
+    saved = 1 - 2 * (1024 + 4 * 4096) / (8 * 5120)  # two rows of four: 32,768 tokens at most per row
+    ratio = packed.component("activations") / plain.component("activations")
+    assert ratio == pytest.approx(1 - saved, rel=0.01)
+    assert dense.peak == plain.peak and "packed as 2 rows of 17408" in packed.table()
+    # a budget that holds the whole micro-batch flex-packed without recompute: the flex plan runs that, the
+    # plan without a packing kernel has to give speed away
+    budget = sp.PlanSettings(dtype="bfloat16", lora_rank=16, budget_gb=estimate_peak_memory(
+        qwen, shared_prompts="flex_attention", group_size=8, micro_batch_tokens=0, **kw).peak / GiB)
+    flexible = sp.plan_step(gpu(78, GPU_KERNELS | {"flex_attention"}), qwen, b, budget, counts)
+    unshared = sp.plan_step(gpu(78, GPU_KERNELS), qwen, b, budget, counts)
+    assert flexible.share_prompts and not unshared.share_prompts
+    assert (flexible.micro_batch_tokens, flexible.gradient_checkpointing) == (0, False)
+    assert unshared.gradient_checkpointing or unshared.micro_batch_tokens > 0
+    assert max(flexible.estimate.peak, unshared.estimate.peak) <= budget.budget_gb * GiB
+    assert same_estimate(flexible, qwen, counts, b, budget)
 
 
 def test_explicit_settings_win(qwen, counts):

@@ -84,3 +84,33 @@ def test_simulated_gpu_plan_is_applied_to_the_model_and_the_update(arithmetic_mo
     # a key the user set stays: checkpointing on, on the same simulated GPU
     kept = _trainer(arithmetic_model_dir, tmp_path / "kept", model={"gradient_checkpointing": True})
     assert kept.step_plan.gradient_checkpointing and is_checkpointing(kept.model)
+
+
+def test_simulated_gpu_with_flex_attention_packs_the_update_through_block_masks(arithmetic_model_dir, tmp_path,
+                                                                                monkeypatch):
+    """A GPU that runs FlexAttention: the plan shares prompts through it, the loaded model packs through it, and
+    every training pass hands its layers block masks (torch's CPU guard on flex's backward lifted: its eager
+    autograd runs here)."""
+    import torch.nn.attention.flex_attention as flex_module
+
+    import grpo_core.policy.shared_prompts as shared
+    import grpo_core.trainer as trainer_module
+    from grpo_core.policy.packed_attention import FLEX, packing_kernel
+
+    monkeypatch.setattr(flex_module, "_validate_device", lambda *a: None)
+    monkeypatch.setattr(trainer_module, "describe_device",
+                        lambda device: sp.DeviceInfo("cuda", "simulated", 80 * GiB, 70 * GiB,
+                                                     frozenset({"flash", "mem_efficient", FLEX})))
+    built = []
+    original = shared.block_mask
+    monkeypatch.setattr(shared, "block_mask", lambda *a: built.append(a[0].shape) or original(*a))
+    trainer = _trainer(arithmetic_model_dir, tmp_path, data={"max_prompt_length": 8})
+    plan = trainer.step_plan
+    assert plan.share_prompts and plan.packing_kernel == FLEX and packing_kernel(trainer.model) == FLEX
+    assert "packing kernel" in plan.table() and json.dumps(plan.to_dict())
+    built.clear()  # the load check's packing
+    passes = _count_passes(trainer)
+    metrics = trainer.train()
+    assert [(rows, share) for rows, _, share, _ in passes] == [(8, True)] and metrics["step"] == 1
+    assert built and all(rows == 2 for rows, _ in built)  # 8 rows: two groups of 4, one packed row each
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["step_plan"]["packing_kernel"] == FLEX
