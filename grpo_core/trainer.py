@@ -151,6 +151,15 @@ def _training_logprobs(model: Any, *args: Any, **kwargs: Any) -> tuple[torch.Ten
     return completion_logprobs(model, *args, **kwargs)
 
 
+def generation_split(rows: int, steps: int, world: Any) -> list[torch.Tensor]:
+    """The rows of each of the ``steps`` optimizer steps of a generation batch of ``rows``, in the single-process
+    order: part ``s`` of every rank's contiguous share of them, in rank order, as TRL splits each process's generation
+    batch (so which rows train together depends on the number of processes; one step: every row)."""
+    ranks = [share(rows, dataclasses.replace(world, rank=r)) for r in range(world.size)]
+    parts = [torch.arange(r.start, r.stop).tensor_split(steps) for r in ranks]
+    return [torch.cat([p[s] for p in parts]) for s in range(steps)]
+
+
 def reward_means(total: torch.Tensor, columns: dict[str, list]) -> dict[str, float]:
     """``reward/mean`` over the scored completions (NaN total: unscored) and ``rewards/<alias>`` over each
     reward's non-None values (NaN when none)."""
@@ -679,12 +688,7 @@ class Trainer:
             counts = torch.tensor(_concat(all_gather_objects(counts.tolist(), self.world)), dtype=counts.dtype,
                                   device=counts.device)
         mine = share(counts.numel(), self.world)
-        if steps == 1:
-            step_rows = [torch.arange(counts.numel())]
-        else:  # part s of every rank's rows, in rank order
-            ranks = [share(counts.numel(), dataclasses.replace(self.world, rank=r)) for r in range(self.world.size)]
-            parts = [torch.arange(r.start, r.stop).tensor_split(steps) for r in ranks]
-            step_rows = [torch.cat([p[s] for p in parts]) for s in range(steps)]
+        step_rows = generation_split(counts.numel(), steps, self.world)
         items = counts.sum() if steps == 1 else counts.sum() / steps
         per_slice = rows_per_slice(input_ids.size(1), self.step_plan.micro_batch_tokens)
         plans = []
@@ -722,12 +726,19 @@ class Trainer:
         try:
             with torch.no_grad(), self.engine.whole_model() if need_old or need_ref else contextlib.nullcontext():
                 plan = plans[0]  # the sequences every plan shares
-                everything = [part for p in plans for parts in p.slices for part in parts]  # one [rows, K] tensor each
+                everything = [part for p in plans for parts in p.slices for part in parts]
+
+                def of_every_row(model: Any) -> torch.Tensor:  # [rows, K], each slice's rows where they are
+                    out = torch.zeros(plan.mask.shape, device=self.device)
+                    for rows in everything:
+                        out[rows] = self._logps(model, plan, rows)[0].to(self.device)
+                    return out
+
                 if need_old:
-                    old = torch.cat([self._logps(self.model, plan, i)[0] for i in everything])
+                    old = of_every_row(self.model)
                 if need_ref:
                     with reference_model(self.model, self.cfg) as ref_model:
-                        ref = torch.cat([self._logps(ref_model, plan, i)[0] for i in everything])
+                        ref = of_every_row(ref_model)
         finally:
             self.model.train(was_training)
         return old, ref
