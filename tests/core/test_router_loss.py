@@ -157,3 +157,19 @@ def test_one_update_is_trls_loss_with_its_load_balancing_term(moe_model_dir, tmp
     without = _trl_gradient(theirs, batch, aux=False)  # the term moves the gradient, the routers' above all
     moved = max((with_aux[n] - without[n]).abs().max().item() for n in with_aux if "gate" in n)
     assert moved > 1e-3
+
+
+def test_the_trl_backend_maps_the_key_one_to_one(moe_model_dir, tmp_path):
+    from trl import GRPOConfig
+
+    from grpo_core import config_from_dict
+    from grpo_core.trainer_backends.trl_mapping import grpo_config_kwargs
+    from grpo_core.trl_args import sections_from_trl
+
+    run = {"model": {"name_or_path": str(moe_model_dir)}, "data": {"source": "demo:arithmetic"},
+           "generation": {"max_completion_length": 8}, "rewards": {"correct": {"use": "exact_match"}}}
+    assert grpo_config_kwargs(config_from_dict({**run, "grpo": {"router_aux_loss_coef": 0.02}}))[
+        "router_aux_loss_coef"] == 0.02
+    assert grpo_config_kwargs(config_from_dict(run))["router_aux_loss_coef"] is None  # TRL's unset: the model's own
+    back = sections_from_trl(GRPOConfig(output_dir=str(tmp_path), use_cpu=True, router_aux_loss_coef=0.03))
+    assert back.sections["grpo"]["router_aux_loss_coef"] == 0.03
