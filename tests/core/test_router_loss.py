@@ -173,3 +173,60 @@ def test_the_trl_backend_maps_the_key_one_to_one(moe_model_dir, tmp_path):
     assert grpo_config_kwargs(config_from_dict(run))["router_aux_loss_coef"] is None  # TRL's unset: the model's own
     back = sections_from_trl(GRPOConfig(output_dir=str(tmp_path), use_cpu=True, router_aux_loss_coef=0.03))
     assert back.sections["grpo"]["router_aux_loss_coef"] == 0.03
+
+
+FAMILIES = {  # name: (config class, model class, the config's MoE keys)
+    "qwen2_moe": ("Qwen2MoeConfig", "Qwen2MoeForCausalLM",
+                  {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 8,
+                   "shared_expert_intermediate_size": 8}),
+    "qwen3_moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM",
+                  {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 8}),
+    "mixtral": ("MixtralConfig", "MixtralForCausalLM", {"num_local_experts": 4, "num_experts_per_tok": 2}),
+    "olmoe": ("OlmoeConfig", "OlmoeForCausalLM", {"num_experts": 4, "num_experts_per_tok": 3}),
+}
+
+
+def _tiny(config_name, model_name, moe):
+    import transformers
+
+    torch.manual_seed(0)
+    config = getattr(transformers, config_name)(vocab_size=40, hidden_size=16, intermediate_size=32,
+                                                 num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
+                                                 max_position_embeddings=64, pad_token_id=0, eos_token_id=1,
+                                                 bos_token_id=1, **moe)
+    return getattr(transformers, model_name)(config)
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_each_familys_loss_is_its_own_forwards_aux_loss(family):
+    """The loss from the chunked forward's router logits equals the ``aux_loss`` the model's own forward returns."""
+    from types import SimpleNamespace
+
+    from grpo_core.policy.logprobs import completion_logprobs
+    from grpo_core.policy.router_loss import RouterLoss
+
+    model = _tiny(*FAMILIES[family])
+    cfg = SimpleNamespace(grpo=SimpleNamespace(router_aux_loss_coef=0.1, gradient_accumulation_steps=1))
+    router = RouterLoss.of(model, cfg)
+    assert router.enabled
+    ids = torch.randint(2, 40, (3, 9), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones_like(ids)
+    mask[0, :3] = 0  # left padding, out of the loss
+    _, _, routed = completion_logprobs(model, ids, mask, 4, router_logits=True)
+    theirs = model(input_ids=ids, attention_mask=mask, output_router_logits=True).aux_loss
+    torch.testing.assert_close(router.value(routed, mask), theirs, rtol=0, atol=1e-6)
+    assert abs(router.value(routed, torch.ones_like(mask)).item() - theirs.item()) > 1e-6  # the mask counts
+
+
+def test_a_family_whose_loss_takes_other_arguments_is_refused():
+    from types import SimpleNamespace
+
+    from grpo_core.policy.router_loss import router_loss_problem
+
+    doge = _tiny("DogeConfig", "DogeForCausalLM", {"is_moe": True, "num_experts": 4, "num_experts_per_tok": 2})
+    cfg = SimpleNamespace(grpo=SimpleNamespace(router_aux_loss_coef=0.1), trainer=SimpleNamespace(backend="grpo_core"))
+    problem = router_loss_problem(cfg, doge)
+    assert problem.startswith("grpo.router_aux_loss_coef: DogeForCausalLM's load-balancing loss is not")
+    assert "\n" not in problem
+    cfg.trainer.backend = "trl"  # TRL's forward adds it there
+    assert router_loss_problem(cfg, doge) is None
