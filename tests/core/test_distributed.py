@@ -4,7 +4,9 @@ with LoRA and with full fine-tuning; only rank 0 writes the run folder.
 
 The 2-process runs are one torchrun launch of tests/core/ddp_worker.py over all the configs; the 1-process
 references run in this process. Both sample with the worker's ``seeded`` backend (each prompt's group from
-its own seeded generator), so the completions are the same however the prompts are spread.
+its own seeded generator), so the completions are the same however the prompts are spread. Where the generation
+batch is split over optimizer steps (``steps_per_generation``), each step takes part of every process's rows, as
+TRL splits them, so the 1-process reference splits its batch as 2 processes do (``trainer.generation_split``).
 """
 
 from __future__ import annotations
