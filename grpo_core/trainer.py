@@ -123,6 +123,7 @@ from grpo_core.policy.models import (
     trainable_parameters,
 )
 from grpo_core.policy.reference_sync import reference_sync
+from grpo_core.policy.router_loss import RouterLoss, RouterStep
 from grpo_core.policy.step_plan import apply_step_plan, describe_device, plan_for_config
 from grpo_core.prompt_fit import fit_prompts, fit_rows
 from grpo_core.row_stream import StreamedRows
@@ -152,6 +153,15 @@ def _training_logprobs(model: Any, *args: Any, **kwargs: Any) -> tuple[torch.Ten
     """What the engine's log-prob module computes: :func:`completion_logprobs`, looked up at each call (so that
     the policy's passes and the no-grad ones run the same function, whatever patches this module)."""
     return completion_logprobs(model, *args, **kwargs)
+
+
+def generation_split(rows: int, steps: int, world: Any) -> list[torch.Tensor]:
+    """The rows of each of the ``steps`` optimizer steps of a generation batch of ``rows``, in the single-process
+    order: part ``s`` of every rank's contiguous share of them, in rank order, as TRL splits each process's generation
+    batch (so which rows train together depends on the number of processes; one step: every row)."""
+    ranks = [share(rows, dataclasses.replace(world, rank=r)) for r in range(world.size)]
+    parts = [torch.arange(r.start, r.stop).tensor_split(steps) for r in ranks]
+    return [torch.cat([p[s] for p in parts]) for s in range(steps)]
 
 
 def reward_means(total: torch.Tensor, columns: dict[str, list]) -> dict[str, float]:
@@ -397,6 +407,7 @@ class Trainer:
         self._check_head()
         self.backend = build_backend(config, self.model, self.tokenizer, self.registry)
         self.entropy = EntropyControl(config.grpo)  # the entropy options and the adaptive coefficient's state
+        self.router = RouterLoss.of(self.model, config)  # an MoE model's load-balancing loss (router_aux_loss_coef)
         # TRL's environment_factory: an environment per rollout, its methods tools (last batch's: self.environments)
         self._environment_pool = environment_factory if isinstance(environment_factory, EnvironmentPool) else \
             EnvironmentPool(environment_factory) if environment_factory is not None else None
@@ -681,7 +692,7 @@ class Trainer:
             for plan, idle_passes in zip(plans, idle, strict=True):
                 records += self._accumulate(plan, advantages, old, ref, is_ratio, idle_passes,
                                             with_entropy=iteration == 0, correction=correction if fused else None,
-                                            masks=self._entropy_masks(plan))
+                                            masks=self._entropy_masks(plan), router=self._router_step(plan))
                 grad_norms.append(self.engine.optimizer_step())
                 self.entropy.step(functools.partial(all_reduce, world=self.world))  # the adaptive coefficient moves
                 if self._after_optimizer_step is not None:
@@ -717,12 +728,7 @@ class Trainer:
             counts = torch.tensor(_concat(all_gather_objects(counts.tolist(), self.world)), dtype=counts.dtype,
                                   device=counts.device)
         mine = share(counts.numel(), self.world)
-        if steps == 1:
-            step_rows = [torch.arange(counts.numel())]
-        else:  # part s of every rank's rows, in rank order
-            ranks = [share(counts.numel(), dataclasses.replace(self.world, rank=r)) for r in range(self.world.size)]
-            parts = [torch.arange(r.start, r.stop).tensor_split(steps) for r in ranks]
-            step_rows = [torch.cat([p[s] for p in parts]) for s in range(steps)]
+        step_rows = generation_split(counts.numel(), steps, self.world)
         items = counts.sum() if steps == 1 else counts.sum() / steps
         per_slice = rows_per_slice(input_ids.size(1), self.step_plan.micro_batch_tokens)
         plans = []
@@ -737,16 +743,18 @@ class Trainer:
         return plans
 
     def _logps(self, model: Any, plan: _Plan, idx: torch.Tensor, with_entropy: bool = False,
-               entropy_grad: bool = False) -> tuple[torch.Tensor, Any]:
-        """The completion log-probs (and entropies, differentiable with ``entropy_grad``) of rows ``idx`` under
-        ``model``: the policy through the engine (``model`` None), whose wrapped module reduces the gradients, or
-        another model as it is."""
+               entropy_grad: bool = False, router_logits: bool = False) -> tuple[Any, ...]:
+        """The completion log-probs (and entropies, differentiable with ``entropy_grad``; and with ``router_logits``
+        an MoE model's router logits) of rows ``idx`` under ``model``: the policy through the engine (``model``
+        None), whose wrapped module reduces the gradients, or another model as it is."""
         step = self.step_plan
         forward = self.engine.forward if model is None else functools.partial(completion_logprobs, model)
+        router = {"router_logits": True} if router_logits else {}
         with sampling_autocast(self.model):
             return forward(plan.input_ids[idx], plan.attention_mask[idx], plan.k,
                            temperature=self.cfg.generation.temperature, chunk_size=step.logprob_chunk_size,
-                           with_entropy=with_entropy, entropy_grad=entropy_grad, share_prompts=step.share_prompts)
+                           with_entropy=with_entropy, entropy_grad=entropy_grad, share_prompts=step.share_prompts,
+                           **router)
 
     def _fixed_logps(self, plans: list[_Plan], need_old: bool, need_ref: bool
                      ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
@@ -758,12 +766,19 @@ class Trainer:
         try:
             with torch.no_grad(), self.engine.whole_model() if need_old or need_ref else contextlib.nullcontext():
                 plan = plans[0]  # the sequences every plan shares
-                everything = [part for p in plans for parts in p.slices for part in parts]  # one [rows, K] tensor each
+                everything = [part for p in plans for parts in p.slices for part in parts]
+
+                def of_every_row(model: Any) -> torch.Tensor:  # [rows, K], each slice's rows where they are
+                    out = torch.zeros(plan.mask.shape, device=self.device)
+                    for rows in everything:
+                        out[rows] = self._logps(model, plan, rows)[0].to(self.device)
+                    return out
+
                 if need_old:
-                    old = torch.cat([self._logps(self.model, plan, i)[0] for i in everything])
+                    old = of_every_row(self.model)
                 if need_ref:
                     with reference_model(self.model, self.cfg) as ref_model:
-                        ref = torch.cat([self._logps(ref_model, plan, i)[0] for i in everything])
+                        ref = of_every_row(ref_model)
         finally:
             self.model.train(was_training)
         return old, ref
@@ -781,25 +796,39 @@ class Trainer:
                 entropies[part] = self._logps(self.model, plan, part, with_entropy=True)[1].to(self.device)
         return _EntropyMasks(self.entropy.quantile, plan, entropies, self.world)
 
+    def _router_step(self, plan: _Plan) -> RouterStep:
+        """The load-balancing loss of this optimizer step (grpo_core.policy.router_loss): the router logits of every
+        row of a micro-batch from a no-grad pass at its weights where it spans several slices or ranks."""
+        def router_logits(rows: torch.Tensor) -> Any:
+            with torch.no_grad(), self.engine.whole_model():
+                return self._logps(self.model, plan, rows, router_logits=True)[2]
+
+        gather = functools.partial(all_gather_objects, world=self.world) if self.world.enabled else None
+        return self.router.step(plan.slices, plan.attention_mask, router_logits, gather, self.world.rank)
+
     def _accumulate(self, plan: _Plan, advantages: torch.Tensor, old: torch.Tensor | None, ref: torch.Tensor | None,
                     is_ratio: torch.Tensor | None, idle: int, with_entropy: bool,
-                    correction: _Correction | None = None, masks: _EntropyMasks | None = None
-                    ) -> list[dict[str, float]]:
+                    correction: _Correction | None = None, masks: _EntropyMasks | None = None,
+                    router: RouterStep | None = None) -> list[dict[str, float]]:
         """The forward/backwards of one optimizer step (every slice, then ``idle`` passes that contribute
         nothing); returns each micro-batch's metrics, this rank's share. With ``correction``, each slice's
-        sampler correction comes from its own forward's log-probs; ``masks``: the high-entropy tokens."""
+        sampler correction comes from its own forward's log-probs; ``masks``: the high-entropy tokens; ``router``:
+        the load-balancing loss."""
         g, cfg = self.cfg.grpo, self.cfg
         loss_type = self.registry.get("loss_types", g.loss_type)(cfg)  # registered through grpo_register_loss_types
         records: list[dict[str, torch.Tensor]] = []  # tensors until the end: no host sync per pass
         done = 0  # backwards so far in this optimizer step; the last one syncs the gradients
         masks = masks or _EntropyMasks(None, plan, None, self.world)
+        router = router or RouterStep(self.router, None, self.world.rank)
         for micro, (parts, (group_rows, group_tokens)) in enumerate(zip(plan.slices, plan.group_sizes, strict=True)):
             micro_metrics: dict[str, torch.Tensor] = {}
-            for part in parts:
+            for index, part in enumerate(parts):
                 done += 1
                 with self.engine.accumulating(done == plan.passes + idle):
-                    lp, entropy = self._logps(None, plan, part, with_entropy=with_entropy or self.entropy.needs_entropy,
-                                              entropy_grad=self.entropy.needs_grad)
+                    lp, entropy, *routed = self._logps(None, plan, part,
+                                                       with_entropy=with_entropy or self.entropy.needs_entropy,
+                                                       entropy_grad=self.entropy.needs_grad,
+                                                       router_logits=self.router.enabled)
                     ratio = is_ratio[part] if is_ratio is not None else None
                     if correction is not None:
                         ratio = correction.ratio(lp, part)
@@ -818,6 +847,7 @@ class Trainer:
                         entropy=self.entropy.loss_inputs(entropy, plan.mask[part],
                                                          *masks.of(micro, part, entropy, plan.mask[part], group_tokens)),
                     )
+                    loss = router.add(loss, m, micro, index, len(part), group_rows, plan.attention_mask[part], *routed)
                     self.engine.backward(loss)
                 if entropy is not None:
                     m["entropy"] = (entropy.detach() * plan.mask[part]).sum() / plan.mask[part].sum().clamp(min=1)

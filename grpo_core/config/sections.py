@@ -144,7 +144,8 @@ class GRPOConfig:
     sync_ref_model: bool = False
     ref_model_mixup_alpha: float = 0.6
     ref_model_sync_steps: int = 512
-    router_aux_loss_coef: float | None = None  # TRL's MoE load-balancing loss weight (grpo_core.policy.router_loss)
+    # TRL's MoE load-balancing loss weight (grpo_core.policy.router_loss); None: the model config's own
+    router_aux_loss_coef: float | None = None
     # entropy (grpo_core.algorithm.entropy): train on the highest-entropy tokens only, an entropy bonus and its
     # adaptive coefficient (Skywork-OR1), under TRL's names and defaults
     top_entropy_quantile: float = 1.0  # the fraction of each micro-batch's tokens, by entropy, that train (1: all)

@@ -4,6 +4,7 @@ INTERFACE (owned by the memory work, issue 5; the trainer calls only these):
 
 ``completion_logprobs(model, input_ids, attention_mask, logits_to_keep, *, temperature=1.0,
 chunk_size=1024, with_entropy=False, entropy_grad=False) -> (logps [B, K], entropy [B, K] | None)``
+    (``router_logits=True`` adds a third item, an MoE model's router logits)
     log p(token_t | tokens_<t) for the last ``K = logits_to_keep`` tokens of each row, with
     logits divided by ``temperature`` first (TRL's ``_get_per_token_logps_and_entropies``).
     Runs the model's backbone once, then :class:`ChunkedLogProbs` on the final hidden states.
@@ -285,18 +286,20 @@ def plain_completion_logprobs(
     temperature: float = 1.0,
     with_entropy: bool = False,
     entropy_grad: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
+    router_logits: bool = False,
+) -> tuple[Any, ...]:
     """Reference path: materialises ``[B, K, V]`` logits exactly as TRL did before its fused head (the entropy
-    carries a gradient with ``entropy_grad``)."""
-    logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids_from_mask(attention_mask),
-                   logits_to_keep=logits_to_keep + 1).logits
-    logits = logits[:, :-1, :] / temperature
+    carries a gradient with ``entropy_grad``; ``router_logits``: as :func:`completion_logprobs`)."""
+    router = {"output_router_logits": True} if router_logits else {}
+    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids_from_mask(attention_mask),
+                logits_to_keep=logits_to_keep + 1, **router)
+    logits = out.logits[:, :-1, :] / temperature
     targets = input_ids[:, -logits_to_keep:]
     logps = selective_log_softmax(logits, targets)
-    if not with_entropy:
-        return logps, None
-    entropy = entropy_from_logits(logits)
-    return logps, (entropy if entropy_grad else entropy.detach())
+    entropy = entropy_from_logits(logits) if with_entropy else None
+    if entropy is not None and not entropy_grad:
+        entropy = entropy.detach()
+    return (logps, entropy, out.router_logits) if router_logits else (logps, entropy)
 
 
 # Config keys that change the logits after the head: key -> how it enters ``scale`` (softcapping apart).
@@ -355,11 +358,16 @@ def completion_logprobs(
     share_prompts: bool = False,
     completions_per_row: int | None = None,
     entropy_grad: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
+    router_logits: bool = False,
+) -> tuple[Any, ...]:
     """Default path used by the trainer: backbone once, then the chunked head (no ``[B, K, V]`` tensor).
 
     ``entropy_grad``: the entropy carries a gradient (the entropy bonus); otherwise it is a plain number
     (metrics, the high-entropy token mask) that costs the backward nothing.
+
+    ``router_logits``: a Mixture-of-Experts model's router logits come back as a third item, one
+    ``[B * (P + K), experts]`` tensor per MoE layer, with their gradient (the load-balancing loss,
+    :mod:`grpo_core.policy.router_loss`); every row then runs with its own copy of its prompt, as the loss counts it.
 
     ``share_prompts``: rows that share a prompt run as packed rows with one copy of it where that is cheaper
     (grpo_core.policy.shared_prompts; ``completions_per_row`` forces that many completions per packed row).
@@ -378,17 +386,21 @@ def completion_logprobs(
             "which holds [batch, completion, vocab] logits",
         )
         return plain_completion_logprobs(model, input_ids, attention_mask, logits_to_keep, temperature=temperature,
-                                         with_entropy=with_entropy, entropy_grad=entropy_grad)
+                                         with_entropy=with_entropy, entropy_grad=entropy_grad,
+                                         router_logits=router_logits)
     backbone, head = parts
     packing = None
-    if share_prompts:
+    routers = None
+    if share_prompts and not router_logits:
         packing = shared_prompts.plan(model, input_ids, attention_mask, logits_to_keep, per_row=completions_per_row)
     if packing is not None:
         hidden = shared_prompts.packed_hidden(model, backbone, packing).to(head.weight.device)
     else:
-        hidden = backbone(input_ids=input_ids, attention_mask=attention_mask,
-                          position_ids=position_ids_from_mask(attention_mask), use_cache=False).last_hidden_state
-        hidden = hidden[:, -(logits_to_keep + 1) : -1, :].to(head.weight.device)
+        router = {"output_router_logits": True} if router_logits else {}
+        out = backbone(input_ids=input_ids, attention_mask=attention_mask,
+                       position_ids=position_ids_from_mask(attention_mask), use_cache=False, **router)
+        hidden = out.last_hidden_state[:, -(logits_to_keep + 1) : -1, :].to(head.weight.device)
+        routers = out.router_logits if router_logits else None
     targets = input_ids[:, -logits_to_keep:].to(head.weight.device)
     batch = input_ids.shape[0]
     scale, softcap = head_transform(model)
@@ -408,7 +420,8 @@ def completion_logprobs(
             softcap=softcap,
             entropy_grad=entropy_grad,
         )
-    return logps.view(batch, -1), (entropy.view(batch, -1) if entropy is not None else None)
+    logps, entropy = logps.view(batch, -1), (entropy.view(batch, -1) if entropy is not None else None)
+    return (logps, entropy, routers) if router_logits else (logps, entropy)
 
 
 def check_chunked_head(model: torch.nn.Module, input_ids: torch.Tensor, *, tolerance: float = 1e-3) -> bool:

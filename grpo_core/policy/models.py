@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import sys
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from grpo_core.adapter import attach_adapter
 from grpo_core.atomic_folders import atomic_folder
 from grpo_core.policy.fp32_head import cast_head_to_fp32
-from grpo_core.policy.router_loss import router_loss_problem, router_loss_warning
+from grpo_core.policy.router_loss import router_loss_problem
 from grpo_rewards.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -307,11 +306,9 @@ def prepare_policy(model: Any, tokenizer: Any, cfg: RunConfig, peft_config: Any 
     ``peft_config`` or ``[lora]`` (a ``PeftModel`` keeps its own adapter), gradient checkpointing, train mode."""
     peft = is_peft(model)
     base = model.get_base_model() if peft else model
-    problem = router_loss_problem(cfg, base.config, type(base).__name__)
+    problem = router_loss_problem(cfg, base)
     if problem:
         raise ConfigError(f"{cfg.path}: {problem}")
-    if (warning := router_loss_warning(cfg, base.config, type(base).__name__)) is not None:
-        print(warning, file=sys.stderr, flush=True)
     prepare_base_model(base, cfg, tokenizer)
     if cfg.model.cast_lm_head_to_fp32:
         cast_head_to_fp32(base)

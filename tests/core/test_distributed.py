@@ -4,11 +4,14 @@ with LoRA and with full fine-tuning; only rank 0 writes the run folder.
 
 The 2-process runs are one torchrun launch of tests/core/ddp_worker.py over all the configs; the 1-process
 references run in this process. Both sample with the worker's ``seeded`` backend (each prompt's group from
-its own seeded generator), so the completions are the same however the prompts are spread.
+its own seeded generator), so the completions are the same however the prompts are spread. Where the generation
+batch is split over optimizer steps (``steps_per_generation``), each step takes part of every process's rows, as
+TRL splits them, so the 1-process reference splits its batch as 2 processes do (``trainer.generation_split``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -72,14 +75,21 @@ RIDERS: dict[tuple[str, bool], dict[str, Any]] = {
                         "generation.importance_sampling": "token_mask", "generation.importance_sampling_min": 0.5,
                         "generation.importance_sampling_max": 1.5},
 }
-# two of TRL's newer loss types at sequence level (GSPO's one ratio per sequence), one with the off-policy mask
-RIDERS |= {("luspo", True): {"grpo.importance_sampling_level": "sequence", "grpo.off_policy_mask_threshold": 0.05},
+# two of TRL's newer loss types at sequence level (GSPO's one ratio per sequence), one with the off-policy mask and
+# the generation batch split over two optimizer steps (steps_per_generation: 24 rows, 12 per step, each rank giving 6)
+RIDERS |= {("luspo", True): {"grpo.importance_sampling_level": "sequence", "grpo.off_policy_mask_threshold": 0.05,
+                             "grpo.steps_per_generation": 6},
            ("sapo", False): {"grpo.importance_sampling_level": "sequence"}}
 # the entropy options: the high-entropy tokens' threshold over the micro-batch that straddles the ranks, the bonus,
 # and the adaptive coefficient measured over both ranks
 RIDERS |= {("grpo", True): {"grpo.top_entropy_quantile": 0.4, "grpo.entropy_coef": 0.05},
            ("dapo", False): {"grpo.use_adaptive_entropy": True, "grpo.entropy_coef": 0.01, "grpo.entropy_target": 10.0,
                              "grpo.entropy_coef_delta": 0.02, "grpo.top_entropy_quantile": 0.5}}
+# a Mixture-of-Experts model with its load-balancing loss: each micro-batch's loss is over all of its rows, those of
+# every slice and rank (the middle micro-batch straddles the ranks)
+MOE = "moe"  # model.name_or_path: the tiny Mixtral below
+RIDERS |= {("dr_grpo", False): {"model.name_or_path": MOE, "grpo.router_aux_loss_coef": 0.5,
+                               "grpo.importance_sampling_level": "sequence"}}
 CASES = [(loss, lora, RIDERS.get((loss, lora), {})) for loss in LOSS_TYPES for lora in (True, False)]
 CASES += [("luspo", True, RIDERS[("luspo", True)]), ("sapo", False, RIDERS[("sapo", False)])]
 
@@ -124,16 +134,37 @@ def files(run_dir: Path) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory, model_dir: Path) -> dict[str, tuple[Path, Path]]:
+def moe_dir(tmp_path_factory: pytest.TempPathFactory, model_dir: Path) -> Path:
+    """A tiny Mixtral (4 experts, top 2) with the demo model's tokenizer."""
+    import torch
+    from transformers import AutoTokenizer, MixtralConfig, MixtralForCausalLM
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    torch.manual_seed(0)
+    config = MixtralConfig(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+                           num_attention_heads=2, num_key_value_heads=1, num_local_experts=4, num_experts_per_tok=2,
+                           max_position_embeddings=64, pad_token_id=tokenizer.pad_token_id,
+                           eos_token_id=tokenizer.eos_token_id, bos_token_id=tokenizer.bos_token_id)
+    path = tmp_path_factory.mktemp("moe")
+    MixtralForCausalLM(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory, model_dir: Path, moe_dir: Path) -> dict[str, tuple[Path, Path]]:
     """``{case: (1-process run dir, 2-process run dir)}``, all trained."""
     import torch
 
+    from grpo_core import trainer as trainer_module
     from grpo_core.config import config_from_dict
     from grpo_core.trainer import Trainer
 
     root = tmp_path_factory.mktemp("ddp")
     out, spec = {}, []
     for loss, lora, extra in CASES:
+        if extra.get("model.name_or_path") == MOE:
+            extra.update({"model.name_or_path": str(moe_dir)})
         name = case_name(loss, lora)
         one, two = root / f"{name}-1", root / f"{name}-2"
         out[name] = (one, two)
@@ -142,13 +173,19 @@ def runs(tmp_path_factory: pytest.TempPathFactory, model_dir: Path) -> dict[str,
     proc = torchrun(root / "runs.json")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
     registry = ddp_worker.registry()
+    split = trainer_module.generation_split
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as each torchrun process (OMP_NUM_THREADS=1): the same summation order in the
     try:                      # kernels, since Adam's first steps magnify rounding differences in tiny gradients
         for loss, lora, extra in CASES:
             one = out[case_name(loss, lora)][0]
             cfg = config_from_dict(run_config(model_dir, one, loss_type=loss, lora=lora, **extra), registry=registry)
-            Trainer(cfg, registry=registry).train()
+            with pytest.MonkeyPatch.context() as patch:
+                # a generation batch split over optimizer steps: each step takes part of every process's rows (as
+                # TRL splits them), so one process trains those very rows together, as two would split them
+                patch.setattr(trainer_module, "generation_split",
+                              lambda rows, steps, world: split(rows, steps, dataclasses.replace(world, size=2)))
+                Trainer(cfg, registry=registry).train()
     finally:
         torch.set_num_threads(threads)
     return out
@@ -179,6 +216,14 @@ def test_two_processes_make_the_update_of_one(runs: dict[str, tuple[Path, Path]]
     assert m1["advantages/std"] > 0  # the rewards differ within groups
     if RIDERS.get((loss, lora), {}).get("generation.backend") == "other_sampler":
         assert 0 < m1["rollout_corr/rollout_rs_masked_fraction"] < 1  # the rule dropped some tokens, not all
+    if "grpo.steps_per_generation" in RIDERS.get((loss, lora), {}):  # 2 slices x 2 iterations, in both runs
+        import torch
+
+        for run in (one, two):
+            state = torch.load(run / "checkpoints" / "step-00000001" / "optimizer.pt", weights_only=True)["state"]
+            assert {int(s["step"]) for s in state.values()} == {4}
+    if "grpo.router_aux_loss_coef" in RIDERS.get((loss, lora), {}):
+        assert m1["aux_loss"] > 0  # the load-balancing loss, compared below as well
     if "grpo.entropy_coef" in RIDERS.get((loss, lora), {}):
         assert m1["entropy_coef"] > 0  # the bonus (and the adaptive coefficient) compared below as well
     if "logging.eval_every" in RIDERS.get((loss, lora), {}):
