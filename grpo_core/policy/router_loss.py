@@ -135,7 +135,7 @@ class RouterStep:
             group_rows: int, attention_mask: torch.Tensor, router_logits: RouterLogits | None = None) -> torch.Tensor:
         """``loss`` plus this slice's share of ``coef * aux_loss / gradient_accumulation_steps`` (slice ``index`` of
         micro-batch ``micro`` on this rank, ``rows`` of its ``group_rows``, ``attention_mask`` theirs); ``metrics``
-        get ``aux_loss``, and ``policy_loss`` the term."""
+        get ``aux_loss``, and ``loss`` the term (TRL logs the loss with it)."""
         if router_logits is None or not self.loss.enabled:
             return loss
         others: list[tuple[RouterLogits, torch.Tensor]] = []
@@ -147,5 +147,5 @@ class RouterStep:
         share = aux.detach() * (rows / group_rows) + (aux - aux.detach())
         term = self.loss.coef * share / self.loss.grad_accum_steps
         metrics["aux_loss"] = aux.detach()
-        metrics["policy_loss"] = metrics["policy_loss"] + term.detach() * self.loss.grad_accum_steps
+        metrics["loss"] = metrics["loss"] + term.detach() * self.loss.grad_accum_steps
         return loss + term
