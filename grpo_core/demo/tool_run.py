@@ -51,9 +51,9 @@ class ToolExampleSettings:
     hidden: int = 64
     layers: int = 2
     max_positions: int = 128
-    warmup_steps: int = 300
+    warmup_steps: int = 500
     warmup_batch_size: int = 32
-    warmup_learning_rate: float = 2e-3
+    warmup_learning_rate: float = 3e-3
     correct_rate: float = 0.2  # share of the tool warm-up's calls made with the row's own product
     correct_alias: str = "correct"  # the [rewards] alias whose eval mean is held-out exact match
     seed: int = 0
