@@ -101,9 +101,11 @@ def test_example_config_runs_one_step_of_each_arm(tmp_path, arm):
     overrides = ["grpo.max_steps=1", "grpo.prompts_per_step=2", "generation.num_generations=2", "data.eval_size=4",
                  'data.source="demo:multiplication?max_a=99&max_b=30&size=200"',
                  "logging.eval_every=1", "logging.progress=false"] + (["tools.names=[]"] if arm == "control" else [])
-    settings = ToolExampleSettings(hidden=16, warmup_steps=2, warmup_batch_size=4)
+    settings = ToolExampleSettings(hidden=16, warmup_steps=2, warmup_max_steps=2, warmup_check_every=2,
+                                   warmup_probe_size=4, warmup_batch_size=4)
     result = run_tool_arm(CONFIG, overrides, tmp_path, settings)
-    assert result["tools"] == (arm == "tools") and result["steps"] == 1
+    assert result["tools"] == (arm == "tools") and result["steps"] == 1 and result["warmup_steps"] == 2
+    assert (result["warmup_readback"] is not None) == (arm == "tools")
     assert [step for step, _ in result["curve"]] == [0, 1] and all(0 <= acc <= 1 for _, acc in result["curve"])
     metrics = read_jsonl(Path(result["run_dir"]) / METRICS_FILE)
     trained = [m for m in metrics if "step_time" in m]
