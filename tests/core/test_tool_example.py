@@ -4,6 +4,7 @@ The curves themselves are benchmarks/tool_example.py's (minutes, not a test)."""
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from grpo_core.demo.tiny import TinySpec
 
 CONFIG = Path(__file__).parents[2] / "examples" / "tool_calculator.toml"
+BENCHMARKS = Path(__file__).parents[2] / "benchmarks"
 
 
 @pytest.fixture(scope="module")
@@ -101,16 +103,26 @@ def test_example_config_runs_one_step_of_each_arm(tmp_path, arm):
     overrides = ["grpo.max_steps=1", "grpo.prompts_per_step=2", "generation.num_generations=2", "data.eval_size=4",
                  'data.source="demo:multiplication?max_a=99&max_b=30&size=200"',
                  "logging.eval_every=1", "logging.progress=false"] + (["tools.names=[]"] if arm == "control" else [])
-    settings = ToolExampleSettings(hidden=16, warmup_steps=2, warmup_max_steps=2, warmup_check_every=2,
-                                   warmup_probe_size=4, warmup_batch_size=4)
-    result = run_tool_arm(CONFIG, overrides, tmp_path, settings)
-    assert result["tools"] == (arm == "tools") and result["steps"] == 1 and result["warmup_steps"] == 2
+    # enough warm-up steps for the tool arm to open calls (their digits still wrong), not for the target
+    settings = ToolExampleSettings(hidden=16, warmup_steps=40, warmup_max_steps=40, warmup_check_every=40,
+                                   warmup_probe_size=4, warmup_batch_size=8, readback_target=1.0)
+    spec = importlib.util.spec_from_file_location("tool_rollouts", BENCHMARKS / "tool_rollouts.py")
+    meter = importlib.util.module_from_spec(spec)  # the benchmark's meter, as benchmarks/tool_example.py uses it
+    spec.loader.exec_module(meter)
+    watch, rollout_numbers = meter.watch, meter.rollout_numbers
+    parts: list = []
+    result = run_tool_arm(CONFIG, overrides, tmp_path, settings, on_trainer=lambda t: parts.append(watch(t)))
+    assert result["tools"] == (arm == "tools") and result["steps"] == 1 and result["warmup_steps"] == 40
     assert (result["warmup_readback"] is not None) == (arm == "tools")
     assert [step for step, _ in result["curve"]] == [0, 1] and all(0 <= acc <= 1 for _, acc in result["curve"])
     metrics = read_jsonl(Path(result["run_dir"]) / METRICS_FILE)
     trained = [m for m in metrics if "step_time" in m]
     assert len(trained) == 1
+    numbers = rollout_numbers(metrics, parts[0], skip=0)
+    assert numbers["turns/s"] > 0 and numbers["model share"] + numbers["tools share"] + numbers["trainer share"] == \
+        pytest.approx(1.0)
     if arm == "tools":
         assert trained[0]["tools/turns_mean"] >= 1 and "tools/model_seconds" in trained[0]
+        assert numbers["tool calls/s"] > 0 and numbers["tools share"] > 0
     else:
         assert not any(k.startswith("tools/") for k in trained[0])
