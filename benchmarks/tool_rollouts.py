@@ -8,7 +8,8 @@ The model is the tests' tiny Llama that opens tool calls and ends turns within a
 steps after the first (a warm-up): the rollout's turns/s and tool calls/s, the share of the step in the model
 (sampling), in the tools and in the rest (scoring, the update: the trainer), and the model tokens sampled per
 second of sampling; then the ratio of that rate, multi-turn over one turn (each later turn prefills its whole
-context again).
+context again). :func:`watch` and :func:`rollout_numbers` are the measuring, which ``benchmarks/tool_example.py``
+uses too.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ import argparse
 import json
 import sys
 import tempfile
+import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "core"))
@@ -40,31 +43,44 @@ def run(model_dir: Path, out: Path, tools: bool, args: argparse.Namespace) -> di
     if tools:
         cfg["tools"] = {"names": ["calculator"], "max_tool_calling_iterations": 6, "max_output_chars": 10}
     trainer = Trainer(cfg)
-    if not tools:  # the one-turn rollout's sampling time, measured around the backend as the rollout measures its own
-        import time
+    parts = watch(trainer)
+    trainer.train()
+    return rollout_numbers(read_jsonl(out / "run" / METRICS_FILE), parts)
 
+
+def watch(trainer: Any) -> list[dict[str, float]]:
+    """Record each training step's rollout as ``trainer`` runs (one dict per step, in the returned list): the
+    seconds in the model and in the tools, the model's own tokens, the turns and the tool calls. A one-turn
+    backend's sampling is timed around its ``generate``, as the multi-turn rollout times its own."""
+    if trainer.backend.tools is None:
         generate = trainer.backend.generate
 
-        def timed(*a, **k):
+        def timed(*a: Any, **k: Any) -> Any:
             start = time.monotonic()
             batch = generate(*a, **k)
             trainer.backend.last_rollout_seconds = {"model": time.monotonic() - start, "tools": 0.0}
             return batch
         trainer.backend.generate = timed
-    seconds = []
+    parts: list[dict[str, float]] = []
     original = trainer._metrics
 
-    def spy(batch, *a, **k):
-        out_metrics = original(batch, *a, **k)
+    def spy(batch: Any, *a: Any, **k: Any) -> dict[str, Any]:
+        out_metrics = original(batch, *a, **k)  # a training step's batch: the evaluation's come later
         own = int((batch.completion_mask * (batch.tool_mask if batch.tool_mask is not None else 1)).sum())
         facts = batch.tool_facts or [{"turns": 1, "tool_calls": 0}] * len(batch.completions_text)
-        seconds.append({**trainer.backend.last_rollout_seconds, "tokens": own,
-                        "turns": sum(f["turns"] for f in facts), "calls": sum(f["tool_calls"] for f in facts)})
+        parts.append({**trainer.backend.last_rollout_seconds, "tokens": own,
+                      "turns": sum(f["turns"] for f in facts), "calls": sum(f["tool_calls"] for f in facts)})
         return out_metrics
     trainer._metrics = spy
-    trainer.train()
-    steps = read_jsonl(out / "run" / METRICS_FILE)[1:]
-    parts = seconds[1:]
+    return parts
+
+
+def rollout_numbers(metrics: list[dict[str, Any]], parts: list[dict[str, float]], skip: int = 1) -> dict[str, float]:
+    """Over the steps after the first ``skip`` (a warm-up): turns/s and tool calls/s of the rollouts, the share of
+    the steps' time (``step_time``, evaluations left out) in the model, the tools and the rest (the trainer), and
+    the model's tokens per second of sampling. ``metrics``: the run's metrics records; ``parts``: :func:`watch`'s."""
+    steps = [m for m in metrics if "step_time" in m][skip:]
+    parts = parts[skip:]
     step = sum(m["step_time"] for m in steps)
     model, tool = sum(p["model"] for p in parts), sum(p["tools"] for p in parts)
     rollout = model + tool

@@ -119,6 +119,10 @@ def grpo_register_judge_backends(register: Callable[..., None]) -> None:
 @hookimpl
 def grpo_register_dataset_sources(register: Callable[..., None]) -> None:
     def demo_source(spec: dict[str, Any]) -> list[dict[str, Any]]:
+        if spec["source"].partition(":")[2].partition("?")[0] == "multiplication":  # the tool example's task
+            from grpo_core.demo.tool_task import load_source as load_multiplication
+
+            return load_multiplication(spec)
         return load_source(spec)
 
     register("demo", demo_source)

@@ -63,7 +63,7 @@ def parse_source(source: str) -> dict[str, Any]:
     _, _, rest = source.partition(":")
     name, _, query = rest.partition("?")
     if name != "arithmetic":
-        raise ValueError(f"unknown demo dataset {name!r}; the demo has 'demo:arithmetic'")
+        raise ValueError(f"unknown demo dataset {name!r}; the demo has 'demo:arithmetic' and 'demo:multiplication'")
     options = dict(DEFAULTS)
     for item in filter(None, query.split("&")):  # by hand: '+' is an operator here, not a space
         key, eq, value = item.partition("=")
@@ -77,5 +77,5 @@ def parse_source(source: str) -> dict[str, Any]:
 
 
 def load_source(spec: dict[str, Any]) -> list[dict[str, Any]]:
-    """Loader of the ``demo`` dataset source (``spec`` is the ``[data]`` table plus ``split``)."""
+    """Loader of ``demo:arithmetic`` (``spec`` is the ``[data]`` table plus ``split``)."""
     return make_split(spec.get("split") or "train", **parse_source(spec["source"]))

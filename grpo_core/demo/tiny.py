@@ -7,7 +7,7 @@ which is what lets a model this small learn arithmetic. Nothing is downloaded.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,8 +29,8 @@ class TinySpec:
     seed: int = 0
 
 
-def train_tokenizer(corpus: Iterable[str]) -> Any:
-    """A character-level tokenizer whose vocabulary is trained on ``corpus``, tags as whole tokens."""
+def train_tokenizer(corpus: Iterable[str], tags: Sequence[str] = TAGS) -> Any:
+    """A character-level tokenizer whose vocabulary is trained on ``corpus``, ``tags`` as whole tokens."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -39,19 +39,23 @@ def train_tokenizer(corpus: Iterable[str]) -> Any:
     tok.decoder = decoders.Fuse()
     trainer = trainers.WordLevelTrainer(special_tokens=[PAD, EOS], min_frequency=1, show_progress=False)
     texts = list(corpus)
-    for tag in TAGS:  # the tags are whole tokens: learn the characters of the text around them
+    for tag in sorted(tags, key=len, reverse=True):  # whole tokens: learn the characters of the text around them
         texts = [t.replace(tag, " ") for t in texts]
     tok.train_from_iterator(texts, trainer)
-    tok.add_tokens([AddedToken(t, normalized=False, special=False) for t in TAGS])
+    tok.add_tokens([AddedToken(t, normalized=False, special=False) for t in tags])
     return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token=PAD, eos_token=EOS, padding_side="left")
 
 
-def build_tiny_model(out_dir: str | Path, corpus: Iterable[str], spec: TinySpec = TinySpec()) -> Path:
-    """Train the tokenizer on ``corpus``, build a randomly initialised Llama, save both to ``out_dir``."""
+def build_tiny_model(out_dir: str | Path, corpus: Iterable[str], spec: TinySpec = TinySpec(), *,
+                     tags: Sequence[str] = TAGS, chat_template: str | None = None) -> Path:
+    """Train the tokenizer on ``corpus`` (``tags`` whole tokens; ``chat_template`` its chat template, none by
+    default), build a randomly initialised Llama, save both to ``out_dir``."""
     import torch
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
-    tokenizer = train_tokenizer(corpus)
+    tokenizer = train_tokenizer(corpus, tags)
+    if chat_template is not None:
+        tokenizer.chat_template = chat_template
     config = LlamaConfig(
         vocab_size=len(tokenizer), hidden_size=spec.hidden, intermediate_size=spec.intermediate,
         num_hidden_layers=spec.layers, num_attention_heads=spec.heads, num_key_value_heads=spec.kv_heads,

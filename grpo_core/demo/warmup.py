@@ -1,7 +1,7 @@
 """The warm start ("start strong"): a short supervised pass on examples of the answer format.
 
-Cross-entropy on the completion tokens only (the prompt is context), AdamW, a fixed number of
-steps on minibatches of rows drawn with a seeded generator.
+Cross-entropy on the completion tokens only (the prompt is context; in a conversation with tools, the tools'
+answers too), AdamW, a fixed number of steps on minibatches of rows drawn with a seeded generator.
 """
 
 from __future__ import annotations
@@ -12,28 +12,43 @@ from typing import Any
 
 import torch
 
+Completion = str | list[tuple[str, bool]]  # the text the model writes, or segments (text, trained) in order
 
-def sft_batch(tokenizer: Any, prompts: list[str], completions: list[str]) -> dict[str, torch.Tensor]:
-    """Right-padded ``input_ids``/``attention_mask`` and ``labels`` (-100 on the prompt and the padding)."""
+
+def sft_batch(tokenizer: Any, prompts: list[str], completions: list[Completion]) -> dict[str, torch.Tensor]:
+    """Right-padded ``input_ids``/``attention_mask`` and ``labels`` (-100 on the prompt and the padding). A
+    completion is a string (trained on, EOS appended) or segments ``(text, trained)``, as a conversation with
+    tools is: the model's turns trained on, the tools' answers context only (-100), EOS as the segments write it."""
     eos = tokenizer.eos_token
+    segments = [[(c + eos, True)] if isinstance(c, str) else c for c in completions]
     p_ids = tokenizer(prompts, add_special_tokens=False)["input_ids"]
-    c_ids = tokenizer([c + eos for c in completions], add_special_tokens=False)["input_ids"]
-    seqs = [p + c for p, c in zip(p_ids, c_ids, strict=True)]
-    width = max(map(len, seqs))
+    flat = tokenizer([text for row in segments for text, _ in row], add_special_tokens=False)["input_ids"]
     pad = tokenizer.pad_token_id
-    input_ids = torch.full((len(seqs), width), pad, dtype=torch.long)
-    labels = torch.full((len(seqs), width), -100, dtype=torch.long)
-    for i, (p, s) in enumerate(zip(p_ids, seqs, strict=True)):  # per row, not per token
-        input_ids[i, : len(s)] = torch.tensor(s)
-        labels[i, len(p) : len(s)] = torch.tensor(s[len(p) :])
-    return {"input_ids": input_ids, "attention_mask": (labels != -100) | (input_ids != pad), "labels": labels}
+    rows: list[tuple[list[int], list[int]]] = []
+    at = 0
+    for p, row in zip(p_ids, segments, strict=True):  # per row and segment, not per token
+        ids, labels = list(p), [-100] * len(p)
+        for ids_seg, (_, trained) in zip(flat[at : at + len(row)], row, strict=True):
+            ids += ids_seg
+            labels += ids_seg if trained else [-100] * len(ids_seg)
+        at += len(row)
+        rows.append((ids, labels))
+    width = max(len(ids) for ids, _ in rows)
+    input_ids = torch.full((len(rows), width), pad, dtype=torch.long)
+    label_ids = torch.full((len(rows), width), -100, dtype=torch.long)
+    attention = torch.zeros((len(rows), width), dtype=torch.bool)
+    for i, (ids, labels) in enumerate(rows):
+        input_ids[i, : len(ids)] = torch.tensor(ids)
+        label_ids[i, : len(ids)] = torch.tensor(labels)
+        attention[i, : len(ids)] = True
+    return {"input_ids": input_ids, "attention_mask": attention, "labels": label_ids}
 
 
 def warm_up(
     model: Any,
     tokenizer: Any,
     prompts: list[str],
-    completions: list[str],
+    completions: list[Completion],
     *,
     steps: int,
     batch_size: int = 32,
