@@ -133,22 +133,25 @@ def files(run_dir: Path) -> list[str]:
     return sorted(str(p.relative_to(run_dir)) for p in run_dir.rglob("*") if p.is_file())
 
 
-@pytest.fixture(scope="module")
-def moe_dir(tmp_path_factory: pytest.TempPathFactory, model_dir: Path) -> Path:
-    """A tiny Mixtral (4 experts, top 2) with the demo model's tokenizer."""
+def save_tiny_mixtral(tokenizer_dir: Path, path: Path) -> Path:
+    """A tiny Mixtral (4 experts, top 2) with ``tokenizer_dir``'s tokenizer, saved to ``path``."""
     import torch
     from transformers import AutoTokenizer, MixtralConfig, MixtralForCausalLM
 
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
     torch.manual_seed(0)
     config = MixtralConfig(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32, num_hidden_layers=2,
                            num_attention_heads=2, num_key_value_heads=1, num_local_experts=4, num_experts_per_tok=2,
                            max_position_embeddings=64, pad_token_id=tokenizer.pad_token_id,
                            eos_token_id=tokenizer.eos_token_id, bos_token_id=tokenizer.bos_token_id)
-    path = tmp_path_factory.mktemp("moe")
     MixtralForCausalLM(config).save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
+
+
+@pytest.fixture(scope="module")
+def moe_dir(tmp_path_factory: pytest.TempPathFactory, model_dir: Path) -> Path:
+    return save_tiny_mixtral(model_dir, tmp_path_factory.mktemp("moe"))
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,8 @@ torch = pytest.importorskip("torch")
 trl = pytest.importorskip("trl")
 pytest.importorskip("datasets")
 
+from tests.core.test_distributed import save_tiny_mixtral  # noqa: E402  (the same tiny MoE model)
+
 # the tests wrap optimizer.step to record gradients; the scheduler notices and warns
 pytestmark = pytest.mark.filterwarnings("ignore:Seems like `optimizer.step\\(\\)` has been overridden")
 
@@ -23,18 +25,7 @@ ADVANTAGES = torch.tensor([1.0, -0.5, 0.3, -0.8, 0.2, 1.1, -1.2, 0.4])
 
 @pytest.fixture(scope="module")
 def moe_model_dir(tmp_path_factory, arithmetic_model_dir):
-    from transformers import AutoTokenizer, MixtralConfig, MixtralForCausalLM
-
-    tokenizer = AutoTokenizer.from_pretrained(arithmetic_model_dir)
-    torch.manual_seed(0)
-    config = MixtralConfig(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32, num_hidden_layers=2,
-                           num_attention_heads=2, num_key_value_heads=1, num_local_experts=4, num_experts_per_tok=2,
-                           max_position_embeddings=64, pad_token_id=tokenizer.pad_token_id,
-                           eos_token_id=tokenizer.eos_token_id, bos_token_id=tokenizer.bos_token_id)
-    path = tmp_path_factory.mktemp("moe")
-    MixtralForCausalLM(config).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
+    return save_tiny_mixtral(arithmetic_model_dir, tmp_path_factory.mktemp("moe"))
 
 
 def _ours(model_dir, tmp_path, coef, **grpo):

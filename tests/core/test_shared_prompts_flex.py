@@ -18,8 +18,7 @@ flex_module = pytest.importorskip("torch.nn.attention.flex_attention")
 from grpo_core.policy import packed_attention as pa  # noqa: E402
 from grpo_core.policy.logprobs import check_shared_prompts, completion_logprobs  # noqa: E402
 from grpo_core.policy.shared_prompts import plan  # noqa: E402
-
-K = 5
+from tests.core.test_shared_prompts import K, logps_and_grads  # noqa: E402  (the same completions, one helper)
 
 
 def tiny(kind: str = "llama", flex: bool = True):
@@ -57,14 +56,6 @@ def grouped_batch(prompts=(6, 4, 2), group: int = 3, width: int = 6):
 @pytest.fixture
 def flex_backward_on_cpu(monkeypatch):
     monkeypatch.setattr(flex_module, "_validate_device", lambda *a: None)
-
-
-def logps_and_grads(model, ids, mask, **kwargs):
-    model.zero_grad()
-    logps, _ = completion_logprobs(model, ids, mask, K, **kwargs)
-    real = mask[:, -K:].bool()
-    (logps[real] * torch.linspace(0.5, 1.5, int(real.sum()))).sum().backward()
-    return logps.detach()[real], [p.grad.clone() for p in model.parameters() if p.requires_grad]
 
 
 @pytest.mark.parametrize("kind", ["llama", "qwen2"])
