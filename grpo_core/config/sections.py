@@ -235,7 +235,8 @@ class CheckpointConfig:
 @dataclass
 class TrainerConfig:
     backend: str = "grpo_core"  # a name registered through grpo_register_trainer_backends ("grpo_core", "trl")
-    # GiB the step may hold (grpo_core.policy.step_plan); None: 90% of the accelerator's free memory, no cap on a CPU
+    # GiB the step may hold (grpo_core.policy.step_plan); None: 90% of the accelerator memory the process may hold
+    # (less a colocated vLLM engine's share), no cap on a CPU
     memory_budget_gb: float | None = None
 
 

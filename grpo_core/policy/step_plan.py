@@ -11,9 +11,12 @@ time against its memory:
 
 plus the kernel shared prompts are packed through and the autocast dtype the policy's forwards run under. Every
 candidate is priced with the one memory model, :func:`grpo_core.policy.memory_model.estimate_peak_memory` (what
-``--dry-run`` prints is the chosen candidate's estimate), and must fit the budget: ``[trainer] memory_budget_gb`` when set, else 90% of the accelerator's free
-memory; on a CPU only a budget the user set bounds the plan (its RAM is shared with the data, the rewards and the
-sandbox, so the machine's free memory is no promise).
+``--dry-run`` prints is the chosen candidate's estimate: the process's whole footprint, its loaded weights included),
+and must fit the budget: ``[trainer] memory_budget_gb`` when set, else 90% of the memory this process may hold on the
+accelerator (its free memory plus what the process holds already, the loaded policy among it, capped by torch's
+per-process memory fraction), less what a colocated vLLM engine keeps during the update
+(``vllm_gpu_memory_utilization`` of the device, unless it sleeps); on a CPU only a budget the user set bounds the plan
+(its RAM is shared with the data, the rewards and the sandbox, so the machine's free memory is no promise).
 
 The choices, by device:
 
@@ -69,7 +72,7 @@ if TYPE_CHECKING:
     from grpo_core.config import RunConfig
 
 SATURATION_TOKENS = 8192  # tokens per pass under which a GPU pass is priced as if it had this many (launch-bound)
-FREE_MEMORY_SHARE = 0.9  # of the accelerator's free memory: the allocator's fragmentation and the CUDA context
+FREE_MEMORY_SHARE = 0.9  # of the memory the process may hold: the allocator's fragmentation and the CUDA context
 RECOMPUTE_COST = 1 / 3  # checkpointing's extra forward, as a share of forward + backward
 TILE_COST = 0.1  # the tiled MLP's extra MLP forward, as a share of the step
 CPU_MICRO_BATCH_TOKENS = 4096
@@ -92,7 +95,9 @@ class DeviceInfo:
     type: str  # "cpu", "cuda", ...
     name: str = ""
     total_bytes: int | None = None
-    free_bytes: int | None = None
+    # what this process may hold in all: the device's free memory plus what the process holds already (the loaded
+    # policy), no more than torch's per-process memory fraction of the total
+    available_bytes: int | None = None
     kernels: frozenset[str] = frozenset()  # FUSED_KERNELS this device runs
 
     @property
@@ -101,13 +106,18 @@ class DeviceInfo:
 
 
 def describe_device(device: Any = None) -> DeviceInfo:
-    """The device the policy trains on (default: CUDA when available, else the CPU): its free memory now and
-    its attention kernels (flash needs compute capability 8.0+, flex_attention torch's module and 8.0+, varlen
-    flash the ``flash_attn`` package)."""
+    """The device the policy trains on (default: CUDA when available, else the CPU): the memory this process may
+    hold there (its free memory plus the process's own reservation, which holds the loaded policy the estimate
+    counts; capped by ``torch.cuda.set_per_process_memory_fraction``) and its attention kernels (flash needs compute
+    capability 8.0+, flex_attention torch's module and 8.0+, varlen flash the ``flash_attn`` package)."""
     device = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
     if device.type != "cuda":
         return DeviceInfo(device.type, os.uname().machine if hasattr(os, "uname") else device.type)
     free, total = torch.cuda.mem_get_info(device)
+    available = free + torch.cuda.memory_reserved(device)
+    fraction = torch.cuda.get_per_process_memory_fraction(device)
+    if fraction < 1.0:  # the caching allocator refuses to reserve more than this share of the total
+        available = min(available, int(fraction * total))
     kernels = set()
     major, _ = torch.cuda.get_device_capability(device)
     if major >= 8 and torch.backends.cuda.flash_sdp_enabled():
@@ -118,7 +128,7 @@ def describe_device(device: Any = None) -> DeviceInfo:
         kernels.add(FLEX)
     if importlib.util.find_spec("flash_attn") is not None and major >= 8:
         kernels.add("flash_varlen")
-    return DeviceInfo("cuda", torch.cuda.get_device_name(device), int(total), int(free), frozenset(kernels))
+    return DeviceInfo("cuda", torch.cuda.get_device_name(device), int(total), int(available), frozenset(kernels))
 
 
 @dataclass(frozen=True)
@@ -149,6 +159,9 @@ class PlanSettings:
     num_iterations: int = 1
     budget_gb: float | None = None  # [trainer] memory_budget_gb
     explicit: dict[str, Any] = field(default_factory=dict)
+    # share of the device's total memory a colocated generation engine keeps through the update (vLLM's
+    # gpu_memory_utilization when it does not sleep)
+    colocated_share: float = 0.0
 
 
 @dataclass
@@ -301,9 +314,14 @@ def plan_step(device: DeviceInfo, model_config: Any, batch: BatchShape, settings
 def _budget(device: DeviceInfo, settings: PlanSettings) -> tuple[int | None, str]:
     if settings.budget_gb is not None:
         return int(settings.budget_gb * GiB), "trainer.memory_budget_gb"
-    if device.is_cpu or device.free_bytes is None:
+    if device.is_cpu or device.available_bytes is None:
         return None, "none on a CPU unless trainer.memory_budget_gb is set"
-    return int(device.free_bytes * FREE_MEMORY_SHARE), f"{FREE_MEMORY_SHARE:.0%} of the free device memory"
+    budget, source = int(device.available_bytes * FREE_MEMORY_SHARE), f"{FREE_MEMORY_SHARE:.0%} of the device " \
+        "memory this process may hold"
+    if settings.colocated_share and device.total_bytes:
+        budget -= int(settings.colocated_share * device.total_bytes)
+        source += f", less the colocated vLLM engine's {settings.colocated_share:.0%}"
+    return max(budget, 0), source
 
 
 def _share_prompts(device: DeviceInfo, settings: PlanSettings) -> tuple[bool, str | None, str]:
@@ -359,8 +377,10 @@ def _no_fit(device: DeviceInfo, model_config: Any, batch: BatchShape, settings: 
                                "that leaves it to the planner fits", key=sorted(settings.explicit)[0] if len(
                                    settings.explicit) == 1 else keys)
     phase = "its generation's KV cache" if smallest.generation > smallest.training else "one row per pass"
+    engine = (", lower generation.vllm_gpu_memory_utilization or let the engine sleep (generation.vllm_sleep_level)"
+              if settings.colocated_share and settings.budget_gb is None else "")
     return ConfigError(f"the smallest step ({phase}) needs {need}, more than the {have} budget ({source}); "
-                       "raise it, or lower generation.max_completion_length, generation.num_generations or "
+                       f"raise it{engine}, or lower generation.max_completion_length, generation.num_generations or "
                        "grpo.prompts_per_step", key="trainer.memory_budget_gb")
 
 
@@ -399,8 +419,18 @@ def inputs_from_config(cfg: RunConfig, model_config: Any, processes: int = 1) ->
                             offload_activations=cfg.model.offload_activations, beta=cfg.grpo.beta,
                             # more than one optimizer step per generation batch: the old-policy pass runs
                             num_iterations=cfg.optimizer_steps_per_step, budget_gb=cfg.trainer.memory_budget_gb,
-                            explicit=explicit_settings(cfg))
+                            explicit=explicit_settings(cfg), colocated_share=colocated_engine_share(cfg))
     return batch, settings
+
+
+def colocated_engine_share(cfg: RunConfig) -> float:
+    """The share of the device a colocated vLLM engine keeps while the policy trains: its
+    ``vllm_gpu_memory_utilization`` unless it sleeps between calls (level 1 and 2 free its KV cache and move or
+    drop its weights); 0 for any other sampler."""
+    g = cfg.generation
+    if g.backend != "vllm" or g.vllm_mode != "colocate" or g.vllm_sleep_level:
+        return 0.0
+    return float(g.vllm_gpu_memory_utilization)
 
 
 def plan_for_config(cfg: RunConfig, model_config: Any, device: DeviceInfo | None = None, processes: int = 1,

@@ -6,6 +6,8 @@ line naming the key. Every plan's estimate is the memory model's for the values 
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -170,13 +172,93 @@ def test_a_budget_nothing_fits_is_one_line_naming_the_key(qwen, counts):
         sp.plan_step(gpu(78), qwen, batch(4096), s, counts)
     text = str(info.value)
     assert "\n" not in text and text.startswith("trainer.memory_budget_gb: ") and "0.50 GiB" in text
-    with pytest.raises(ConfigError, match="^trainer.memory_budget_gb: .*90% of the free device memory"):
+    with pytest.raises(ConfigError, match="^trainer.memory_budget_gb: .*90% of the device memory this process may hold"):
         sp.plan_step(gpu(0.5), qwen, batch(4096), LORA_BF16, counts)
     # the user's own key is what rules the fitting plans out: the error names it
     s = sp.PlanSettings(dtype="bfloat16", lora_rank=16, explicit={"model.gradient_checkpointing": False})
     with pytest.raises(ConfigError) as info:
         sp.plan_step(gpu(4), qwen, batch(4096), s, counts)
     assert str(info.value).startswith("model.gradient_checkpointing: ") and "\n" not in str(info.value)
+
+
+def fake_cuda(monkeypatch, *, free_gib: float, reserved_gib: float, total_gib: float = 24, fraction: float = 1.0):
+    """torch.cuda as describe_device reads it on a GPU of ``total_gib`` where this process reserved ``reserved_gib``."""
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (int(free_gib * GiB), int(total_gib * GiB)))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: int(reserved_gib * GiB))
+    monkeypatch.setattr(torch.cuda, "get_per_process_memory_fraction", lambda device=None: fraction)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 9))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "simulated 24 GiB")
+    monkeypatch.setattr(torch.backends.cuda, "flash_sdp_enabled", lambda: True)
+    monkeypatch.setattr(torch.backends.cuda, "mem_efficient_sdp_enabled", lambda: True)
+
+
+@pytest.fixture(scope="module")
+def qwen7b():
+    """A Qwen2.5-7B-shaped config: its bf16 weights (15 GiB) are most of a 24 GiB GPU."""
+    from transformers import Qwen2Config
+
+    return Qwen2Config(vocab_size=152064, hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
+                       num_attention_heads=28, num_key_value_heads=4, tie_word_embeddings=False)
+
+
+def test_the_budget_counts_the_loaded_policy_as_the_estimate_does(qwen7b, monkeypatch):
+    """The trainer plans once the policy is on the GPU: the estimate counts its weights, so the budget must count the
+    memory they hold (the process's reservation) beside the free memory, or a model that fills most of the GPU
+    finds no plan at all."""
+    counts = sp.count_parameters(qwen7b)
+    weights = counts.total * 2  # bf16
+    fake_cuda(monkeypatch, free_gib=24 - 0.6 - weights / GiB, reserved_gib=weights / GiB)
+    device = sp.describe_device(torch.device("cuda"))
+    assert device.available_bytes == int((24 - 0.6) * GiB) and device.total_bytes == 24 * GiB
+    assert {"flash", "mem_efficient"} <= device.kernels
+    b = sp.BatchShape(rows=8, step_rows=8, prompt_length=128, completion_length=1024, group_size=8)
+    plan = sp.plan_step(device, qwen7b, b, LORA_BF16, counts)
+    free = int((24 - 0.6) * GiB - weights)
+    assert plan.estimate.peak > free  # the weights alone outgrow the free memory: a free-memory budget fits nothing
+    assert plan.estimate.peak <= plan.budget_bytes == int(device.available_bytes * sp.FREE_MEMORY_SHARE)
+    assert plan.budget_source == "90% of the device memory this process may hold"
+
+
+def test_a_per_process_memory_fraction_caps_the_budget(qwen, counts, monkeypatch):
+    fake_cuda(monkeypatch, free_gib=20, reserved_gib=1, fraction=0.25)
+    device = sp.describe_device(torch.device("cuda"))
+    assert device.available_bytes == int(0.25 * 24 * GiB)  # not the 21 GiB the allocator would refuse
+    plan = sp.plan_step(device, qwen, batch(4096), LORA_BF16, counts)
+    assert plan.estimate.peak <= plan.budget_bytes == int(0.25 * 24 * GiB * sp.FREE_MEMORY_SHARE)
+    uncapped = sp.plan_step(sp.DeviceInfo("cuda", "s", 24 * GiB, 21 * GiB, GPU_KERNELS), qwen, batch(4096),
+                            LORA_BF16, counts)
+    assert uncapped.estimate.peak > plan.budget_bytes  # the cap changed the plan
+
+
+def test_a_colocated_vllm_engine_keeps_its_share_through_the_update(qwen, counts):
+    b = batch(4096)
+    alone = sp.plan_step(gpu(50), qwen, b, LORA_BF16, counts)
+    beside = sp.plan_step(gpu(50), qwen, b, dataclasses.replace(LORA_BF16, colocated_share=0.3), counts)
+    assert beside.budget_bytes == alone.budget_bytes - int(0.3 * 80 * GiB)
+    assert alone.estimate.peak > beside.budget_bytes >= beside.estimate.peak  # the engine's share changed the plan
+    assert beside.budget_source.endswith("less the colocated vLLM engine's 30%")
+    with pytest.raises(ConfigError, match="^trainer.memory_budget_gb: .*lower generation.vllm_gpu_memory_utilization"):
+        sp.plan_step(gpu(20), qwen, b, dataclasses.replace(LORA_BF16, colocated_share=0.3), counts)
+    # a budget the user set is the process's own: the engine is theirs to leave room for
+    capped = dataclasses.replace(LORA_BF16, colocated_share=0.3, budget_gb=30)
+    assert sp.plan_step(gpu(50), qwen, b, capped, counts).budget_bytes == 30 * GiB
+
+
+def test_only_a_colocated_engine_awake_through_the_update_takes_a_share():
+    from grpo_core.config import config_from_dict
+
+    cfg = config_from_dict({"model": {"name_or_path": "m"}, "data": {"source": "demo:arithmetic"},
+                            "rewards": {"r": {"use": "exact_match"}}})
+    assert sp.colocated_engine_share(cfg) == 0.0  # the policy samples itself
+
+    def engine(**generation):  # a vllm config as validated where vllm is installed (the vLLM lane)
+        return dataclasses.replace(cfg, generation=dataclasses.replace(cfg.generation, backend="vllm", **generation))
+
+    assert sp.colocated_engine_share(engine(vllm_gpu_memory_utilization=0.45)) == 0.45
+    assert sp.colocated_engine_share(engine(vllm_sleep_level=1)) == 0.0
+    assert sp.colocated_engine_share(engine(vllm_mode="server")) == 0.0
+    _, settings = sp.inputs_from_config(engine(), None)
+    assert settings.colocated_share == 0.3
 
 
 def test_run_config_tells_a_set_key_from_a_default(tmp_path):
