@@ -136,6 +136,7 @@ def estimate_peak_memory(
     lora_autocast: bool = False,
     shared_prompts: str | None = None,
     group_size: int = 1,
+    policy_samples: bool = True,
 ) -> MemoryEstimate:
     """Estimated peak memory of one GRPO step on the accelerator (the process, on a CPU machine).
 
@@ -150,7 +151,8 @@ def estimate_peak_memory(
     base's 16-bit dtype with peft's input casts off (the step planner's choice on an accelerator); otherwise a
     16-bit base's LoRA layers each keep an fp32 copy of their input for the adapter's backward.
     ``shared_prompts``: the packing kernel of the step's shared prompts (None: not shared), with ``group_size``
-    completions per prompt.
+    completions per prompt. ``policy_samples``: the policy itself samples the step's completions (False: a vLLM
+    engine does, whose memory is its own, and the policy holds no KV cache).
     """
     for name, value in (("num_sequences", num_sequences), ("completion_length", completion_length),
                         ("chunk_size", chunk_size), ("num_iterations", num_iterations)):
@@ -208,10 +210,15 @@ def estimate_peak_memory(
     add(("trainable state", state, note))
     est.resident = weights + ref + state
 
-    kv = kv_tokens * layers * 2 * kv_dim * nbytes
-    prefill = group * max(prompt_length, 1) * (2 * inter + 2 * hidden) * nbytes
-    add(("KV cache", kv, f"{group} x {seq} tokens x {layers} layers (generation)"))
-    add(("prefill working set", prefill, "largest layer intermediate of the prompt pass"))
+    if policy_samples:
+        kv = kv_tokens * layers * 2 * kv_dim * nbytes
+        prefill = group * max(prompt_length, 1) * (2 * inter + 2 * hidden) * nbytes
+        add(("KV cache", kv, f"{group} x {seq} tokens x {layers} layers (generation)"))
+        add(("prefill working set", prefill, "largest layer intermediate of the prompt pass"))
+    else:
+        kv = prefill = 0
+        add(("KV cache", 0, "none: vLLM samples, in its own memory"))
+        add(("prefill working set", 0, "none: vLLM samples"))
     est.generation = kv + prefill
 
     attn_part = (8 * hidden + 2 * kv_dim) * nbytes  # per token, saved for backward (fused attention)

@@ -162,6 +162,7 @@ class PlanSettings:
     # share of the device's total memory a colocated generation engine keeps through the update (vLLM's
     # gpu_memory_utilization when it does not sleep)
     colocated_share: float = 0.0
+    policy_samples: bool = True  # the policy samples the completions itself (False: a vLLM engine or server does)
 
 
 @dataclass
@@ -282,7 +283,8 @@ def plan_step(device: DeviceInfo, model_config: Any, batch: BatchShape, settings
             gradient_checkpointing=c.checkpointing, offload_activations=settings.offload_activations,
             chunk_size=chunk, beta=settings.beta, num_iterations=settings.num_iterations,
             mlp_chunk_tokens=c.tile or None, micro_batch_tokens=c.micro_batch_tokens, counts=counts,
-            lora_autocast=autocast is not None, shared_prompts=kernel, group_size=batch.group_size)
+            lora_autocast=autocast is not None, shared_prompts=kernel, group_size=batch.group_size,
+            policy_samples=settings.policy_samples)
 
     candidates = [_Candidate(mbt, _rows_of(mbt, batch), ck, t if ck else 0) for ck in ckpt_options
                   for t in (tile_options if ck else [0]) for mbt in _token_options(device, batch, explicit)]
@@ -419,7 +421,8 @@ def inputs_from_config(cfg: RunConfig, model_config: Any, processes: int = 1) ->
                             offload_activations=cfg.model.offload_activations, beta=cfg.grpo.beta,
                             # more than one optimizer step per generation batch: the old-policy pass runs
                             num_iterations=cfg.optimizer_steps_per_step, budget_gb=cfg.trainer.memory_budget_gb,
-                            explicit=explicit_settings(cfg), colocated_share=colocated_engine_share(cfg))
+                            explicit=explicit_settings(cfg), colocated_share=colocated_engine_share(cfg),
+                            policy_samples=cfg.generation.backend != "vllm")
     return batch, settings
 
 

@@ -258,7 +258,20 @@ def test_only_a_colocated_engine_awake_through_the_update_takes_a_share():
     assert sp.colocated_engine_share(engine(vllm_sleep_level=1)) == 0.0
     assert sp.colocated_engine_share(engine(vllm_mode="server")) == 0.0
     _, settings = sp.inputs_from_config(engine(), None)
-    assert settings.colocated_share == 0.3
+    assert settings.colocated_share == 0.3 and not settings.policy_samples
+    _, settings = sp.inputs_from_config(cfg, None)
+    assert settings.colocated_share == 0.0 and settings.policy_samples
+
+
+def test_a_step_vllm_samples_is_not_priced_with_the_policys_kv_cache(qwen, counts):
+    """With vLLM sampling, the policy never holds the step's KV cache: a big generation batch that no plan fits
+    beside it (the error names the KV cache) plans when vLLM samples, with the same training-phase estimate."""
+    b = sp.BatchShape(rows=16, step_rows=512, prompt_length=512, completion_length=4096, group_size=16)
+    with pytest.raises(ConfigError, match="its generation's KV cache"):
+        sp.plan_step(gpu(20), qwen, b, LORA_BF16, counts)
+    plan = sp.plan_step(gpu(20), qwen, b, dataclasses.replace(LORA_BF16, policy_samples=False), counts)
+    assert plan.estimate.generation == 0 and plan.estimate.component("KV cache") == 0
+    assert plan.estimate.peak == plan.estimate.resident + plan.estimate.training <= plan.budget_bytes
 
 
 def test_run_config_tells_a_set_key_from_a_default(tmp_path):
