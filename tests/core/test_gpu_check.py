@@ -156,6 +156,7 @@ def test_a_run_that_learned_nothing_is_refused() -> None:
 def test_the_wheel_folder_installs_offline_into_a_site_folder(tmp_path: Path) -> None:
     """``gpu_wheels.sh --install`` (what gpu_check.sh runs on the GPU machine): every wheel of the folder into the
     site folder with pip --no-index, importable from there."""
+    import tarfile
     import zipfile
 
     wheels, site = tmp_path / "whl", tmp_path / "site"
@@ -168,13 +169,35 @@ def test_the_wheel_folder_installs_offline_into_a_site_folder(tmp_path: Path) ->
         for name, text in files.items():
             z.writestr(name, text)
         z.writestr(f"{info}/RECORD", "".join(f"{n},,\n" for n in [*files, f"{info}/RECORD"]))
+    # a build tool carried in build-tools/ and a source distribution whose build imports it: the build sees the
+    # tools (as deepspeed's build gets the carried setuptools), the site folder does not get them
+    (wheels / "build-tools").mkdir()
+    tool_info = "build_probe-1.0.dist-info"
+    tool_files = {"build_probe.py": "BUILT_WITH = 'carried'\n",
+                  f"{tool_info}/METADATA": "Metadata-Version: 2.1\nName: build-probe\nVersion: 1.0\n",
+                  f"{tool_info}/WHEEL": "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    with zipfile.ZipFile(wheels / "build-tools" / "build_probe-1.0-py3-none-any.whl", "w") as z:
+        for name, text in tool_files.items():
+            z.writestr(name, text)
+        z.writestr(f"{tool_info}/RECORD", "".join(f"{n},,\n" for n in [*tool_files, f"{tool_info}/RECORD"]))
+    source = tmp_path / "sdist_probe-1.0"
+    (source / "sdist_probe").mkdir(parents=True)
+    (source / "sdist_probe" / "__init__.py").write_text("BUILT = True\n")
+    (source / "setup.py").write_text("import build_probe  # only the carried build tools have it\n"
+                                     "from setuptools import setup\n"
+                                     "setup(name='sdist-probe', version='1.0', packages=['sdist_probe'])\n")
+    (source / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: sdist-probe\nVersion: 1.0\n")
+    with tarfile.open(wheels / "sdist_probe-1.0.tar.gz", "w:gz") as tar:
+        tar.add(source, arcname=source.name)
     env = {**os.environ, "GPU_WHEELS": str(wheels), "PYTHON": sys.executable, "PIP_NO_INDEX": "1"}
     proc = subprocess.run(["bash", str(REPO / "scripts" / "gpu_wheels.sh"), "--install", str(site)],
                           capture_output=True, text=True, env=env, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    probe = subprocess.run([sys.executable, "-c", "import lane_probe; print(lane_probe.__file__, lane_probe.CARRIED)"],
+    assert proc.returncode == 0 and "did not build" not in proc.stderr, proc.stderr
+    probe = subprocess.run([sys.executable, "-c", "import lane_probe, sdist_probe; print(lane_probe.__file__, "
+                            "lane_probe.CARRIED, sdist_probe.BUILT)"],
                            capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(site)}, timeout=60)
-    assert probe.stdout.split() == [str(site / "lane_probe" / "__init__.py"), "True"], probe.stderr
+    assert probe.stdout.split() == [str(site / "lane_probe" / "__init__.py"), "True", "True"], probe.stderr
+    assert not (site / "build_probe.py").exists()
     empty = subprocess.run(["bash", str(REPO / "scripts" / "gpu_wheels.sh"), "--install", str(site)],
                            capture_output=True, text=True, env={**env, "GPU_WHEELS": str(tmp_path / "none")})
     assert empty.returncode == 1 and "no wheel in" in empty.stderr
