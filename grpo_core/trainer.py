@@ -931,10 +931,11 @@ class Trainer:
         (grpo_core.policy.logprobs, grpo_core.policy.shared_prompts)."""
         probe = self.tokenizer("The quick brown fox jumps over the lazy dog. 12 + 7 = 19",
                                return_tensors="pt")["input_ids"]
-        if probe.shape[1] >= 2:
-            check_chunked_head(self.model, probe)
-        if self.step_plan.share_prompts and probe.shape[1] >= 4:
-            check_shared_prompts(self.model, probe)
+        with sampling_autocast(self.model):  # as the training forwards run (a planned autocast's LoRA needs it)
+            if probe.shape[1] >= 2:
+                check_chunked_head(self.model, probe)
+            if self.step_plan.share_prompts and probe.shape[1] >= 4:
+                check_shared_prompts(self.model, probe)
 
     def _metrics(self, batch: Generation, rewards: torch.Tensor, columns: dict[str, list], adv: dict[str, float],
                  update: dict[str, float], seconds: float) -> dict[str, Any]:

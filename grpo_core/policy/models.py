@@ -41,6 +41,8 @@ from grpo_core.policy.fp32_head import cast_head_to_fp32
 from grpo_core.policy.router_loss import router_loss_problem
 from grpo_rewards.errors import ConfigError
 
+PLANNED_AUTOCAST = "_grpo_autocast_planned"  # set_compute_dtype's mark: the autocast holds on any device
+
 if TYPE_CHECKING:
     import torch
 
@@ -202,12 +204,12 @@ def _master_weights(model: Any, cfg: RunConfig) -> None:
 
 
 def compute_dtype(model: Any) -> Any:
-    """The dtype forwards run in under autocast (a 16-bit checkpoint fully fine-tuned on an accelerator),
-    else None (no autocast: the weights' own dtype)."""
+    """The dtype forwards run in under autocast (a 16-bit checkpoint fully fine-tuned on an accelerator, or the
+    step planner's autocast of :func:`set_compute_dtype`), else None (no autocast: the weights' own dtype)."""
 
-    base = model.get_base_model() if is_peft(model) else model
-    dtype = getattr(_unwrap(base), "_grpo_autocast_dtype", None)
-    if dtype is None or next(model.parameters()).device.type == "cpu":
+    base = _unwrap(model.get_base_model() if is_peft(model) else model)
+    dtype = getattr(base, "_grpo_autocast_dtype", None)
+    if dtype is None or (next(model.parameters()).device.type == "cpu" and not getattr(base, PLANNED_AUTOCAST, False)):
         return None
     return dtype
 
@@ -219,13 +221,15 @@ def base_config(model: Any) -> Any:
 
 
 def set_compute_dtype(model: Any, dtype: Any) -> None:
-    """Run ``model``'s forwards under autocast in ``dtype`` on an accelerator (the step planner's choice for a
-    16-bit LoRA/QLoRA base). peft's LoRA layers then keep their 16-bit input instead of casting it to the
-    adapter's fp32 (a copy per layer, and GEMMs off the tensor cores); autocast runs the adapter in ``dtype``."""
+    """Run ``model``'s forwards under autocast in ``dtype`` (the step planner's choice for a 16-bit LoRA/QLoRA base on
+    an accelerator; wherever the model is, so a CPU runs the same path under CPU autocast in tests). peft's LoRA
+    layers then keep their 16-bit input instead of casting it to the adapter's fp32 (a copy per layer, and GEMMs
+    off the tensor cores); autocast runs the adapter in ``dtype``."""
 
     dtype = torch_dtype(dtype) if isinstance(dtype, str) else dtype
-    base = model.get_base_model() if is_peft(model) else model
-    _unwrap(base)._grpo_autocast_dtype = dtype
+    base = _unwrap(model.get_base_model() if is_peft(model) else model)
+    base._grpo_autocast_dtype = dtype
+    setattr(base, PLANNED_AUTOCAST, True)
     for module in model.modules():
         if hasattr(module, "cast_input_dtype_enabled"):  # peft's BaseTunerLayer
             module.cast_input_dtype_enabled = False

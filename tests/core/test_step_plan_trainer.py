@@ -114,3 +114,42 @@ def test_simulated_gpu_with_flex_attention_packs_the_update_through_block_masks(
     assert [(rows, share) for rows, _, share, _ in passes] == [(8, True)] and metrics["step"] == 1
     assert built and all(rows == 2 for rows, _ in built)  # 8 rows: two groups of 4, one packed row each
     assert json.loads((tmp_path / "run" / "config.json").read_text())["step_plan"]["packing_kernel"] == FLEX
+
+
+def test_simulated_gpu_runs_lora_on_a_bf16_base_under_autocast(arithmetic_model_dir, tmp_path, monkeypatch):
+    """The plan a GPU gets for LoRA on a 16-bit base, run for real on the CPU: peft's input casts off, every forward
+    under bf16 autocast (the load checks too), the chunked head kept (its load check passes under autocast: no
+    fall-back to full logits), the base weights bf16 and untouched, the fp32 adapters trained."""
+    import warnings
+
+    import grpo_core.trainer as trainer_module
+    from grpo_core.policy import logprobs
+
+    monkeypatch.setattr(trainer_module, "describe_device",
+                        lambda device: sp.DeviceInfo("cuda", "simulated", 80 * GiB, 70 * GiB,
+                                                     frozenset({"flash", "mem_efficient"})))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # a head that fails its check warns: that fails here
+        trainer = _trainer(arithmetic_model_dir, tmp_path, model={"dtype": "bfloat16"}, lora={"enabled": True, "r": 4},
+                           grpo={"max_steps": 2, "lr_scheduler": "constant"},
+                           rewards={"close": {"use": "numeric_proximity", "tolerance": 10.0}})  # varies in a group
+    plan = trainer.step_plan
+    assert plan.autocast_dtype == "bfloat16" and not plan.gradient_checkpointing
+    assert logprobs.lm_parts(trainer.model) is not None  # the chunked head passed its check
+    assert not any(getattr(m, "cast_input_dtype_enabled", False) for m in trainer.model.modules())
+    seen = []  # the dtype each LoRA layer's adapter computes in, from its input
+    for module in trainer.model.modules():
+        if type(module).__name__ == "Linear" and hasattr(module, "lora_A"):
+            module.register_forward_hook(lambda m, args, out: seen.append((torch.is_autocast_enabled("cpu"),
+                                                                           args[0].dtype, out.dtype)))
+    base = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if "lora_" not in n}
+    adapters = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if "lora_" in n}
+    assert all(p.dtype == torch.bfloat16 for p in base.values())
+    assert all(p.dtype == torch.float32 for p in adapters.values())
+    metrics = trainer.train()
+    assert metrics["step"] == 2
+    assert seen and all(on and out == torch.bfloat16 for on, _, out in seen)  # every LoRA layer ran under autocast
+    after = dict(trainer.model.named_parameters())
+    assert all(torch.equal(after[n], p) for n, p in base.items())
+    assert metrics["grad_norm"] > 0 and metrics["reward/std"] > 0
+    assert any(not torch.equal(after[n], p) for n, p in adapters.items())
