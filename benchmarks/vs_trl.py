@@ -143,7 +143,9 @@ def describe(res: dict[str, Any], tokens: int) -> str:
             f"[{res.get('trainer')}, load {res['load']:.1f}]")
 
 
-def main() -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The arguments, with our side pinned to the reference configuration: ``micro_batch_tokens`` (default: the
+    config's default), ``logprob_chunk_size`` and checkpointing on, all written into our run config."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--lengths", default="512,1024,2048", help="completion lengths, comma-separated")
     p.add_argument("--steps", type=int, default=1, help="GRPO steps per run (>1: the first is left out of the time)")
@@ -164,7 +166,18 @@ def main() -> int:
     p.add_argument("--malloc-mmap-threshold", type=int, default=1 << 20,
                    help="MALLOC_MMAP_THRESHOLD_ for both children (default 1 MiB; 0: glibc's dynamic default)")
     p.add_argument("--verbose", action="store_true")
-    a = p.parse_args()
+    a = p.parse_args(argv)
+    sys.path.insert(0, str(HERE.parent))
+    from grpo_core.config import GRPOConfig
+
+    if a.micro_batch_tokens is None:
+        a.micro_batch_tokens = GRPOConfig().micro_batch_tokens
+    a.side_args = ["--checkpointing", "on"]
+    return a
+
+
+def main() -> int:
+    a = parse_args()
     lengths = [int(x) for x in a.lengths.split(",") if x]
     sides = [s for s in a.sides.split(",") if s]
     if a.memory_limit_gb <= 0:
@@ -174,13 +187,7 @@ def main() -> int:
 
     import torch
 
-    sys.path.insert(0, str(HERE.parent))
-    from grpo_core.config import GRPOConfig
     from grpo_core.policy.memory_model import estimate_peak_memory
-
-    if a.micro_batch_tokens is None:
-        a.micro_batch_tokens = GRPOConfig().micro_batch_tokens
-    a.side_args = ["--checkpointing", "on"]  # with the chunk and micro-batch above: the documented configuration
 
     tmp = Path(tempfile.mkdtemp(prefix="vs_trl_model_"))
     try:

@@ -99,10 +99,15 @@ def test_the_gpu_benchmark_hands_ours_no_planned_key_unless_pinned(tmp_path: Pat
 
 
 def test_the_cpu_reference_benchmark_pins_its_documented_configuration(tmp_path: Path) -> None:
-    a = runner_args(micro_batch_tokens=4096, chunk_size=1024, side_args=["--checkpointing", "on"])
-    cmd = vs_trl.side_command("ours", 512, a, tmp_path, "3,600", tmp_path / "out")
-    parsed = grpo_bench_sides.parse_args(cmd[2:])
-    assert (parsed.micro_batch_tokens, parsed.chunk_size, parsed.checkpointing) == (4096, 1024, "on")
+    """README: ours with micro_batch_tokens 4096 (the config's default), 1024-token head tiles, checkpointing."""
+    for argv, pins in (([], (4096, 1024)), (["--micro-batch-tokens", "48", "--chunk-size", "64"], (48, 64))):
+        a = vs_trl.parse_args(argv)
+        cmd = vs_trl.side_command("ours", 512, a, tmp_path, "3,600", tmp_path / "out")
+        parsed = grpo_bench_sides.parse_args(cmd[2:])
+        assert (parsed.micro_batch_tokens, parsed.chunk_size, parsed.checkpointing) == (*pins, "on")
+        raw = grpo_bench_sides.our_run_config(parsed)
+        assert raw["model"]["gradient_checkpointing"] is True
+        assert (raw["grpo"]["micro_batch_tokens"], raw["grpo"]["logprob_chunk_size"]) == pins
 
 
 def test_plan_fields_name_what_the_planner_chose_and_what_was_pinned() -> None:
