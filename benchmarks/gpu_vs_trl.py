@@ -95,12 +95,12 @@ def plan_fields(plan: dict[str, Any] | None) -> str:
     def word(value: Any) -> str:
         return "none" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
 
-    pinned = sorted(k for k, why in (plan.get("reasons") or {}).items() if why == "set" or why.startswith("set "))
+    set_keys = sorted(k for k, why in (plan.get("reasons") or {}).items() if why == "set" or why.startswith("set "))
     keys = ("micro_batch_tokens", "gradient_checkpointing", "mlp_chunk_tokens", "logprob_chunk_size",
             "packing_kernel", "autocast_dtype")
     return " ".join([*(f"{k.removesuffix('_dtype')}={word(plan.get(k))}" for k in keys),
                      f"estimated_peak_gib={fmt_gib(plan.get('estimated_peak_gb'))}",
-                     f"set={','.join(pinned) or 'none'}"])
+                     f"set={','.join(set_keys) or 'none'}"])
 
 
 def cell(res: dict[str, Any]) -> tuple[str, str, float | None, float | None]:

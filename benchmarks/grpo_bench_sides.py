@@ -279,6 +279,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main() -> int:
+    from grpo_rewards.errors import UserError
+
     a = parse_args()
     if a.memory_limit_gb > 0:
         limit = int(a.memory_limit_gb * GiB)
@@ -311,6 +313,9 @@ def main() -> int:
         out["oom"] = isinstance(exc, MemoryError) or any(
             s in message.lower() for s in ("alloc", "out of memory", "not enough memory")
         )
+    except UserError as exc:  # ours: the planner found no step within trainer.memory_budget_gb (a cap)
+        out["error"] = str(exc).splitlines()[0][:300]
+        out["oom"] = any(p.key == "trainer.memory_budget_gb" for p in exc.problems)
     if rec.plan is not None:
         out["plan"] = rec.plan
     out.update(steps=rec.steps, peak_step=rec.peak, peak_reset=rec.reset_ok, rss_at_start=rec.rss_at_start,
