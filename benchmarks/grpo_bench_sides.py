@@ -14,10 +14,17 @@ trainer and data are built, read at the end of every step (both trainers load th
 memory-mapped, so the weights become resident during the first step and are inside the peak). With
 ``--device cuda`` (``benchmarks/gpu_vs_trl.py``) both train on the GPU, each step's time ends after a
 ``torch.cuda.synchronize()``, the peak is ``torch.cuda.max_memory_allocated`` since the run was built, and
-``--memory-fraction`` caps this process's share of the GPU (``torch.cuda.set_per_process_memory_fraction``).
-``--no-checkpointing`` turns gradient checkpointing off on both sides; ``--dtype auto`` trains fp32 master
-weights under 16-bit autocast on both sides (ours: a 16-bit checkpoint with ``dtype = "auto"``; TRL: fp32
-weights with ``bf16 = True``). The last line of stdout is ``RESULT {json}``.
+``--memory-fraction`` caps this process's share of the GPU (``torch.cuda.set_per_process_memory_fraction``);
+the free memory torch reports does not shrink with it, so our side is also given the cap as ``[trainer]
+memory_budget_gb`` (the planner's share of it, unless ``--memory-budget-gb`` says otherwise), a budget the planner
+plans within rather than a planned key.
+``--checkpointing on|off`` sets gradient checkpointing on both sides; ``plan`` leaves it out of our run config, so
+our step planner chooses it (``grpo_core.policy.step_plan``), while TRL, which has no planner, trains with it on.
+``--micro-batch-tokens`` and ``--chunk-size`` likewise reach our run config only when given: a key in the run
+config counts as set by the user and the planner never changes it, so leaving them out measures the planner's
+step. ``--dtype auto`` trains fp32 master weights under 16-bit autocast on both sides (ours: a 16-bit checkpoint
+with ``dtype = "auto"``; TRL: fp32 weights with ``bf16 = True``). The last line of stdout is ``RESULT {json}``;
+ours adds ``plan``, the step plan our trainer ran by (``StepPlan.to_dict``), also when the step failed.
 """
 
 from __future__ import annotations
@@ -77,6 +84,7 @@ class Recorder:
         self.peak = 0
         self.reset_ok = False
         self.rss_at_start = 0
+        self.plan: dict[str, Any] | None = None  # ours: the step plan the trainer runs by
 
     def start_run(self) -> None:
         import gc
@@ -115,6 +123,34 @@ class Recorder:
 # ------------------------------------------------------------------------------------------ ours ---
 
 
+def our_run_config(a: argparse.Namespace) -> dict[str, Any]:
+    """Our run config for these arguments, but its rewards. The keys the step planner chooses are in it only
+    where the arguments pin them: ``gradient_checkpointing`` unless ``--checkpointing plan``,
+    ``micro_batch_tokens`` and ``logprob_chunk_size`` when given."""
+    model: dict[str, Any] = {"name_or_path": a.model_dir, "dtype": a.dtype, "offload_activations": False}
+    if a.checkpointing != "plan":
+        model["gradient_checkpointing"] = a.checkpointing == "on"
+    grpo: dict[str, Any] = {"learning_rate": 1e-5, "prompts_per_step": 1, "max_steps": a.steps, "loss_type": "dapo",
+                            "beta": 0.0, "num_iterations": 1, "epsilon": 0.2, "max_grad_norm": 1.0,
+                            "lr_scheduler": "constant", "seed": 0}
+    if a.chunk_size is not None:
+        grpo["logprob_chunk_size"] = a.chunk_size
+    if a.micro_batch_tokens is not None:
+        grpo["micro_batch_tokens"] = a.micro_batch_tokens
+    trainer = {} if a.memory_budget_gb is None else {"trainer": {"memory_budget_gb": a.memory_budget_gb}}
+    return {
+        "model": model,
+        "data": {"source": a.prompts, "prompt_field": "prompt", "chat_template": False, "shuffle": False},
+        "generation": {"backend": "vs_trl_fixed", "num_generations": a.generations,
+                       "max_completion_length": a.length, "temperature": 1.0},
+        "grpo": grpo,
+        "lora": {"enabled": a.lora_rank > 0, "r": max(a.lora_rank, 1), "alpha": 2 * max(a.lora_rank, 1)},
+        "logging": {"output_dir": a.out_dir, "plot": False, "progress": False, "sample_every": 10**6},
+        "checkpoint": {"every": 0, "keep_last": 1},
+        **trainer,
+    }
+
+
 def run_ours(a: argparse.Namespace, rec: Recorder, completions: Any) -> dict[str, Any]:
     import torch
 
@@ -147,6 +183,7 @@ def run_ours(a: argparse.Namespace, rec: Recorder, completions: Any) -> dict[str
 
         @hookimpl
         def grpo_on_train_start(self, trainer: Any) -> None:
+            rec.plan = trainer.step_plan.to_dict()
             rec.start_run()
 
         @hookimpl
@@ -154,24 +191,8 @@ def run_ours(a: argparse.Namespace, rec: Recorder, completions: Any) -> dict[str
             rec.end_step()
 
     registry = load_registry(extra_plugins=[("vs_trl_bench", BenchPlugin())])
-    cfg = config_from_dict(
-        {
-            "model": {"name_or_path": a.model_dir, "dtype": a.dtype, "gradient_checkpointing": a.checkpointing,
-                      "offload_activations": False},
-            "data": {"source": a.prompts, "prompt_field": "prompt", "chat_template": False, "shuffle": False},
-            "generation": {"backend": "vs_trl_fixed", "num_generations": a.generations,
-                           "max_completion_length": a.length, "temperature": 1.0},
-            "grpo": {"learning_rate": 1e-5, "prompts_per_step": 1, "max_steps": a.steps, "loss_type": "dapo",
-                     "beta": 0.0, "num_iterations": 1, "epsilon": 0.2, "max_grad_norm": 1.0,
-                     "lr_scheduler": "constant", "logprob_chunk_size": a.chunk_size,
-                     "micro_batch_tokens": a.micro_batch_tokens, "seed": 0},
-            "lora": {"enabled": a.lora_rank > 0, "r": max(a.lora_rank, 1), "alpha": 2 * max(a.lora_rank, 1)},
-            "logging": {"output_dir": a.out_dir, "plot": False, "progress": False, "sample_every": 10**6},
-            "checkpoint": {"every": 0, "keep_last": 1},
-            "rewards": compose({"distinct": reward_distinct}),
-        },
-        registry=registry,
-    )
+    cfg = config_from_dict({**our_run_config(a), "rewards": compose({"distinct": reward_distinct})},
+                           registry=registry)
     Trainer(cfg, registry=registry).train()
     return {"trainer": "grpo_core.trainer.Trainer"}
 
@@ -211,7 +232,7 @@ def run_trl(a: argparse.Namespace, rec: Recorder, completions: Any) -> dict[str,
     rows = [json.loads(line) for line in Path(a.prompts).read_text().splitlines() if line.strip()]
     config = GRPOConfig(
         output_dir=a.out_dir, per_device_train_batch_size=a.generations, num_generations=a.generations,
-        max_completion_length=a.length, gradient_checkpointing=a.checkpointing, learning_rate=1e-5, beta=0.0,
+        max_completion_length=a.length, gradient_checkpointing=a.checkpointing != "off", learning_rate=1e-5, beta=0.0,
         num_iterations=1, loss_type="dapo", epsilon=0.2, max_grad_norm=1.0, lr_scheduler_type="constant",
         max_steps=a.steps, logging_steps=1, report_to="none", save_strategy="no", use_cpu=a.device == "cpu",
         bf16=a.dtype == "bfloat16" or (a.dtype == "auto" and a.device == "cuda"), fp16=False, seed=0, temperature=1.0, dataloader_num_workers=0,
@@ -231,7 +252,7 @@ def run_trl(a: argparse.Namespace, rec: Recorder, completions: Any) -> dict[str,
 # ------------------------------------------------------------------------------------------ main ---
 
 
-def main() -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser()
     p.add_argument("side", choices=["ours", "trl"])
     p.add_argument("--model-dir", required=True)
@@ -241,16 +262,26 @@ def main() -> int:
     p.add_argument("--generations", type=int, default=8)
     p.add_argument("--steps", type=int, default=1)
     p.add_argument("--lora-rank", type=int, default=16)
-    p.add_argument("--chunk-size", type=int, default=1024)
-    p.add_argument("--micro-batch-tokens", type=int, default=4096, help="ours: tokens per forward/backward")
+    p.add_argument("--chunk-size", type=int, default=None, help="ours: log-prob head tile (default: planned)")
+    p.add_argument("--micro-batch-tokens", type=int, default=None,
+                   help="ours: tokens per forward/backward (default: planned)")
     p.add_argument("--dtype", default="float32")
     p.add_argument("--token-range", default="6,500", help="low,high of the fixed completion ids")
     p.add_argument("--memory-limit-gb", type=float, default=0.0, help="RLIMIT_AS for this process (0: none)")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    p.add_argument("--no-checkpointing", dest="checkpointing", action="store_false")
+    p.add_argument("--checkpointing", choices=["on", "off", "plan"], default="on",
+                   help="gradient checkpointing on both sides; plan: ours as planned, TRL's on")
     p.add_argument("--memory-fraction", type=float, default=0.0,
                    help="cuda: torch.cuda.set_per_process_memory_fraction for this process (0: none)")
-    a = p.parse_args()
+    p.add_argument("--memory-budget-gb", type=float, default=None,
+                   help="ours: [trainer] memory_budget_gb (default: none, or the planner's share of --memory-fraction)")
+    return p.parse_args(argv)
+
+
+def main() -> int:
+    from grpo_rewards.errors import UserError
+
+    a = parse_args()
     if a.memory_limit_gb > 0:
         limit = int(a.memory_limit_gb * GiB)
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
@@ -266,6 +297,12 @@ def main() -> int:
         out["runtime_rss"] = rss_bytes()
         if a.device == "cuda" and a.memory_fraction > 0:
             torch.cuda.set_per_process_memory_fraction(a.memory_fraction)
+            if a.memory_budget_gb is None:  # mem_get_info, which the planner reads, ignores the fraction
+                from grpo_core.policy.step_plan import FREE_MEMORY_SHARE
+
+                total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+                a.memory_budget_gb = round(FREE_MEMORY_SHARE * a.memory_fraction * total / GiB, 3)
+            out["memory_budget_gb"] = a.memory_budget_gb
         low, high = (int(x) for x in a.token_range.split(","))
         completions = fixed_completions(a.generations, a.length, low, high, seed=1234)
         out.update(run_ours(a, rec, completions) if a.side == "ours" else run_trl(a, rec, completions))
@@ -276,6 +313,11 @@ def main() -> int:
         out["oom"] = isinstance(exc, MemoryError) or any(
             s in message.lower() for s in ("alloc", "out of memory", "not enough memory")
         )
+    except UserError as exc:  # ours: the planner found no step within trainer.memory_budget_gb (a cap)
+        out["error"] = str(exc).splitlines()[0][:300]
+        out["oom"] = any(p.key == "trainer.memory_budget_gb" for p in exc.problems)
+    if rec.plan is not None:
+        out["plan"] = rec.plan
     out.update(steps=rec.steps, peak_step=rec.peak, peak_reset=rec.reset_ok, rss_at_start=rec.rss_at_start,
                peak_lifetime=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
     print("RESULT " + json.dumps(out), flush=True)

@@ -7,7 +7,8 @@ hidden 896, 2 layers, tied head; random weights) saved with ``save_pretrained`` 
 trainers, fp32 on the CPU, LoRA r=16 on all linear layers, 8 generations of one prompt per step, the
 same reward, AdamW, loss ``dapo``, beta 0, one iteration, gradient checkpointing on both sides; each
 trainer otherwise runs with its own defaults (ours: ``micro_batch_tokens`` 4096, MLP tiles of the hidden
-size; TRL: its fused chunked LM head).
+size; TRL: its fused chunked LM head). Our checkpointing, ``micro_batch_tokens`` and ``logprob_chunk_size``
+(``--chunk-size``) are written into our run config, so the step planner keeps them as given.
 
 Allocator: both children run with the same fixed glibc ``M_MMAP_THRESHOLD`` (1 MiB by default), so
 buffers of 1 MiB and more are mapped on allocation and unmapped on free, and the resident peak follows
@@ -73,14 +74,23 @@ def build_model_dir(out: Path, a: argparse.Namespace) -> dict[str, Any]:
             "token_range": f"{len(special)},{len(fast)}"}
 
 
+def side_command(side: str, length: int, a: argparse.Namespace, model_dir: Path, token_range: str,
+                 out_dir: Path) -> list[str]:
+    """The ``grpo_bench_sides.py`` command for one (side, length) run. ``a.chunk_size`` and
+    ``a.micro_batch_tokens`` reach our run config only when not None (else the step planner chooses them);
+    ``a.side_args`` are appended as they are."""
+    pinned = [*(["--chunk-size", str(a.chunk_size)] if a.chunk_size is not None else []),
+              *(["--micro-batch-tokens", str(a.micro_batch_tokens)] if a.micro_batch_tokens is not None else [])]
+    return [sys.executable, str(HERE / "grpo_bench_sides.py"), side, "--model-dir", str(model_dir),
+            "--prompts", str(model_dir / "prompts.jsonl"), "--out-dir", str(out_dir), "--length", str(length),
+            "--generations", str(a.generations), "--steps", str(a.steps), "--lora-rank", str(a.lora_rank),
+            *pinned, "--dtype", a.dtype, "--token-range", token_range,
+            "--memory-limit-gb", str(a.memory_limit_gb), *getattr(a, "side_args", ())]
+
+
 def run_side(side: str, length: int, a: argparse.Namespace, model_dir: Path, token_range: str) -> dict[str, Any]:
     out_dir = Path(tempfile.mkdtemp(prefix=f"vs_trl_{side}_{length}_"))
-    cmd = [sys.executable, str(HERE / "grpo_bench_sides.py"), side, "--model-dir", str(model_dir),
-           "--prompts", str(model_dir / "prompts.jsonl"), "--out-dir", str(out_dir), "--length", str(length),
-           "--generations", str(a.generations), "--steps", str(a.steps), "--lora-rank", str(a.lora_rank),
-           "--chunk-size", str(a.chunk_size), "--micro-batch-tokens", str(a.micro_batch_tokens),
-           "--dtype", a.dtype, "--token-range", token_range,
-           "--memory-limit-gb", str(a.memory_limit_gb), *getattr(a, "side_args", ())]
+    cmd = side_command(side, length, a, model_dir, token_range, out_dir)
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "PYTHONWARNINGS": "ignore"}
     if a.malloc_mmap_threshold:  # the same allocator setting on both sides
         env["MALLOC_MMAP_THRESHOLD_"] = str(a.malloc_mmap_threshold)
@@ -133,7 +143,9 @@ def describe(res: dict[str, Any], tokens: int) -> str:
             f"[{res.get('trainer')}, load {res['load']:.1f}]")
 
 
-def main() -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The arguments, with our side pinned to the reference configuration: ``micro_batch_tokens`` (default: the
+    config's default), ``logprob_chunk_size`` and checkpointing on, all written into our run config."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--lengths", default="512,1024,2048", help="completion lengths, comma-separated")
     p.add_argument("--steps", type=int, default=1, help="GRPO steps per run (>1: the first is left out of the time)")
@@ -154,7 +166,18 @@ def main() -> int:
     p.add_argument("--malloc-mmap-threshold", type=int, default=1 << 20,
                    help="MALLOC_MMAP_THRESHOLD_ for both children (default 1 MiB; 0: glibc's dynamic default)")
     p.add_argument("--verbose", action="store_true")
-    a = p.parse_args()
+    a = p.parse_args(argv)
+    sys.path.insert(0, str(HERE.parent))
+    from grpo_core.config import GRPOConfig
+
+    if a.micro_batch_tokens is None:
+        a.micro_batch_tokens = GRPOConfig().micro_batch_tokens
+    a.side_args = ["--checkpointing", "on"]
+    return a
+
+
+def main() -> int:
+    a = parse_args()
     lengths = [int(x) for x in a.lengths.split(",") if x]
     sides = [s for s in a.sides.split(",") if s]
     if a.memory_limit_gb <= 0:
@@ -164,12 +187,7 @@ def main() -> int:
 
     import torch
 
-    sys.path.insert(0, str(HERE.parent))
-    from grpo_core.config import GRPOConfig
     from grpo_core.policy.memory_model import estimate_peak_memory
-
-    if a.micro_batch_tokens is None:
-        a.micro_batch_tokens = GRPOConfig().micro_batch_tokens
 
     tmp = Path(tempfile.mkdtemp(prefix="vs_trl_model_"))
     try:
