@@ -28,8 +28,7 @@ Sampling: ``benchmarks/generation_speed.py`` in its own process per sampler, our
 ``--memory-fraction F`` (CUDA): each side also trains under ``torch.cuda.set_per_process_memory_fraction(F)``
 at doubling lengths from the shortest of ``--cap-lengths`` until it runs out of memory, and the longest L it
 trained is printed (on the CPU the cap is ``--memory-limit-gb``, an address-space limit per process): LoRA, ours
-as planned within the cap (``[trainer] memory_budget_gb``, see ``grpo_bench_sides.py``), TRL with checkpointing
-on.
+as planned within the cap (the planner reads the fraction), TRL with checkpointing on.
 """
 
 from __future__ import annotations

@@ -14,10 +14,9 @@ trainer and data are built, read at the end of every step (both trainers load th
 memory-mapped, so the weights become resident during the first step and are inside the peak). With
 ``--device cuda`` (``benchmarks/gpu_vs_trl.py``) both train on the GPU, each step's time ends after a
 ``torch.cuda.synchronize()``, the peak is ``torch.cuda.max_memory_allocated`` since the run was built, and
-``--memory-fraction`` caps this process's share of the GPU (``torch.cuda.set_per_process_memory_fraction``);
-the free memory torch reports does not shrink with it, so our side is also given the cap as ``[trainer]
-memory_budget_gb`` (the planner's share of it, unless ``--memory-budget-gb`` says otherwise), a budget the planner
-plans within rather than a planned key.
+``--memory-fraction`` caps this process's share of the GPU (``torch.cuda.set_per_process_memory_fraction``), which
+our planner reads as the memory the process may hold (``--memory-budget-gb`` sets ``[trainer] memory_budget_gb``
+instead: a budget the planner plans within, not a planned key).
 ``--checkpointing on|off`` sets gradient checkpointing on both sides; ``plan`` leaves it out of our run config, so
 our step planner chooses it (``grpo_core.policy.step_plan``), while TRL, which has no planner, trains with it on.
 ``--micro-batch-tokens`` and ``--chunk-size`` likewise reach our run config only when given: a key in the run
@@ -274,7 +273,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--memory-fraction", type=float, default=0.0,
                    help="cuda: torch.cuda.set_per_process_memory_fraction for this process (0: none)")
     p.add_argument("--memory-budget-gb", type=float, default=None,
-                   help="ours: [trainer] memory_budget_gb (default: none, or the planner's share of --memory-fraction)")
+                   help="ours: [trainer] memory_budget_gb (default: none; the planner reads --memory-fraction itself)")
     return p.parse_args(argv)
 
 
@@ -297,12 +296,6 @@ def main() -> int:
         out["runtime_rss"] = rss_bytes()
         if a.device == "cuda" and a.memory_fraction > 0:
             torch.cuda.set_per_process_memory_fraction(a.memory_fraction)
-            if a.memory_budget_gb is None:  # mem_get_info, which the planner reads, ignores the fraction
-                from grpo_core.policy.step_plan import FREE_MEMORY_SHARE
-
-                total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
-                a.memory_budget_gb = round(FREE_MEMORY_SHARE * a.memory_fraction * total / GiB, 3)
-            out["memory_budget_gb"] = a.memory_budget_gb
         low, high = (int(x) for x in a.token_range.split(","))
         completions = fixed_completions(a.generations, a.length, low, high, seed=1234)
         out.update(run_ours(a, rec, completions) if a.side == "ours" else run_trl(a, rec, completions))
