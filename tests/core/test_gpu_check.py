@@ -143,6 +143,36 @@ def test_each_trainer_check_trains_on_the_cpu(check: Any, tmp_path: Path) -> Non
     assert "rewards varied" in summary
 
 
+PLANNED_FOR_A_GPU = ["bf16_autocast", "bf16_lora", "planned_step"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", PLANNED_FOR_A_GPU)
+def test_the_checks_train_as_planned_for_a_gpu(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same checks with the plan a GPU gets (a simulated CUDA device: no checkpointing, the head's CUDA tiles,
+    bf16 autocast for the bf16 checkpoint and for LoRA on it, peft's input casts off), run for real under CPU
+    autocast: what only ran on a GPU before, the trainer's load checks included."""
+    import torch
+
+    import grpo_core.trainer as trainer_module
+    from grpo_core.policy import step_plan as sp
+
+    monkeypatch.setattr(trainer_module, "describe_device", lambda device: sp.DeviceInfo(
+        "cuda", "simulated", 80 * 2**30, 70 * 2**30, frozenset({"flash", "mem_efficient"})))
+    check = next(c for c in gpu_check.CHECKS if c.name == name)
+    config = gpu_check.run_config(check, tmp_path)
+    trainer, steps = gpu_check.train(config)
+    assert check.verify is not None and check.verify(trainer, steps[-1])
+    plan = trainer.step_plan
+    assert plan.device.type == "cuda" and plan.autocast_dtype == "bfloat16"
+    assert plan.logprob_chunk_size == sp.CUDA_LOGPROB_CHUNK
+    # the lane sets checkpointing where it tests it; where it is left to the planner, the update fits without it
+    assert plan.gradient_checkpointing == config["model"].get("gradient_checkpointing", False)
+    from grpo_core.policy.models import compute_dtype
+
+    assert compute_dtype(trainer.model) == torch.bfloat16  # the forwards ran under CPU autocast
+
+
 def test_a_run_that_learned_nothing_is_refused() -> None:
     step = {"step": 1, "reward/std": 0.3, "advantages/abs_max": 1.2, "grad_norm": 0.5, "loss": 0.0}
     assert gpu_check.learning_signal([step]).startswith("rewards varied (std 0.3)")
