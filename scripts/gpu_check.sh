@@ -16,7 +16,8 @@
 # SKIP line and vLLM on CUDA stays unverified by this lane. A check whose package is missing says so in its SKIP
 # line. Without a GPU every check is a SKIP line and the exit status is 0 (nothing is installed); otherwise it
 # is 1 when any check failed or the lane took over $GPU_CHECK_BUDGET seconds (default 480). Each check runs in
-# its own process under $GPU_CHECK_TIMEOUT seconds (default 240).
+# its own process under $GPU_CHECK_TIMEOUT seconds (default 240). $GPU_CHECK_ARCHIVE names a .tar.gz that gets
+# every check's stdout and stderr at the end (one file to bring back from a lent machine).
 set -u
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(dirname "$HERE")
@@ -66,4 +67,7 @@ if [ "$took" -gt "$BUDGET" ]; then
     echo "FAIL gpu_check: the lane took $took s, over its budget of $BUDGET s"; failed=1
 fi
 echo "gpu_check: $took s; logs in $LOGS"
+if [ -n "${GPU_CHECK_ARCHIVE:-}" ]; then
+    tar -czf "$GPU_CHECK_ARCHIVE" -C "$LOGS" . && echo "gpu_check: logs archived in $GPU_CHECK_ARCHIVE" >&2
+fi
 exit $failed

@@ -43,6 +43,20 @@ def test_without_a_gpu_every_check_is_skipped(tmp_path: Path, fake: bool, reason
     assert proc.stdout.splitlines() == [f"SKIP {c}: {reason}" for c in gpu_check.NAMES]
 
 
+def test_the_session_script_keeps_the_lane_and_the_benchmark_output(tmp_path: Path) -> None:
+    """``gpu_session.sh`` off a GPU: the lane's SKIP lines and the benchmark's refusal each land in their file under
+    ``$OUT``, and the exit status is the benchmark's (the lane passed)."""
+    out = tmp_path / "out"
+    env = {**os.environ, "OUT": str(out), "PYTHON": sys.executable, "PATH": "/usr/bin:/bin",
+           "GPU_CHECK_SITE": str(tmp_path / "site")}
+    proc = subprocess.run(["bash", str(REPO / "scripts" / "gpu_session.sh")], capture_output=True, text=True,
+                          env=env, timeout=300)
+    lane = (out / "gpu_check.txt").read_text().splitlines()
+    assert lane == [f"SKIP {c}: no NVIDIA GPU here (nvidia-smi not found)" for c in gpu_check.NAMES]
+    assert "torch sees no CUDA device" in (out / "gpu_vs_trl.txt").read_text()
+    assert proc.returncode == 2 and "lane exit 0, benchmark exit 2" in proc.stdout, proc.stdout + proc.stderr
+
+
 def test_one_check_off_a_gpu_prints_one_skip_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert gpu_check.main(["qlora"]) == 0
     assert capsys.readouterr().out == "SKIP qlora: torch sees no CUDA device\n"
