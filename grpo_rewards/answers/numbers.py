@@ -382,6 +382,9 @@ def _nearer(percent: Fraction, other: Fraction) -> Fraction:
 #: one comma between digits, not inside a longer list or number (``3,5``, ``1,22``, ``1,234``)
 _ONE_COMMA = re.compile(r"\d(?<![\d.,]\d)\d*,\d+(?!\d|[.,]\d)", re.ASCII)
 _THOUSANDS = re.compile(r"[-+]?[1-9]\d{0,2},\d{3}", re.ASCII)
+#: :data:`_ONE_COMMA` with other than three digits after the comma: the ones a decimal-comma context reads as decimals
+#: (three digits stay: "1,234" is thousands, "0,111" undecided), split around the comma for a template substitution
+_DECIMAL_COMMA = re.compile(r"(\d(?<![\d.,]\d)\d*),(\d{1,2}|\d{4,})(?!\d|[.,]\d)", re.ASCII)
 #: thousands groups of dots or spaces, then a decimal comma (``1.234,5``, ``1 234,5``): a decimal comma in any text
 _GROUPED_COMMA = re.compile(r"\d(?<![\d.,]\d)\d{0,2}(?:(?:\.\d{3})+|(?:[ \u00a0\u202f\u2009]\d{3})+),\d+(?!\d|[.,]\d)",
                             re.ASCII)
@@ -423,7 +426,11 @@ def decimal_points(text: str, *, context: bool | None = None) -> str:
         return text  # no comma left that a context would decide ("1,234" is thousands in any text)
     if context is None:
         context = grouped or _COMMA_LANGUAGE.search(text) is not None
-    return _ONE_COMMA.sub(_comma_point, text) if context else text
+    return _DECIMAL_COMMA.sub(_point, text) if context else text
+
+
+def _point(found: re.Match[str]) -> str:  # a function: Python 3.11 expands a template ("\1.\2") in Python per match
+    return found[1] + "." + found[2]
 
 
 def _grouped_point(found: re.Match[str]) -> str:
@@ -431,12 +438,6 @@ def _grouped_point(found: re.Match[str]) -> str:
     if len(decimals) == 3:  # "1.234,567": a group of three after the comma, no number
         return found.group()
     return re.sub(r"[. \u00a0\u202f\u2009]", "", whole) + "." + decimals
-
-
-def _comma_point(found: re.Match[str]) -> str:
-    literal = found.group()
-    decimals = literal.rpartition(",")[2]
-    return literal.replace(",", ".") if len(decimals) != 3 and ambiguous_comma(literal) else literal
 
 
 def is_list_marker(text: str, match: re.Match[str]) -> bool:
