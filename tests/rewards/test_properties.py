@@ -263,6 +263,8 @@ def _emphasised(text: str) -> bool:
 @SETTINGS
 @given(no_tags, no_tags.filter(lambda t: t.strip() and not _emphasised(t)), no_tags)
 def test_tagged_answer_round_trips(before, answer, after):
+    # "`<answer>`" is the tag quoted as code, not an answer tag: the extraction skips it on purpose
+    assume(not (before.endswith("`") and answer.startswith("`")))
     assert extract_answer(f"{before}<answer>{answer}</answer>{after}", "answer_tag") == answer.strip()
 
 
